@@ -1,0 +1,17 @@
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+install(TARGETS ddp EXPORT ddpTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY include/ddp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT ddpTargets NAMESPACE ddp:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ddp)
+configure_package_config_file(cmake/ddpConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/ddpConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ddp)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/ddpConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ddpConfig.cmake
+  ${CMAKE_CURRENT_BINARY_DIR}/ddpConfigVersion.cmake
+  cmake/DdpDependencies.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ddp)

@@ -1,0 +1,48 @@
+// Errors thrown by ddp. Messages are prefixed with where it happened:
+//   "[gloo] rank 2/4 all_reduce: ..."
+// Bad arguments are std::invalid_argument (via ddp::InvalidArgument); failures
+// of communication (a peer died, a connection closed) are ddp::CommError;
+// an operation that outlived its timeout is ddp::TimeoutError.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace ddp {
+
+// Any runtime failure of ddp that is not a bad argument.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A caller passed something invalid: a rank out of range, mismatched sizes...
+class InvalidArgument : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// Communication with peers failed; the group is unusable afterwards.
+class CommError : public Error {
+ public:
+  using Error::Error;
+};
+
+// An operation did not complete within its timeout.
+class TimeoutError : public CommError {
+ public:
+  using CommError::CommError;
+};
+
+// Where an error happened: backend, rank, world size, operation.
+struct ErrorContext {
+  std::string backend;
+  int rank = 0;
+  int size = 1;
+  std::string op;
+  // "[gloo] rank 2/4 all_reduce: "
+  std::string prefix() const;
+};
+
+[[noreturn]] void throw_invalid(const ErrorContext& ctx, const std::string& what);
+
+}  // namespace ddp

@@ -1,0 +1,50 @@
+// Reduction operators and the option structs every collective takes.
+#pragma once
+#include <chrono>
+#include <string>
+
+namespace ddp {
+
+enum class ReduceOp { SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR };
+std::string to_string(ReduceOp op);
+
+using Milliseconds = std::chrono::milliseconds;
+// Timeout 0 means "use the group's timeout".
+constexpr Milliseconds kDefaultTimeout{0};
+constexpr Milliseconds kNoTimeout{-1};
+
+// Shared by every collective: per-call timeout and asynchrony. With
+// async_op = false (the default) the call returns once the operation is done.
+struct CollectiveOptions {
+  Milliseconds timeout = kDefaultTimeout;
+  bool async_op = false;
+};
+
+struct AllReduceOptions : CollectiveOptions {
+  ReduceOp op = ReduceOp::SUM;
+};
+struct BroadcastOptions : CollectiveOptions {
+  int root = 0;
+};
+struct ReduceOptions : CollectiveOptions {
+  ReduceOp op = ReduceOp::SUM;
+  int root = 0;
+};
+struct ReduceScatterOptions : CollectiveOptions {
+  ReduceOp op = ReduceOp::SUM;
+};
+struct RootOptions : CollectiveOptions {  // gather, scatter
+  int root = 0;
+};
+struct P2POptions : CollectiveOptions {  // send, recv
+  int tag = 0;
+};
+
+// Convenience constructors: ddp::op(ReduceOp::MAX), ddp::root(2).
+inline AllReduceOptions op(ReduceOp o) {
+  AllReduceOptions opts;
+  opts.op = o;
+  return opts;
+}
+
+}  // namespace ddp

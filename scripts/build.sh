@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Configures and builds into build/ (BUILD_DIR to change). Extra args go to cmake.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${JOBS:-$(nproc)}
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
+fi
+cmake --build "$BUILD_DIR" -j "$JOBS"

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs everything ddp needs to build, test and run on Debian 12. Idempotent.
+set -euo pipefail
+PKGS=(
+  build-essential cmake ninja-build ccache pkg-config
+  libtorch-dev libopenblas0-pthread     # LibTorch; OpenBLAS (reference BLAS is ~35x slower)
+  libgloo-dev                           # headers c10d's ProcessGroupGloo needs
+  libopenmpi-dev openmpi-bin            # MPI backend
+  libgtest-dev libgmock-dev             # tests
+  zlib1g-dev                            # gzip data files
+  dataset-fashion-mnist                 # the main job's data
+  python3-torch                         # test oracle and benchmark peer only
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,150 @@
+#include "dist/env.h"
+
+#include <cstdlib>
+
+#include "ddp/dist/errors.h"
+
+namespace ddp::detail {
+namespace {
+
+[[noreturn]] void bad(const std::string& what) { throw InvalidArgument("[init] " + what); }
+
+std::optional<int> env_int(const EnvFn& env, const std::string& name) {
+  auto v = env(name);
+  if (!v || v->empty()) return std::nullopt;
+  size_t used = 0;
+  long n = -1;
+  try {
+    n = std::stol(*v, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used != v->size() || n < 0 || n > 1 << 30)
+    bad(name + "='" + *v + "' is not a non-negative integer (ddprun and torchrun set it)");
+  return static_cast<int>(n);
+}
+
+std::optional<int> first_int(const EnvFn& env, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (auto v = env_int(env, n)) return v;
+  return std::nullopt;
+}
+
+int parse_port(const std::string& text, const std::string& where) {
+  size_t used = 0;
+  long p = -1;
+  try {
+    p = std::stol(text, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used != text.size() || p < 1 || p > 65535)
+    bad(where + ": port '" + text + "' must be an integer in [1, 65535]");
+  return static_cast<int>(p);
+}
+
+Milliseconds resolve_timeout(const InitOptions& opts, const EnvFn& env) {
+  if (opts.timeout.count() > 0) return opts.timeout;
+  if (opts.timeout.count() < 0) bad("timeout must be positive");
+  if (auto v = env("DDP_TIMEOUT"); v && !v->empty()) {
+    char* end = nullptr;
+    double s = std::strtod(v->c_str(), &end);
+    if (end != v->c_str() + v->size() || !(s > 0))
+      bad("DDP_TIMEOUT='" + *v + "' must be a positive number of seconds");
+    return Milliseconds(static_cast<int64_t>(s * 1000));
+  }
+  return std::chrono::minutes(10);
+}
+
+bool launched_by_mpi(const EnvFn& env) {
+  return env("OMPI_COMM_WORLD_SIZE") || env("PMI_SIZE") || env("PMIX_RANK");
+}
+
+}  // namespace
+
+EnvFn process_env() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (!v) return std::nullopt;
+    return std::string(v);
+  };
+}
+
+Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mpi_available) {
+  Rendezvous r;
+  r.timeout = resolve_timeout(opts, env);
+  r.backend = opts.backend;
+  if (r.backend == "auto") {
+    if (auto b = env("DDP_BACKEND"); b && !b->empty() && *b != "auto")
+      r.backend = *b;
+    else if (mpi_available && launched_by_mpi(env))
+      r.backend = "mpi";
+  }
+  if (r.backend == "mpi") {
+    r.method = "mpi";
+    r.rank = opts.rank;
+    r.world_size = opts.world_size;
+    return r;
+  }
+
+  std::optional<int> rank, world;
+  if (opts.rank >= 0) rank = opts.rank;
+  else rank = first_int(env, {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"});
+  if (opts.world_size >= 0) world = opts.world_size;
+  else world = first_int(env, {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
+
+  const std::string& m = opts.init_method;
+  if (opts.store) {
+    r.method = "store";
+    if (!rank || !world) bad("with a store, pass InitOptions::rank and world_size");
+  } else if (m.empty() || m == "env://") {
+    auto addr = env("MASTER_ADDR");
+    auto port = env("MASTER_PORT");
+    if (!rank && !world && !addr && !port) {
+      rank = 0;  // no launcher, no environment: a world of one
+      world = 1;
+    }
+    if (!world) bad("env:// needs WORLD_SIZE (ddprun and torchrun set it) or InitOptions::world_size");
+    if (!rank) bad("env:// needs RANK (ddprun and torchrun set it) or InitOptions::rank");
+    if (*world == 1 && !addr && !port) {
+      r.method = "none";
+    } else {
+      if (!addr || addr->empty())
+        bad("env:// needs MASTER_ADDR for a world of " + std::to_string(*world) +
+            " (ddprun and torchrun set it)");
+      if (!port) bad("env:// needs MASTER_PORT for a world of " + std::to_string(*world) +
+                     " (ddprun and torchrun set it)");
+      r.method = "env";
+      r.host = *addr;
+      r.port = parse_port(*port, "MASTER_PORT");
+    }
+  } else if (m.rfind("tcp://", 0) == 0) {
+    std::string hp = m.substr(6);
+    auto colon = hp.rfind(':');
+    if (colon == std::string::npos || colon == 0)
+      bad("init_method '" + m + "' must look like tcp://host:port");
+    r.method = "tcp";
+    r.host = hp.substr(0, colon);
+    if (r.host.size() > 2 && r.host.front() == '[' && r.host.back() == ']')
+      r.host = r.host.substr(1, r.host.size() - 2);
+    r.port = parse_port(hp.substr(colon + 1), "init_method '" + m + "'");
+    if (!rank || !world) bad("init_method '" + m + "' needs rank and world_size (options or RANK/WORLD_SIZE)");
+  } else if (m.rfind("file://", 0) == 0) {
+    r.method = "file";
+    r.path = m.substr(7);
+    if (r.path.empty() || r.path[0] != '/')
+      bad("init_method '" + m + "' must be file:///absolute/path");
+    if (!rank || !world) bad("init_method '" + m + "' needs rank and world_size (options or RANK/WORLD_SIZE)");
+  } else {
+    bad("init_method '" + m + "' is not supported; use env://, tcp://host:port or file:///path");
+  }
+  if (*world < 1) bad("world_size " + std::to_string(*world) + " must be at least 1");
+  if (*rank >= *world)
+    bad("rank " + std::to_string(*rank) + " is out of range [0, " + std::to_string(*world) + ")");
+  r.rank = *rank;
+  r.world_size = *world;
+  if (r.backend == "auto") r.backend = (r.world_size == 1 && r.method == "none") ? "local" : "gloo";
+  return r;
+}
+
+}  // namespace ddp::detail

@@ -1,0 +1,31 @@
+// Turns InitOptions plus the environment into a concrete rendezvous plan:
+// which backend, which rank and world size, and how to meet (env://, tcp://,
+// file://, a given store, or nothing for a world of one).
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "ddp/dist/init.h"
+
+namespace ddp::detail {
+
+using EnvFn = std::function<std::optional<std::string>(const std::string&)>;
+EnvFn process_env();
+
+struct Rendezvous {
+  std::string backend;   // gloo | mpi | local
+  std::string method;    // env | tcp | file | store | none | mpi
+  int rank = 0;          // -1 with mpi when MPI decides
+  int world_size = 1;
+  std::string host;
+  int port = 0;
+  std::string path;
+  Milliseconds timeout{0};
+};
+
+// `mpi_available` tells whether auto may pick mpi. Throws std::invalid_argument
+// naming the variable or option at fault.
+Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mpi_available);
+
+}  // namespace ddp::detail

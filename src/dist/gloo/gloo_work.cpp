@@ -1,0 +1,54 @@
+#include "dist/gloo/gloo_work.h"
+
+#include "dist/message.h"
+
+#include <algorithm>
+
+namespace ddp::gloo {
+namespace {
+
+bool mentions_timeout(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s.find("timed out") != std::string::npos || s.find("timeout") != std::string::npos;
+}
+
+class GlooWork final : public Work::Impl {
+ public:
+  GlooWork(ErrorContext ctx, c10::intrusive_ptr<c10d::Work> w) : ctx_(std::move(ctx)), w_(std::move(w)) {}
+
+  bool is_completed() override { return w_->isCompleted(); }
+
+  void wait(Milliseconds timeout) override {
+    try {
+      // c10d: 0 waits forever; otherwise throws "Operation timed out!".
+      w_->wait(timeout.count() > 0 ? timeout : Milliseconds(0));
+    } catch (...) {
+      rethrow_mapped(ctx_, timeout);
+    }
+  }
+
+ private:
+  ErrorContext ctx_;
+  c10::intrusive_ptr<c10d::Work> w_;
+};
+
+}  // namespace
+
+std::string current_message() { return detail::current_exception_message(); }
+
+void rethrow_mapped(const ErrorContext& ctx, Milliseconds timeout) {
+  std::string msg = current_message();
+  if (mentions_timeout(msg)) {
+    std::string after = timeout.count() > 0 ? " after " + std::to_string(timeout.count()) + " ms" : "";
+    throw TimeoutError(ctx.prefix() + "timed out" + after + ": " + msg +
+                       " (a peer may be stuck or waiting in a different collective)");
+  }
+  throw CommError(ctx.prefix() + "communication failed: " + msg +
+                  " (a peer process may have exited; check its log)");
+}
+
+Work wrap(const ErrorContext& ctx, c10::intrusive_ptr<c10d::Work> work) {
+  return Work(std::make_shared<GlooWork>(ctx, std::move(work)));
+}
+
+}  // namespace ddp::gloo

@@ -1,0 +1,31 @@
+// Wraps a c10d Work in ddp's Work, turning c10d/gloo exceptions into
+// ddp::CommError / ddp::TimeoutError prefixed with backend, rank and op.
+#pragma once
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include "ddp/dist/errors.h"
+#include "ddp/dist/work.h"
+
+namespace ddp::gloo {
+
+Work wrap(const ErrorContext& ctx, c10::intrusive_ptr<c10d::Work> work);
+// Runs `fn` (a c10d call that may throw synchronously) and maps its errors.
+template <typename Fn>
+Work call(const ErrorContext& ctx, Fn&& fn);
+
+// The message of the current exception, without c10's backtrace.
+std::string current_message();
+[[noreturn]] void rethrow_mapped(const ErrorContext& ctx, Milliseconds timeout);
+
+template <typename Fn>
+Work call(const ErrorContext& ctx, Fn&& fn) {
+  try {
+    return wrap(ctx, fn());
+  } catch (const std::invalid_argument&) {
+    throw;
+  } catch (...) {
+    rethrow_mapped(ctx, Milliseconds(0));
+  }
+}
+
+}  // namespace ddp::gloo

@@ -1,0 +1,76 @@
+// Backends by name: each is compiled in when its dependency was found.
+#include <sstream>
+
+#include "ddp/dist/backend.h"
+#include "ddp/dist/errors.h"
+#include "ddp/dist/gloo/gloo.h"
+#include "ddp/dist/local/local.h"
+#include "ddp/dist/mpi/mpi.h"
+
+namespace ddp {
+namespace {
+
+struct Entry {
+  const char* name;
+  bool built;
+  bool (*is_available)();
+  GroupPtr (*create)(const BackendOptions&);
+};
+
+const std::vector<Entry>& entries() {
+  static const std::vector<Entry> list = {
+#ifdef DDP_HAVE_GLOO
+      {"gloo", true, &gloo::is_available, &gloo::create},
+#else
+      {"gloo", false, nullptr, nullptr},
+#endif
+#ifdef DDP_HAVE_MPI
+      {"mpi", true, &mpi::is_available, &mpi::create},
+#else
+      {"mpi", false, nullptr, nullptr},
+#endif
+      {"local", true, &local::is_available, &local::create},
+  };
+  return list;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::ostringstream s;
+  for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << v[i];
+  return s.str();
+}
+
+}  // namespace
+
+std::vector<std::string> backend_names() {
+  std::vector<std::string> out;
+  for (const auto& e : entries()) out.push_back(e.name);
+  return out;
+}
+
+std::vector<std::string> available_backends() {
+  std::vector<std::string> out;
+  for (const auto& e : entries())
+    if (e.built && e.is_available()) out.push_back(e.name);
+  return out;
+}
+
+bool is_backend_available(const std::string& name) {
+  for (const auto& e : entries())
+    if (name == e.name) return e.built && e.is_available();
+  return false;
+}
+
+GroupPtr create_backend(const std::string& name, const BackendOptions& opts) {
+  for (const auto& e : entries()) {
+    if (name != e.name) continue;
+    if (!e.built || !e.is_available())
+      throw Error("backend '" + name + "' is not available in this build (available: " +
+                  join(available_backends()) + "); install its dependency and rebuild");
+    return e.create(opts);
+  }
+  throw InvalidArgument("unknown backend '" + name + "'; valid backends: " +
+                        join(backend_names()) + " (or auto)");
+}
+
+}  // namespace ddp

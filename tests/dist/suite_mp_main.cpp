@@ -1,0 +1,30 @@
+// The collectives suite across processes: run under ddprun (gloo or mpi), each
+// rank runs every case on the default group. Exits non-zero if any case fails
+// on this rank; ddprun then fails the whole run.
+#include <gtest/gtest.h>
+
+#include "support/collectives_suite.h"
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  auto group = ddp::init_process_group();
+  std::string suite = "Suite_" + group->backend() + "_w" + std::to_string(group->size());
+  for (const auto& c : ddp::testing::collectives_suite()) {
+    ::testing::RegisterTest(suite.c_str(), c.name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
+                            [group, run = c.run]() -> ::testing::Test* {
+                              struct T : ::testing::Test {
+                                ddp::GroupPtr g;
+                                std::function<void(ddp::ProcessGroup&)> fn;
+                                void TestBody() override { fn(*g); }
+                              };
+                              auto* t = new T;
+                              t->g = group;
+                              t->fn = run;
+                              return t;
+                            });
+  }
+  int rc = RUN_ALL_TESTS();
+  group->barrier();
+  ddp::destroy_process_group();
+  return rc;
+}

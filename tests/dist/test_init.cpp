@@ -1,0 +1,310 @@
+// init_process_group: environment parsing, init methods, backend choice and
+// the errors users see for bad input.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <map>
+#include <thread>
+
+#include "ddp/ddp.h"
+#include "dist/env.h"
+
+namespace ddp {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+detail::EnvFn fake(const Env& env) {
+  return [env](const std::string& k) -> std::optional<std::string> {
+    auto it = env.find(k);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+detail::Rendezvous resolve(const Env& env, InitOptions o = {}, bool mpi = true) {
+  return detail::resolve_rendezvous(o, fake(env), mpi);
+}
+
+template <typename Fn>
+std::string invalid_message(Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected std::invalid_argument";
+  return "";
+}
+
+TEST(Resolve, NoEnvironmentIsAWorldOfOneOnLocal) {
+  auto r = resolve({});
+  EXPECT_EQ(r.backend, "local");
+  EXPECT_EQ(r.method, "none");
+  EXPECT_EQ(r.rank, 0);
+  EXPECT_EQ(r.world_size, 1);
+  EXPECT_EQ(r.timeout, std::chrono::minutes(10));
+}
+
+TEST(Resolve, LauncherEnvironmentGivesGlooOverTcp) {
+  auto r = resolve({{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29511"}});
+  EXPECT_EQ(r.backend, "gloo");
+  EXPECT_EQ(r.method, "env");
+  EXPECT_EQ(r.rank, 2);
+  EXPECT_EQ(r.world_size, 4);
+  EXPECT_EQ(r.host, "node0");
+  EXPECT_EQ(r.port, 29511);
+}
+
+TEST(Resolve, ExplicitRankAndWorldOverrideEnvironment) {
+  InitOptions o;
+  o.rank = 1;
+  o.world_size = 3;
+  auto r = resolve({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}, o);
+  EXPECT_EQ(r.rank, 1);
+  EXPECT_EQ(r.world_size, 3);
+}
+
+TEST(Resolve, DdpBackendAndMpiLauncherChooseTheBackend) {
+  EXPECT_EQ(resolve({{"DDP_BACKEND", "mpi"}}).backend, "mpi");
+  EXPECT_EQ(resolve({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}}).backend, "mpi");
+  // Without MPI in the build, mpirun's variables still give rank and size to gloo.
+  auto r = resolve({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"},
+                    {"MASTER_ADDR", "h"}, {"MASTER_PORT", "5"}}, {}, /*mpi=*/false);
+  EXPECT_EQ(r.backend, "gloo");
+  EXPECT_EQ(r.rank, 1);
+  EXPECT_EQ(r.world_size, 2);
+  auto slurm = resolve({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}, {"MASTER_ADDR", "h"},
+                        {"MASTER_PORT", "5"}}, {}, false);
+  EXPECT_EQ(slurm.rank, 3);
+  EXPECT_EQ(slurm.world_size, 4);
+}
+
+TEST(Resolve, TcpAndFileInitMethods) {
+  InitOptions o;
+  o.init_method = "tcp://10.1.2.3:4567";
+  o.rank = 1;
+  o.world_size = 2;
+  auto r = resolve({}, o);
+  EXPECT_EQ(r.method, "tcp");
+  EXPECT_EQ(r.host, "10.1.2.3");
+  EXPECT_EQ(r.port, 4567);
+  o.init_method = "tcp://[::1]:80";
+  EXPECT_EQ(resolve({}, o).host, "::1");
+  o.init_method = "file:///tmp/ddp-rendezvous";
+  r = resolve({}, o);
+  EXPECT_EQ(r.method, "file");
+  EXPECT_EQ(r.path, "/tmp/ddp-rendezvous");
+}
+
+TEST(Resolve, TimeoutFromOptionsOrEnvironment) {
+  EXPECT_EQ(resolve({{"DDP_TIMEOUT", "2.5"}}).timeout, Milliseconds(2500));
+  InitOptions o;
+  o.timeout = Milliseconds(700);
+  EXPECT_EQ(resolve({{"DDP_TIMEOUT", "2.5"}}, o).timeout, Milliseconds(700));
+  EXPECT_NE(invalid_message([] { resolve({{"DDP_TIMEOUT", "soon"}}); }).find("DDP_TIMEOUT='soon'"),
+            std::string::npos);
+}
+
+TEST(Resolve, BadEnvironmentNamesTheVariable) {
+  EXPECT_NE(invalid_message([] { resolve({{"RANK", "one"}, {"WORLD_SIZE", "2"}}); }).find("RANK='one'"),
+            std::string::npos);
+  EXPECT_NE(invalid_message([] { resolve({{"RANK", "0"}, {"WORLD_SIZE", "-2"}}); }).find("WORLD_SIZE='-2'"),
+            std::string::npos);
+  EXPECT_NE(invalid_message([] { resolve({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}); })
+                .find("MASTER_PORT"),
+            std::string::npos);
+  EXPECT_NE(invalid_message([] { resolve({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}); })
+                .find("MASTER_ADDR"),
+            std::string::npos);
+  EXPECT_NE(invalid_message([] {
+              resolve({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}});
+            }).find("70000"),
+            std::string::npos);
+  EXPECT_NE(invalid_message([] { resolve({{"WORLD_SIZE", "2"}}); }).find("RANK"), std::string::npos);
+  EXPECT_NE(invalid_message([] {
+              resolve({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
+            }).find("rank 2 is out of range [0, 2)"),
+            std::string::npos);
+}
+
+TEST(Resolve, BadInitMethodsAreExplained) {
+  InitOptions o;
+  o.rank = 0;
+  o.world_size = 2;
+  o.init_method = "nccl://x";
+  EXPECT_NE(invalid_message([&] { resolve({}, o); }).find("not supported"), std::string::npos);
+  o.init_method = "tcp://hostonly";
+  EXPECT_NE(invalid_message([&] { resolve({}, o); }).find("tcp://host:port"), std::string::npos);
+  o.init_method = "file://relative/path";
+  EXPECT_NE(invalid_message([&] { resolve({}, o); }).find("absolute"), std::string::npos);
+  InitOptions no_rank;
+  no_rank.init_method = "tcp://h:1";
+  EXPECT_NE(invalid_message([&] { resolve({}, no_rank); }).find("needs rank and world_size"), std::string::npos);
+}
+
+TEST(Backends, UnknownNameListsTheValidOnes) {
+  std::string msg = invalid_message([] { create_backend("nccl", {}); });
+  EXPECT_NE(msg.find("unknown backend 'nccl'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("gloo, mpi, local"), std::string::npos) << msg;
+  InitOptions o;
+  o.backend = "nccl";
+  msg = invalid_message([&] { create_process_group(o); });
+  EXPECT_NE(msg.find("valid backends"), std::string::npos) << msg;
+}
+
+TEST(Backends, RegistryListsWhatWasBuilt) {
+  auto names = backend_names();
+  EXPECT_EQ(names, (std::vector<std::string>{"gloo", "mpi", "local"}));
+  EXPECT_TRUE(is_backend_available("local"));
+  auto avail = available_backends();
+  EXPECT_NE(std::find(avail.begin(), avail.end(), "local"), avail.end());
+}
+
+TEST(DefaultGroup, WorldOfOneWithoutLauncher) {
+  // The test runs without launcher variables: a world of one.
+  for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "DDP_BACKEND",
+                        "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS", "SLURM_PROCID"})
+    unsetenv(v);
+  EXPECT_FALSE(is_initialized());
+  EXPECT_EQ(get_rank(), 0);
+  EXPECT_EQ(get_world_size(), 1);
+  EXPECT_THROW(default_group(), Error);
+  auto g = init_process_group();
+  EXPECT_TRUE(is_initialized());
+  EXPECT_EQ(g->backend(), "local");
+  EXPECT_THROW(init_process_group(), Error);
+  at::Tensor t = at::full({3}, 5.0);
+  all_reduce(t, op(ReduceOp::SUM));
+  EXPECT_TRUE(at::equal(t, at::full({3}, 5.0)));
+  EXPECT_EQ(broadcast_object<std::string>("hello"), "hello");
+  destroy_process_group();
+  EXPECT_FALSE(is_initialized());
+  // gloo explicitly, still with no environment: a world of one on gloo.
+  InitOptions o;
+  o.backend = "gloo";
+  auto gg = create_process_group(o);
+  EXPECT_EQ(gg->backend(), "gloo");
+  EXPECT_EQ(gg->size(), 1);
+  at::Tensor u = at::full({3}, 2.0);
+  gg->all_reduce(u);
+  EXPECT_TRUE(at::equal(u, at::full({3}, 2.0)));
+}
+
+// Ranks as threads meeting through tcp:// and file:// init methods.
+void two_ranks(const std::string& method) {
+  std::vector<double> results(2, -1);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      InitOptions o;
+      o.backend = "gloo";
+      o.init_method = method;
+      o.rank = r;
+      o.world_size = 2;
+      o.timeout = std::chrono::seconds(30);
+      auto g = create_process_group(o);
+      at::Tensor t = at::full({2}, r + 1.0);
+      g->all_reduce(t);
+      results[r] = t[0].item<double>();
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(results, (std::vector<double>{3.0, 3.0})) << method;
+}
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+TEST(InitMethods, TcpRendezvous) { two_ranks("tcp://127.0.0.1:" + std::to_string(free_port())); }
+
+TEST(InitMethods, FileRendezvous) {
+  char dir[] = "/tmp/ddp-file-init-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  two_ranks(std::string("file://") + dir + "/store");
+}
+
+TEST(InitMethods, PortInUseNamesHostAndPort) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  int port = ntohs(a.sin_port);
+  InitOptions o;
+  o.backend = "gloo";
+  o.init_method = "tcp://127.0.0.1:" + std::to_string(port);
+  o.rank = 0;
+  o.world_size = 2;
+  o.timeout = std::chrono::seconds(5);
+  try {
+    create_process_group(o);
+    ADD_FAILURE() << "expected ddp::Error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("[gloo] rank 0/2 init: cannot listen on 127.0.0.1:" + std::to_string(port)),
+              std::string::npos) << msg;
+    EXPECT_NE(msg.find("address already in use"), std::string::npos) << msg;
+  }
+  close(fd);
+}
+
+TEST(InitMethods, UnreachableStoreTimesOutWithAClearError) {
+  InitOptions o;
+  o.backend = "gloo";
+  o.init_method = "tcp://127.0.0.1:" + std::to_string(free_port());
+  o.rank = 1;
+  o.world_size = 2;
+  o.timeout = std::chrono::seconds(2);
+  auto start = std::chrono::steady_clock::now();
+  try {
+    create_process_group(o);
+    ADD_FAILURE() << "expected ddp::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot reach rank 0's store at 127.0.0.1:"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+TEST(Timeouts, CollectiveThatNoPeerJoinsTimesOut) {
+  StorePtr store = make_hash_store();
+  std::thread peer;
+  GroupPtr g0, g1;
+  peer = std::thread([&] {
+    BackendOptions o;
+    o.store = store; o.rank = 1; o.world_size = 2; o.host = "127.0.0.1";
+    o.timeout = std::chrono::seconds(10);
+    g1 = create_backend("gloo", o);
+  });
+  BackendOptions o;
+  o.store = store; o.rank = 0; o.world_size = 2; o.host = "127.0.0.1";
+  o.timeout = std::chrono::seconds(10);
+  g0 = create_backend("gloo", o);
+  peer.join();
+  at::Tensor t = at::ones({4});
+  AllReduceOptions ao;
+  ao.timeout = Milliseconds(300);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(g0->all_reduce(t, ao), TimeoutError);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  // Let rank 1 join so that both groups can shut down cleanly.
+  at::Tensor u = at::ones({4});
+  try { g1->all_reduce(u, ao); } catch (const Error&) {}
+}
+
+}  // namespace
+}  // namespace ddp
