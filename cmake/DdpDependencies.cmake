@@ -41,6 +41,7 @@ endif()
 
 set(DDP_HAVE_MPI OFF)
 if(DDP_WITH_MPI)
+  enable_language(C)  # FindMPI needs it for the C component
   find_package(MPI COMPONENTS C QUIET)
   if(MPI_C_FOUND)
     set(DDP_HAVE_MPI ON)

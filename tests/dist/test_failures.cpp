@@ -33,7 +33,7 @@ std::vector<std::string> backends() {
   std::vector<std::string> out;
   std::istringstream s(DDP_TEST_BACKENDS);
   std::string b;
-  while (std::getline(s, b, ';'))
+  while (std::getline(s, b, ','))
     if (!b.empty()) out.push_back(b);
   return out;
 }

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Collective bandwidth of ddp's backends beside their peers, in one run:
+# gloo against PyTorch's Python gloo (python3-torch), mpi against plain
+# OpenMPI calls in the same processes. Usage: bench/collectives.sh [nproc] [out dir]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+NP=${1:-2}
+OUT=${2:-build/bench}
+mkdir -p "$OUT"
+export OMP_NUM_THREADS=1
+RUN="build/bin/ddprun --nproc-per-node $NP --standalone"
+$RUN --backend gloo build/bin/ddp-bench collectives --backend gloo --json "$OUT/ddp-gloo.json" >/dev/null
+/usr/bin/python3 -m torch.distributed.run --standalone --nproc_per_node "$NP" bench/collectives_peer.py \
+  --json "$OUT/torch-gloo.json" 2>/dev/null
+echo "## gloo: ddp vs PyTorch (Python)"
+/usr/bin/python3 bench/compare_collectives.py "$OUT/ddp-gloo.json" "$OUT/torch-gloo.json"
+if build/bin/ddp-bench collectives --help >/dev/null 2>&1 && [ -x "$(command -v mpirun)" ]; then
+  $RUN --backend mpi build/bin/ddp-bench collectives --backend mpi --raw-mpi --json "$OUT/ddp-mpi.json" >/dev/null
+  echo "## mpi: ddp vs plain OpenMPI calls"
+  /usr/bin/python3 bench/compare_collectives.py "$OUT/ddp-mpi.json"
+fi

@@ -1,0 +1,30 @@
+"""Merges JSON results of ddp-bench collectives and the PyTorch peer into one
+table: our time, the peer's time, and the ratio (peer / ours: above 1 means we
+are faster)."""
+import json
+import sys
+
+
+def load(path):
+    with open(path) as f:
+        d = json.load(f)
+    return d, {(r["op"], r["bytes"]): r for r in d["results"]}
+
+
+def main():
+    ours_d, ours = load(sys.argv[1])
+    peer_d, peer = load(sys.argv[2]) if len(sys.argv) > 2 else ({}, {})
+    print(f"# ours: {ours_d['backend']} x{ours_d['world']}; peer: {peer_d.get('tool', 'raw MPI in the same run')}")
+    print(f"{'op':<15}{'size(B)':>10}{'ours(us)':>11}{'busbw':>8}{'peer(us)':>11}{'busbw':>8}{'peer/ours':>11}")
+    for key, r in ours.items():
+        p = peer.get(key)
+        p_us = p["time_us"] if p else r.get("raw_mpi_time_us")
+        p_bw = p["busbw_gbps"] if p else None
+        line = f"{key[0]:<15}{key[1]:>10}{r['time_us']:>11.1f}{r['busbw_gbps']:>8.3f}"
+        if p_us:
+            line += f"{p_us:>11.1f}{(p_bw if p_bw is not None else r['busbw_gbps'] * r['time_us'] / p_us):>8.3f}{p_us / r['time_us']:>11.2f}"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

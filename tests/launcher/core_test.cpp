@@ -1,0 +1,294 @@
+// Unit tests of ddprun_core pieces that need no child processes.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+
+#include "line_splitter.h"
+#include "mpi_launch.h"
+#include "mpi_output.h"
+#include "net_check.h"
+#include "program_lookup.h"
+#include "rank_env.h"
+#include "signals.h"
+#include "summary.h"
+
+using namespace ddprun;
+
+namespace {
+
+std::vector<std::string> split(LineSplitter& splitter, const std::vector<std::string>& chunks, bool finish) {
+  std::vector<std::string> lines;
+  auto emit = [&](std::string_view line) { lines.emplace_back(line); };
+  for (const std::string& chunk : chunks) splitter.feed(chunk.data(), chunk.size(), emit);
+  if (finish) splitter.finish(emit);
+  return lines;
+}
+
+}  // namespace
+
+TEST(LineSplitter, CompleteLinesAcrossChunks) {
+  LineSplitter s;
+  EXPECT_EQ(split(s, {"ab", "c\nde", "f\n\ng\n"}, false), (std::vector<std::string>{"abc", "def", "", "g"}));
+  EXPECT_EQ(s.pending(), 0u);
+}
+
+TEST(LineSplitter, PartialLastLineOnlyAtFinish) {
+  LineSplitter s;
+  EXPECT_EQ(split(s, {"one\ntw", "o"}, false), (std::vector<std::string>{"one"}));
+  EXPECT_EQ(s.pending(), 3u);
+  EXPECT_EQ(split(s, {}, true), (std::vector<std::string>{"two"}));
+  EXPECT_EQ(split(s, {}, true), (std::vector<std::string>{}));
+}
+
+TEST(LineSplitter, LongLineIsFlushedInPieces) {
+  LineSplitter s(4);
+  EXPECT_EQ(split(s, {"abcdefghij\n"}, false), (std::vector<std::string>{"abcd", "efgh", "ij"}));
+  // Exactly max bytes, then the newline in a later chunk: no empty extra line.
+  EXPECT_EQ(split(s, {"wxyz", "\nk\n"}, false), (std::vector<std::string>{"wxyz", "k"}));
+  EXPECT_EQ(split(s, {"12", "34", "56", "\n"}, false), (std::vector<std::string>{"1234", "56"}));
+}
+
+TEST(LineSplitter, DefaultLimitIs64KiB) {
+  LineSplitter s;
+  std::string big(kMaxLineBytes * 2 + 5, 'x');
+  std::vector<std::string> lines = split(s, {big}, true);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0].size(), 65536u);
+  EXPECT_EQ(lines[1].size(), 65536u);
+  EXPECT_EQ(lines[2].size(), 5u);
+}
+
+TEST(TailBuffer, KeepsLastLines) {
+  TailBuffer t(3, 5);
+  for (const char* l : {"a", "b", "c", "d", "0123456789"}) t.add(l);
+  EXPECT_EQ(t.lines(), (std::vector<std::string>{"c", "d", "01234..."}));
+}
+
+TEST(MpiOutput, ParsesTaggedLines) {
+  auto t = parse_tagged_line("[1,2]<stdout>:hello [x]");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->rank, 2);
+  EXPECT_FALSE(t->is_stderr);
+  EXPECT_EQ(t->text, "hello [x]");
+  t = parse_tagged_line("[31146,13]<stderr>:");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->rank, 13);
+  EXPECT_TRUE(t->is_stderr);
+  EXPECT_EQ(t->text, "");
+  t = parse_tagged_line("[1,0]<stddiag>:diag");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_TRUE(t->is_stderr);
+  EXPECT_FALSE(parse_tagged_line("-----------------").has_value());
+  EXPECT_FALSE(parse_tagged_line("[1,x]<stdout>:a").has_value());
+  EXPECT_FALSE(parse_tagged_line("[1,2]<other>:a").has_value());
+  EXPECT_FALSE(parse_tagged_line("  Process name: [[31146,1],1]").has_value());
+}
+
+TEST(MpiOutput, FailureFromExitCodeBlock) {
+  MpiFailureScanner s;
+  for (const char* l : {"--------------------------------------------------------------------------",
+                        "Primary job  terminated normally, but 1 process returned",
+                        "mpirun detected that one or more processes exited with non-zero status, thus causing",
+                        "the job to be terminated. The first process to do so was:", "",
+                        "  Process name: [[31146,1],1]", "  Exit code:    3"})
+    s.feed(l);
+  ASSERT_TRUE(s.failure().has_value());
+  EXPECT_EQ(s.failure()->rank, 1);
+  EXPECT_EQ(s.failure()->exit_code, 3);
+  EXPECT_EQ(s.failure()->signal, 0);
+}
+
+TEST(MpiOutput, FailureFromSignalMessage) {
+  MpiFailureScanner s;
+  s.feed("mpirun noticed that process rank 2 with PID 0 on node vm exited on signal 9 (Killed).");
+  ASSERT_TRUE(s.failure().has_value());
+  EXPECT_EQ(s.failure()->rank, 2);
+  EXPECT_EQ(s.failure()->signal, 9);
+  EXPECT_EQ(s.failure()->pid, -1);
+  s.feed("  Process name: [[1,1],0]");  // later messages do not replace the first failure
+  s.feed("  Exit code:    4");
+  EXPECT_EQ(s.failure()->rank, 2);
+}
+
+TEST(MpiOutput, RankOnlyMessage) {
+  MpiFailureScanner s;
+  EXPECT_FALSE(s.failure().has_value());
+  s.feed("mpirun has exited due to process rank 1 with PID 4242 on");
+  ASSERT_TRUE(s.failure().has_value());
+  EXPECT_EQ(s.failure()->rank, 1);
+  EXPECT_EQ(s.failure()->pid, 4242);
+  EXPECT_EQ(s.failure()->exit_code, -1);
+}
+
+TEST(MpiLaunch, MpirunCommandLine) {
+  Options o;
+  o.nproc_per_node = 3;
+  o.program_args = {"--x", "y"};
+  std::vector<std::string> argv = build_mpirun_argv(o, "/usr/bin/mpirun", "/bin/prog", true);
+  std::vector<std::string> expected = {"/usr/bin/mpirun", "-np", "3", "--oversubscribe", "--bind-to", "none",
+                                       "--tag-output", "--allow-run-as-root"};
+  for (const char* var : {"OMP_NUM_THREADS", "DDP_BACKEND", "DDP_LAUNCHER", "LOCAL_WORLD_SIZE", "WORLD_SIZE",
+                          "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT"}) {
+    expected.push_back("-x");
+    expected.push_back(var);
+  }
+  for (const char* a : {"/bin/prog", "--x", "y"}) expected.push_back(a);
+  EXPECT_EQ(argv, expected);
+  argv = build_mpirun_argv(o, "mpirun", "/bin/prog", false);
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "--allow-run-as-root"), 0);
+}
+
+TEST(RankEnv, VariablesOfEachRank) {
+  Options o;
+  o.nproc_per_node = 4;
+  o.nnodes = 3;
+  o.node_rank = 2;
+  o.master_addr = "10.1.2.3";
+  o.backend = Backend::Gloo;
+  std::vector<std::string> base = {"PATH=/bin", "RANK=99", "OTHER=1"};
+  std::vector<std::string> env = merge_env(base, rank_env_vars(o, 4000, base, 16, 3));
+  std::vector<std::string> expected = {"PATH=/bin",         "OTHER=1",           "RANK=11",
+                                       "LOCAL_RANK=3",      "WORLD_SIZE=12",     "LOCAL_WORLD_SIZE=4",
+                                       "GROUP_RANK=2",      "MASTER_ADDR=10.1.2.3", "MASTER_PORT=4000",
+                                       "OMP_NUM_THREADS=4", "DDP_BACKEND=gloo",  "DDP_LAUNCHER=ddprun"};
+  EXPECT_EQ(env, expected);
+}
+
+TEST(RankEnv, OmpThreadsKeptAndAutoBackendNotExported) {
+  Options o;
+  o.nproc_per_node = 2;
+  std::vector<std::string> base = {"OMP_NUM_THREADS=7", "DDP_BACKEND=mpi"};
+  std::vector<std::string> env = merge_env(base, rank_env_vars(o, 29500, base, 16, 1));
+  std::string value;
+  ASSERT_TRUE(find_env(env, "OMP_NUM_THREADS", &value));
+  EXPECT_EQ(value, "7");
+  ASSERT_TRUE(find_env(env, "DDP_BACKEND", &value));  // auto: the inherited value stays
+  EXPECT_EQ(value, "mpi");
+  EXPECT_EQ(std::count(env.begin(), env.end(), "OMP_NUM_THREADS=7"), 1);
+}
+
+TEST(RankEnv, DefaultOmpThreads) {
+  EXPECT_EQ(default_omp_threads(8, 3), 2);
+  EXPECT_EQ(default_omp_threads(2, 4), 1);
+  EXPECT_EQ(default_omp_threads(16, 1), 16);
+}
+
+TEST(RankEnv, MergeRemoves) {
+  std::vector<std::string> env = merge_env({"RANK=1", "RANKX=2", "LOCAL_RANK=0"}, {{"A", "b"}}, {"RANK", "LOCAL_RANK"});
+  EXPECT_EQ(env, (std::vector<std::string>{"RANKX=2", "A=b"}));
+}
+
+TEST(ProgramLookup, SearchesPathLikeExecvp) {
+  char dir_template[] = "/tmp/ddprun_lookup_XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  const std::string exe = dir + "/tool", plain = dir + "/data";
+  std::ofstream(exe) << "#!/bin/sh\n";
+  std::ofstream(plain) << "x";
+  chmod(exe.c_str(), 0755);
+  chmod(plain.c_str(), 0644);
+
+  ProgramLookup r = find_program("tool", ("/nonexistent:" + dir).c_str());
+  EXPECT_TRUE(r.found);
+  EXPECT_EQ(r.path, exe);
+  r = find_program("no_such_tool_ddprun", ("/nonexistent:" + dir).c_str());
+  EXPECT_FALSE(r.found);
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_EQ(r.error, "program 'no_such_tool_ddprun' not found in PATH");
+  r = find_program(exe, nullptr);
+  EXPECT_TRUE(r.found);
+  EXPECT_EQ(r.path, exe);
+  r = find_program(dir + "/missing", nullptr);
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_EQ(r.error, "cannot run program '" + dir + "/missing': No such file or directory");
+  r = find_program(dir, nullptr);
+  EXPECT_EQ(r.exit_code, 126);
+  EXPECT_EQ(r.error, "cannot run program '" + dir + "': Is a directory");
+  if (geteuid() != 0) {  // root may execute anything
+    r = find_program(plain, nullptr);
+    EXPECT_EQ(r.exit_code, 126);
+  }
+  unlink(exe.c_str());
+  unlink(plain.c_str());
+  rmdir(dir.c_str());
+}
+
+TEST(NetCheck, DetectsPortInUse) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  struct sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
+  EXPECT_EQ(check_port("127.0.0.1", port).result, PortCheck::kInUse);
+  close(fd);
+  EXPECT_EQ(check_port("127.0.0.1", port).result, PortCheck::kFree);
+  // TEST-NET-1 (RFC 5737) is never an address of this machine.
+  EXPECT_EQ(check_port("192.0.2.1", port).result, PortCheck::kNotLocal);
+  EXPECT_EQ(check_port("no-such-host.invalid", port).result, PortCheck::kUnresolved);
+}
+
+TEST(NetCheck, PicksFreePort) {
+  std::string error;
+  int port = pick_free_port(&error);
+  ASSERT_GT(port, 0) << error;
+  EXPECT_EQ(check_port("127.0.0.1", port).result, PortCheck::kFree);
+}
+
+TEST(Signals, NamesAndStatuses) {
+  EXPECT_EQ(signal_name(SIGKILL), "SIGKILL");
+  EXPECT_EQ(signal_name(SIGTERM), "SIGTERM");
+  EXPECT_EQ(signal_name(SIGSEGV), "SIGSEGV");
+  int exited = 0, killed = 0;
+  pid_t a = fork();
+  if (a == 0) _exit(3);
+  waitpid(a, &exited, 0);
+  pid_t b = fork();
+  if (b == 0) {
+    raise(SIGKILL);
+    _exit(0);
+  }
+  waitpid(b, &killed, 0);
+  EXPECT_EQ(describe_wait_status(exited), "exit code 3");
+  EXPECT_EQ(exit_code_of_wait_status(exited), 3);
+  EXPECT_EQ(describe_wait_status(killed), "signal 9 (SIGKILL)");
+  EXPECT_EQ(exit_code_of_wait_status(killed), 137);
+}
+
+TEST(Summary, FormatsFailure) {
+  Summary s;
+  s.has_failure = true;
+  s.failure.rank = 5;
+  s.failure.local_rank = 1;
+  s.failure.pid = 1234;
+  s.failure.signal = 9;
+  s.failure.stderr_tail = {"oops"};
+  s.stop_signal = SIGTERM;
+  s.stopped_ranks = {4, 6};
+  s.killed_ranks = {6};
+  s.grace_s = 1.5;
+  s.exit_code = 137;
+  std::vector<std::string> expected = {
+      "=============== failure summary ===============",
+      "first failed rank: rank 5 (local rank 1, pid 1234) was killed by signal 9 (SIGKILL)",
+      "last 1 stderr line(s) of rank 5:",
+      "  | oops",
+      "stopped rank(s) 4, 6 with SIGTERM",
+      "killed rank(s) 6 with SIGKILL after the 1.5 s grace period",
+      "exiting with code 137"};
+  EXPECT_EQ(format_summary(s), expected);
+}

@@ -1,0 +1,188 @@
+// Unit tests of ddprun's command line parsing.
+#include <gtest/gtest.h>
+
+#include "options.h"
+
+using ddprun::Backend;
+using ddprun::Options;
+using ddprun::parse_options;
+using ddprun::ParseOutcome;
+
+namespace {
+
+constexpr int kCpus = 6;
+
+ParseOutcome parse(const std::vector<std::string>& args) { return parse_options(args, kCpus); }
+
+Options parse_ok(const std::vector<std::string>& args) {
+  ParseOutcome out = parse(args);
+  EXPECT_EQ(out.kind, ParseOutcome::kRun) << out.error;
+  return out.options;
+}
+
+std::string parse_error(const std::vector<std::string>& args) {
+  ParseOutcome out = parse(args);
+  EXPECT_EQ(out.kind, ParseOutcome::kError);
+  EXPECT_EQ(out.error.find('\n'), std::string::npos) << "error must be one line: " << out.error;
+  return out.error;
+}
+
+}  // namespace
+
+TEST(Options, Defaults) {
+  Options o = parse_ok({"prog"});
+  EXPECT_EQ(o.nproc_per_node, 1);
+  EXPECT_EQ(o.nnodes, 1);
+  EXPECT_EQ(o.node_rank, 0);
+  EXPECT_EQ(o.master_addr, "127.0.0.1");
+  EXPECT_EQ(o.master_port, 29500);
+  EXPECT_FALSE(o.standalone);
+  EXPECT_EQ(o.backend, Backend::Auto);
+  EXPECT_DOUBLE_EQ(o.kill_grace_s, 5.0);
+  EXPECT_EQ(o.program, "prog");
+  EXPECT_TRUE(o.program_args.empty());
+}
+
+TEST(Options, EveryFlagWithDashesAndSeparateValue) {
+  Options o = parse_ok({"--nproc-per-node", "4", "--nnodes", "3", "--node-rank", "2", "--master-addr", "10.0.0.5",
+                        "--master-port", "1234", "--backend", "gloo", "--kill-grace", "1.5", "prog", "a", "b"});
+  EXPECT_EQ(o.nproc_per_node, 4);
+  EXPECT_EQ(o.nnodes, 3);
+  EXPECT_EQ(o.node_rank, 2);
+  EXPECT_EQ(o.master_addr, "10.0.0.5");
+  EXPECT_EQ(o.master_port, 1234);
+  EXPECT_EQ(o.backend, Backend::Gloo);
+  EXPECT_DOUBLE_EQ(o.kill_grace_s, 1.5);
+  EXPECT_EQ(o.program, "prog");
+  EXPECT_EQ(o.program_args, (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(Options, EveryFlagWithUnderscoresAndEquals) {
+  Options o = parse_ok({"--nproc_per_node=3", "--nnodes=2", "--node_rank=1", "--master_addr=node0",
+                        "--master_port=4321", "--backend=gloo", "--kill_grace=0", "prog"});
+  EXPECT_EQ(o.nproc_per_node, 3);
+  EXPECT_EQ(o.nnodes, 2);
+  EXPECT_EQ(o.node_rank, 1);
+  EXPECT_EQ(o.master_addr, "node0");
+  EXPECT_EQ(o.master_port, 4321);
+  EXPECT_EQ(o.backend, Backend::Gloo);
+  EXPECT_EQ(parse_ok({"--backend=mpi", "prog"}).backend, Backend::Mpi);
+  EXPECT_DOUBLE_EQ(o.kill_grace_s, 0.0);
+}
+
+TEST(Options, DashFormsWithEquals) {
+  Options o = parse_ok({"--nproc-per-node=2", "--node-rank=0", "--master-addr=h", "--master-port=7",
+                        "--kill-grace=2", "--backend=auto", "prog"});
+  EXPECT_EQ(o.nproc_per_node, 2);
+  EXPECT_EQ(o.master_addr, "h");
+  EXPECT_EQ(o.master_port, 7);
+  EXPECT_DOUBLE_EQ(o.kill_grace_s, 2.0);
+  EXPECT_EQ(o.backend, Backend::Auto);
+}
+
+TEST(Options, NprocAutoIsOnlineCores) {
+  EXPECT_EQ(parse_ok({"--nproc-per-node", "auto", "prog"}).nproc_per_node, kCpus);
+  EXPECT_EQ(parse_ok({"--nproc_per_node=auto", "prog"}).nproc_per_node, kCpus);
+}
+
+TEST(Options, Standalone) {
+  Options o = parse_ok({"--standalone", "--nproc-per-node", "2", "prog"});
+  EXPECT_TRUE(o.standalone);
+  EXPECT_EQ(parse_error({"--standalone=yes", "prog"}), "option --standalone takes no value (got 'yes')");
+}
+
+TEST(Options, ProgramArgumentsAreNotParsed) {
+  Options o = parse_ok({"--nnodes", "1", "prog", "--nproc-per-node", "9", "--", "-x"});
+  EXPECT_EQ(o.nproc_per_node, 1);
+  EXPECT_EQ(o.program, "prog");
+  EXPECT_EQ(o.program_args, (std::vector<std::string>{"--nproc-per-node", "9", "--", "-x"}));
+}
+
+TEST(Options, DoubleDashEndsOptions) {
+  Options o = parse_ok({"--nproc-per-node", "2", "--", "--weird-program-name", "x"});
+  EXPECT_EQ(o.nproc_per_node, 2);
+  EXPECT_EQ(o.program, "--weird-program-name");
+  EXPECT_EQ(o.program_args, (std::vector<std::string>{"x"}));
+}
+
+TEST(Options, Help) {
+  EXPECT_EQ(parse({"-h"}).kind, ParseOutcome::kHelp);
+  EXPECT_EQ(parse({"--nnodes", "1", "--help", "prog"}).kind, ParseOutcome::kHelp);
+  EXPECT_EQ(parse({"prog", "--help"}).kind, ParseOutcome::kRun);  // --help of the program
+  EXPECT_NE(ddprun::usage_text().find("--nproc-per-node"), std::string::npos);
+}
+
+TEST(Options, BadNumbers) {
+  EXPECT_EQ(parse_error({"--nproc-per-node", "0", "prog"}),
+            "invalid value '0' for --nproc-per-node: expected an integer >= 1 or 'auto'");
+  EXPECT_EQ(parse_error({"--nproc_per_node=abc", "prog"}),
+            "invalid value 'abc' for --nproc_per_node: expected an integer >= 1 or 'auto'");
+  EXPECT_EQ(parse_error({"--nproc-per-node", "-2", "prog"}),
+            "invalid value '-2' for --nproc-per-node: expected an integer >= 1 or 'auto'");
+  EXPECT_EQ(parse_error({"--nproc-per-node", "99999999999", "prog"}),
+            "invalid value '99999999999' for --nproc-per-node: expected an integer >= 1 or 'auto'");
+  EXPECT_EQ(parse_error({"--nproc-per-node=", "prog"}),
+            "invalid value '' for --nproc-per-node: expected an integer >= 1 or 'auto'");
+  EXPECT_EQ(parse_error({"--nnodes", "0", "prog"}), "invalid value '0' for --nnodes: expected an integer >= 1");
+  EXPECT_EQ(parse_error({"--node-rank", "x", "prog"}), "invalid value 'x' for --node-rank: expected an integer >= 0");
+  EXPECT_EQ(parse_error({"--master-port", "70000", "prog"}),
+            "invalid value '70000' for --master-port: expected a TCP port number 1..65535");
+  EXPECT_EQ(parse_error({"--master_port=0", "prog"}),
+            "invalid value '0' for --master_port: expected a TCP port number 1..65535");
+  EXPECT_EQ(parse_error({"--master-port", "12ab", "prog"}),
+            "invalid value '12ab' for --master-port: expected a TCP port number 1..65535");
+  EXPECT_EQ(parse_error({"--kill-grace", "-1", "prog"}),
+            "invalid value '-1' for --kill-grace: expected a number of seconds >= 0 (e.g. 5 or 0.5)");
+  EXPECT_EQ(parse_error({"--kill-grace", "soon", "prog"}),
+            "invalid value 'soon' for --kill-grace: expected a number of seconds >= 0 (e.g. 5 or 0.5)");
+  EXPECT_EQ(parse_error({"--master-addr", "", "prog"}),
+            "invalid value '' for --master-addr: expected a host name or IP address");
+}
+
+TEST(Options, BadBackend) {
+  EXPECT_EQ(parse_error({"--backend", "nccl", "prog"}),
+            "invalid value 'nccl' for --backend: expected one of gloo, mpi, auto");
+}
+
+TEST(Options, NodeRankMustBeBelowNnodes) {
+  EXPECT_EQ(parse_error({"--nnodes", "2", "--node-rank", "2", "prog"}),
+            "invalid value '2' for --node-rank: must be less than --nnodes (2)");
+  EXPECT_EQ(parse_error({"--node_rank=1", "prog"}),
+            "invalid value '1' for --node-rank: must be less than --nnodes (1)");
+  EXPECT_EQ(parse_ok({"--nnodes", "2", "--node-rank", "1", "prog"}).node_rank, 1);
+}
+
+TEST(Options, ElasticRangeRejected) {
+  EXPECT_EQ(parse_error({"--nnodes", "1:2", "prog"}),
+            "invalid value '1:2' for --nnodes: elastic ranges (MIN:MAX) are not supported; give a fixed number of "
+            "nodes >= 1");
+  EXPECT_EQ(parse_ok({"--nnodes=2:2", "prog"}).nnodes, 2);  // a fixed "range"
+}
+
+TEST(Options, StandaloneWithSeveralNodes) {
+  EXPECT_EQ(parse_error({"--standalone", "--nnodes", "2", "prog"}),
+            "--standalone runs a single node and cannot be used with --nnodes 2");
+}
+
+TEST(Options, MpiWithSeveralNodes) {
+  EXPECT_EQ(parse_error({"--backend", "mpi", "--nnodes", "2", "prog"}),
+            "--backend mpi supports a single node only (got --nnodes 2); for several nodes run mpirun with a "
+            "hostfile directly");
+}
+
+TEST(Options, UnknownFlag) {
+  EXPECT_EQ(parse_error({"--nproc", "2", "prog"}), "unknown option '--nproc' (see ddprun --help)");
+  EXPECT_EQ(parse_error({"--rdzv-backend=c10d", "prog"}), "unknown option '--rdzv-backend' (see ddprun --help)");
+  EXPECT_EQ(parse_error({"-n", "prog"}), "unknown option '-n' (see ddprun --help)");
+}
+
+TEST(Options, MissingValue) {
+  EXPECT_EQ(parse_error({"--nproc-per-node"}), "option --nproc-per-node needs a value");
+}
+
+TEST(Options, MissingProgram) {
+  const std::string expected = "missing program to run (usage: ddprun [options] program [args...])";
+  EXPECT_EQ(parse_error({}), expected);
+  EXPECT_EQ(parse_error({"--nproc-per-node", "2"}), expected);
+  EXPECT_EQ(parse_error({"--nproc-per-node", "2", "--"}), expected);
+}

@@ -1,0 +1,143 @@
+// ddprun_probe: a small program the launcher tests run under ddprun.
+//
+//   env                   print the launcher variables as NAME=value (or NAME=<unset>)
+//   args A...             print each argument as arg[i]=A
+//   spam N E              N stdout lines, every E-th line also to stderr
+//   longline N            one stdout line of N 'x', then "tail" without a newline
+//   exit C                exit with code C
+//   fail R C              rank R exits with code C after 0.2 s; the others sleep 60 s
+//   signal R S            rank R raises signal S after 0.2 s; the others sleep 60 s
+//   ignore-term R C       rank R exits with code C after 0.3 s; the others report
+//                         and ignore SIGTERM, then sleep 60 s
+//   orphan S              start a child that sleeps S s holding stdout, print
+//                         "parent done" and exit 0 at once
+//   term-report           print "ready", sleep 60 s; on SIGTERM/SIGINT print
+//                         "got SIGTERM"/"got SIGINT" and exit 0
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
+
+namespace {
+
+int my_rank() {
+  if (const char* r = std::getenv("RANK")) return std::atoi(r);
+  if (const char* r = std::getenv("OMPI_COMM_WORLD_RANK")) return std::atoi(r);
+  return -1;
+}
+
+void say(const std::string& line, int fd = STDOUT_FILENO) {
+  std::string text = line + "\n";
+  ssize_t ignored = ::write(fd, text.data(), text.size());
+  (void)ignored;
+}
+
+void sleep_seconds(double s) {
+  struct timespec left;
+  left.tv_sec = static_cast<time_t>(s);
+  left.tv_nsec = static_cast<long>((s - static_cast<double>(left.tv_sec)) * 1e9);
+  while (nanosleep(&left, &left) != 0) {
+  }
+}
+
+extern "C" void report_and_ignore(int) {
+  const char msg[] = "got SIGTERM, ignoring it\n";
+  ssize_t ignored = ::write(STDOUT_FILENO, msg, sizeof msg - 1);
+  (void)ignored;
+}
+
+extern "C" void report_and_exit(int sig) {
+  const char* msg = sig == SIGINT ? "got SIGINT\n" : "got SIGTERM\n";
+  ssize_t ignored = ::write(STDOUT_FILENO, msg, std::strlen(msg));
+  (void)ignored;
+  _exit(0);
+}
+
+int usage() {
+  say("usage: ddprun_probe env|args|spam|longline|exit|fail|signal|ignore-term|orphan|term-report ...", STDERR_FILENO);
+  return 64;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage();
+  const std::string mode = argv[1];
+  const int rank = my_rank();
+  auto arg = [&](int i) { return i < argc ? std::atoi(argv[i]) : 0; };
+
+  if (mode == "env") {
+    for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+                             "MASTER_PORT", "OMP_NUM_THREADS", "DDP_BACKEND", "DDP_LAUNCHER",
+                             "OMPI_COMM_WORLD_RANK"}) {
+      const char* value = std::getenv(name);
+      say(std::string(name) + "=" + (value != nullptr ? value : "<unset>"));
+    }
+    return 0;
+  }
+  if (mode == "args") {
+    for (int i = 2; i < argc; ++i) say("arg[" + std::to_string(i - 2) + "]=" + argv[i]);
+    return 0;
+  }
+  if (mode == "spam") {
+    // stdout through stdio's full buffering, so that lines straddle chunks.
+    const int n = arg(2), every = arg(3);
+    for (int i = 0; i < n; ++i) {
+      std::printf("spam rank=%d i=%d %s\n", rank, i, std::string(static_cast<size_t>(i % 97), 'x').c_str());
+      if (every > 0 && i % every == 0) std::fprintf(stderr, "spam-err rank=%d i=%d\n", rank, i);
+    }
+    std::fflush(stdout);
+    return 0;
+  }
+  if (mode == "longline") {
+    std::string line(static_cast<size_t>(arg(2)), 'x');
+    line += "\ntail";
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    return 0;
+  }
+  if (mode == "exit") return arg(2);
+  if (mode == "fail" || mode == "signal" || mode == "ignore-term") {
+    const int target = arg(2), value = arg(3);
+    if (rank == target) {
+      sleep_seconds(mode == "ignore-term" ? 0.3 : 0.2);
+      if (mode == "signal") {
+        say("probe rank " + std::to_string(rank) + " raising signal " + std::to_string(value), STDERR_FILENO);
+        ::raise(value);
+        sleep_seconds(5);
+        return 99;
+      }
+      say("probe rank " + std::to_string(rank) + " failing with code " + std::to_string(value), STDERR_FILENO);
+      return value;
+    }
+    if (mode == "ignore-term") {
+      struct sigaction action = {};
+      action.sa_handler = report_and_ignore;
+      sigaction(SIGTERM, &action, nullptr);
+    }
+    say("ready");
+    sleep_seconds(60);
+    return 0;
+  }
+  if (mode == "orphan") {
+    if (fork() == 0) {
+      sleep_seconds(arg(2));
+      _exit(0);
+    }
+    say("parent done");
+    return 0;
+  }
+  if (mode == "term-report") {
+    struct sigaction action = {};
+    action.sa_handler = report_and_exit;
+    sigaction(SIGTERM, &action, nullptr);
+    sigaction(SIGINT, &action, nullptr);
+    say("ready");
+    sleep_seconds(60);
+    return 0;
+  }
+  return usage();
+}

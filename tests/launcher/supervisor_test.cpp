@@ -1,0 +1,90 @@
+// Supervisor on its own, with small /bin/sh children.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "rank_env.h"
+#include "supervisor.h"
+
+using namespace ddprun;
+
+namespace {
+
+struct Collect : LineHandler {
+  std::vector<std::string> lines;
+  void on_line(size_t child, Stream stream, std::string_view line) override {
+    lines.push_back(std::to_string(child) + (stream == Stream::kOut ? " out " : " err ") + std::string(line));
+  }
+};
+
+ManagedChild sh(const std::string& script) {
+  ManagedChild c;
+  c.spec.exec_path = "/bin/sh";
+  c.spec.argv = {"sh", "-c", script};
+  c.spec.env = current_environment();
+  c.spec.label = "test child";
+  return c;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+TEST(Supervisor, CollectsLinesAndStatuses) {
+  Collect lines;
+  Supervisor supervisor(5, &lines);
+  SupervisorResult r = supervisor.run({sh("echo a; echo b >&2; printf c"), sh("exit 0")});
+  EXPECT_EQ(r.first_failed, -1);
+  EXPECT_EQ(r.received_signal, 0);
+  EXPECT_EQ(r.stop_signal, 0);
+  ASSERT_EQ(r.children.size(), 2u);
+  for (const ChildResult& c : r.children) {
+    EXPECT_TRUE(c.reaped);
+    EXPECT_TRUE(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0);
+    EXPECT_FALSE(c.sent_stop);
+  }
+  std::vector<std::string> sorted = lines.lines;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, (std::vector<std::string>{"0 err b", "0 out a", "0 out c"}));
+}
+
+TEST(Supervisor, FirstFailureStopsTheOthers) {
+  Collect lines;
+  Supervisor supervisor(5, &lines);
+  auto start = std::chrono::steady_clock::now();
+  SupervisorResult r = supervisor.run({sh("sleep 30"), sh("sleep 0.1; exit 5"), sh("sleep 30")});
+  EXPECT_LT(seconds_since(start), 4.0);
+  EXPECT_EQ(r.first_failed, 1);
+  EXPECT_EQ(r.stop_signal, SIGTERM);
+  EXPECT_EQ(WEXITSTATUS(r.children[1].status), 5);
+  for (size_t i : {0u, 2u}) {
+    EXPECT_TRUE(r.children[i].sent_stop);
+    EXPECT_FALSE(r.children[i].sent_kill);
+    EXPECT_TRUE(WIFSIGNALED(r.children[i].status) && WTERMSIG(r.children[i].status) == SIGTERM);
+  }
+  EXPECT_FALSE(r.children[1].sent_stop);
+}
+
+TEST(Supervisor, SigkillAfterGrace) {
+  Collect lines;
+  Supervisor supervisor(0.3, &lines);
+  auto start = std::chrono::steady_clock::now();
+  // The shell and its sleep both ignore SIGTERM; SIGKILL to the group ends both.
+  SupervisorResult r = supervisor.run({sh("trap '' TERM; sleep 30; echo survived"), sh("sleep 0.1; exit 2")});
+  double elapsed = seconds_since(start);
+  EXPECT_GE(elapsed, 0.3);
+  EXPECT_LT(elapsed, 4.0);
+  EXPECT_EQ(r.first_failed, 1);
+  EXPECT_TRUE(r.children[0].sent_stop);
+  EXPECT_TRUE(r.children[0].sent_kill);
+  EXPECT_TRUE(WIFSIGNALED(r.children[0].status) && WTERMSIG(r.children[0].status) == SIGKILL);
+  EXPECT_TRUE(lines.lines.empty());
+}

@@ -1,0 +1,166 @@
+// ddp-bench collectives: time, algorithm bandwidth and bus bandwidth of each
+// collective per message size, like nccl-tests. "size" is the larger of the
+// operation's input and output (all_gather: the gathered result).
+// busbw = algbw * factor: all_reduce 2(W-1)/W, all_gather and reduce_scatter
+// (W-1)/W, broadcast 1. Times are the maximum over ranks.
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "bench.h"
+#include "ddp/ddp.h"
+
+namespace ddp::bench {
+namespace {
+
+struct Options {
+  std::string backend = "auto";
+  long long min_bytes = 4, max_bytes = 64ll << 20;
+  std::vector<std::string> ops = {"all_reduce", "all_gather", "broadcast", "reduce_scatter"};
+  std::string json;
+  bool raw_mpi = false;
+};
+
+long long parse_bytes(const std::string& flag, const std::string& v) {
+  size_t used = 0;
+  long long n = 0;
+  try { n = std::stoll(v, &used); } catch (...) { used = 0; }
+  std::string unit = v.substr(used);
+  long long mult = unit == "" || unit == "B" ? 1 : unit == "K" ? 1 << 10 : unit == "M" ? 1 << 20 : unit == "G" ? 1 << 30 : 0;
+  if (used == 0 || mult == 0 || n <= 0)
+    throw std::invalid_argument(flag + " '" + v + "' must be a positive size like 4, 64K or 16M");
+  return n * mult;
+}
+
+Options parse(const std::vector<std::string>& args) {
+  Options o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) throw std::invalid_argument(args[i] + " needs a value");
+      return args[++i];
+    };
+    const std::string& a = args[i];
+    if (a == "--backend") o.backend = value();
+    else if (a == "--min-bytes") o.min_bytes = parse_bytes(a, value());
+    else if (a == "--max-bytes") o.max_bytes = parse_bytes(a, value());
+    else if (a == "--json") o.json = value();
+    else if (a == "--raw-mpi") o.raw_mpi = true;
+    else if (a == "--ops") {
+      o.ops.clear();
+      std::istringstream s(value());
+      for (std::string op; std::getline(s, op, ',');) {
+        if (op != "all_reduce" && op != "all_gather" && op != "broadcast" && op != "reduce_scatter")
+          throw std::invalid_argument("--ops: unknown op '" + op + "'; valid: all_reduce, all_gather, broadcast, reduce_scatter");
+        o.ops.push_back(op);
+      }
+    } else if (a == "-h" || a == "--help") {
+      std::printf("ddp-bench collectives [--backend gloo|mpi|auto] [--min-bytes 4] [--max-bytes 64M]\n"
+                  "  [--ops all_reduce,all_gather,broadcast,reduce_scatter] [--json out.json] [--raw-mpi]\n");
+      std::exit(0);
+    } else {
+      throw std::invalid_argument("unknown option '" + a + "' (see --help)");
+    }
+  }
+  if (o.min_bytes > o.max_bytes) throw std::invalid_argument("--min-bytes is larger than --max-bytes");
+  return o;
+}
+
+// Same on every rank: enough iterations for small sizes, a few for large ones.
+int iterations(long long bytes) { return static_cast<int>(std::max(5LL, std::min(200LL, (1LL << 26) / bytes))); }
+
+double bus_factor(const std::string& op, int w) {
+  if (op == "all_reduce") return 2.0 * (w - 1) / w;
+  if (op == "broadcast") return 1.0;
+  return double(w - 1) / w;
+}
+
+struct Row {
+  std::string op;
+  long long bytes;
+  double us, algbw, busbw, raw_us;
+};
+
+double time_op(ProcessGroup& g, const std::string& op, long long count, int iters, at::Tensor& in, at::Tensor& out) {
+  const int w = g.size();
+  std::vector<at::Tensor> parts;
+  if (op == "all_gather") parts = out.chunk(w);
+  if (op == "reduce_scatter") parts = in.chunk(w);
+  auto once = [&] {
+    if (op == "all_reduce") g.all_reduce(out);
+    else if (op == "broadcast") g.broadcast(out);
+    else if (op == "all_gather") g.all_gather(parts, in.narrow(0, 0, count / w));
+    else if (op == "reduce_scatter") { at::Tensor o = out.narrow(0, 0, count / w); g.reduce_scatter(o, parts); }
+  };
+  once();  // warm-up
+  g.barrier();
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) once();
+  double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+  at::Tensor t = at::full({1}, us, at::kDouble);
+  g.all_reduce(t, ddp::op(ReduceOp::MAX));
+  return t.item<double>();
+}
+
+}  // namespace
+
+int collectives_main(const std::vector<std::string>& args) {
+  Options o = parse(args);
+  InitOptions init;
+  init.backend = o.backend;
+  auto g = init_process_group(init);
+  const int w = g->size();
+  const bool lead = g->rank() == 0;
+  if (o.raw_mpi && g->backend() != "mpi")
+    throw std::invalid_argument("--raw-mpi needs --backend mpi (it times MPI_COMM_WORLD directly)");
+  if (lead) {
+    std::printf("# ddp-bench collectives: backend %s, %d ranks, float32, time = max over ranks\n",
+                g->backend().c_str(), w);
+    std::printf("# %-14s %12s %10s %12s %12s%s\n", "op", "size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
+                o.raw_mpi ? "  mpi-raw(us)   ours/raw" : "");
+  }
+  std::vector<Row> rows;
+  for (const auto& op : o.ops) {
+    for (long long bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
+      long long count = bytes / 4;
+      if (count < w || (op != "all_reduce" && op != "broadcast" && count % w != 0)) continue;
+      at::Tensor in = at::ones({count});
+      at::Tensor out = at::ones({count});
+      int iters = iterations(bytes);
+      double us = time_op(*g, op, count, iters, in, out);
+      double raw = -1;
+#ifdef DDP_HAVE_MPI
+      if (o.raw_mpi) raw = raw_mpi_time_us(op, in.data_ptr(), out.data_ptr(), count, iters);
+#endif
+      double algbw = bytes / us / 1e3;
+      Row r{op, bytes, us, algbw, algbw * bus_factor(op, w), raw};
+      rows.push_back(r);
+      if (lead) {
+        std::printf("  %-14s %12lld %10.1f %12.3f %12.3f", op.c_str(), bytes, us, r.algbw, r.busbw);
+        if (raw > 0) std::printf("  %11.1f %10.3f", raw, us / raw);
+        std::printf("\n");
+        std::fflush(stdout);
+      }
+    }
+  }
+  if (lead && !o.json.empty()) {
+    std::ofstream f(o.json);
+    f << "{\"tool\": \"ddp-bench collectives\", \"backend\": \"" << g->backend() << "\", \"world\": " << w
+      << ", \"dtype\": \"float32\", \"results\": [\n";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      f << "  {\"op\": \"" << r.op << "\", \"bytes\": " << r.bytes << ", \"time_us\": " << r.us
+        << ", \"algbw_gbps\": " << r.algbw << ", \"busbw_gbps\": " << r.busbw;
+      if (r.raw_us > 0) f << ", \"raw_mpi_time_us\": " << r.raw_us;
+      f << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+    }
+    f << "]}\n";
+    if (!f) throw Error("cannot write " + o.json);
+  }
+  destroy_process_group();
+  return 0;
+}
+
+}  // namespace ddp::bench

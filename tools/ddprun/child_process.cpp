@@ -1,0 +1,119 @@
+#include "child_process.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "signals.h"
+
+namespace ddprun {
+
+namespace {
+
+bool make_pipe(int fds[2]) {
+  if (::pipe(fds) != 0) return false;
+  for (int i = 0; i < 2; ++i) ::fcntl(fds[i], F_SETFD, FD_CLOEXEC);
+  return true;
+}
+
+std::vector<char*> c_strings(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (const std::string& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+[[noreturn]] void child_fail(const std::string& what) {
+  std::string message = "ddprun: " + what + ": " + std::strerror(errno) + "\n";
+  ssize_t ignored = ::write(STDERR_FILENO, message.data(), message.size());
+  (void)ignored;
+  ::_exit(127);
+}
+
+}  // namespace
+
+SpawnedChild spawn_child(const SpawnSpec& spec) {
+  SpawnedChild out;
+  int out_pipe[2], err_pipe[2];
+  if (!make_pipe(out_pipe)) {
+    out.error = std::string("pipe() failed: ") + std::strerror(errno);
+    return out;
+  }
+  if (!make_pipe(err_pipe)) {
+    out.error = std::string("pipe() failed: ") + std::strerror(errno);
+    ::close(out_pipe[0]);
+    ::close(out_pipe[1]);
+    return out;
+  }
+  // Everything the child needs is prepared before fork().
+  std::vector<char*> argv = c_strings(spec.argv);
+  std::vector<char*> envp = c_strings(spec.env);
+  const std::string exec_error = "cannot execute '" + spec.exec_path + "' for " + spec.label;
+
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    out.error = std::string("fork() failed: ") + std::strerror(errno);
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) ::close(fd);
+    return out;
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    reset_signals_in_child();
+    if (::dup2(err_pipe[1], STDERR_FILENO) < 0) ::_exit(127);
+    if (::dup2(out_pipe[1], STDOUT_FILENO) < 0) child_fail("dup2");
+    int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0 && null_fd != STDIN_FILENO) {
+      ::dup2(null_fd, STDIN_FILENO);
+      ::close(null_fd);
+    }
+    ::execve(spec.exec_path.c_str(), argv.data(), envp.data());
+    child_fail(exec_error);
+  }
+  // Both parent and child call setpgid() so that the group exists before
+  // anyone signals it; EACCES (child already exec'd) is fine.
+  ::setpgid(pid, pid);
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  for (int fd : {out_pipe[0], err_pipe[0]}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  out.pid = pid;
+  out.out_fd = out_pipe[0];
+  out.err_fd = err_pipe[0];
+  return out;
+}
+
+std::vector<pid_t> child_pids_of(pid_t parent) {
+  std::vector<pid_t> out;
+#ifdef __linux__
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return out;
+  while (struct dirent* entry = ::readdir(dir)) {
+    char* end = nullptr;
+    long pid = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0') continue;
+    std::ifstream stat_file(std::string("/proc/") + entry->d_name + "/stat");
+    std::string stat;
+    if (!std::getline(stat_file, stat)) continue;
+    // Format: pid (comm) state ppid ...; comm may contain spaces and ')'.
+    size_t close_paren = stat.rfind(')');
+    if (close_paren == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close_paren + 1));
+    std::string state;
+    long ppid = 0;
+    if (rest >> state >> ppid && ppid == parent) out.push_back(static_cast<pid_t>(pid));
+  }
+  ::closedir(dir);
+#else
+  (void)parent;
+#endif
+  return out;
+}
+
+}  // namespace ddprun

@@ -1,0 +1,124 @@
+#include "local_launch.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "line_splitter.h"
+#include "output.h"
+#include "rank_env.h"
+#include "signals.h"
+#include "summary.h"
+#include "supervisor.h"
+
+namespace ddprun {
+
+namespace {
+
+// Writes "[rank N] line" to ddprun's stdout/stderr and keeps stderr tails.
+class RankLines : public LineHandler {
+ public:
+  explicit RankLines(const std::vector<int>& ranks) : ranks_(ranks), tails_(ranks.size()) {
+    for (int rank : ranks) prefixes_.push_back(rank_prefix(rank));
+  }
+
+  void on_line(size_t child, Stream stream, std::string_view line) override {
+    if (stream == Stream::kErr) {
+      tails_[child].add(line);
+      write_line(STDERR_FILENO, prefixes_[child], line);
+    } else {
+      write_line(STDOUT_FILENO, prefixes_[child], line);
+    }
+  }
+
+  const TailBuffer& tail(size_t child) const { return tails_[child]; }
+
+ private:
+  std::vector<int> ranks_;
+  std::vector<std::string> prefixes_;
+  std::vector<TailBuffer> tails_;
+};
+
+}  // namespace
+
+int run_local(const Options& options, const std::string& exec_path, int master_port) {
+  const int nproc = options.nproc_per_node;
+  const std::vector<std::string> base = current_environment();
+  const int cpus = online_cpu_count();
+
+  std::vector<int> ranks;
+  std::vector<ManagedChild> children;
+  for (int local = 0; local < nproc; ++local) {
+    int rank = options.node_rank * nproc + local;
+    ranks.push_back(rank);
+    ManagedChild child;
+    child.spec.exec_path = exec_path;
+    child.spec.argv.push_back(options.program);
+    child.spec.argv.insert(child.spec.argv.end(), options.program_args.begin(), options.program_args.end());
+    child.spec.env = merge_env(base, rank_env_vars(options, master_port, base, cpus, local));
+    child.spec.label = "rank " + std::to_string(rank);
+    children.push_back(std::move(child));
+  }
+
+  RankLines lines(ranks);
+  Supervisor supervisor(options.kill_grace_s, &lines);
+  SupervisorResult result = supervisor.run(children);
+
+  if (!result.spawn_error.empty()) report(result.spawn_error);
+  if (!result.abandoned_output.empty()) {
+    std::vector<int> abandoned;
+    for (size_t i : result.abandoned_output) abandoned.push_back(ranks[i]);
+    report("warning: output of rank(s) " + join_ranks(abandoned) +
+           " was still open 2 s after the rank exited (held by a process it started); stopped reading it");
+  }
+  if (result.first_failed < 0 && result.received_signal == 0 && result.spawn_error.empty()) return 0;
+
+  Summary summary;
+  summary.grace_s = options.kill_grace_s;
+  summary.received_signal = result.received_signal;
+  summary.stop_signal = result.stop_signal;
+  summary.kill_signal = result.kill_signal;
+  if (result.first_failed >= 0) {
+    size_t i = static_cast<size_t>(result.first_failed);
+    const ChildResult& failed = result.children[i];
+    summary.has_failure = true;
+    summary.failure.rank = ranks[i];
+    summary.failure.local_rank = static_cast<int>(i);
+    summary.failure.pid = failed.pid;
+    if (WIFSIGNALED(failed.status)) {
+      summary.failure.signal = WTERMSIG(failed.status);
+    } else {
+      summary.failure.exit_code = WEXITSTATUS(failed.status);
+    }
+    summary.failure.stderr_tail = lines.tail(i).lines();
+  }
+  for (size_t i = 0; i < result.children.size(); ++i) {
+    if (result.children[i].sent_stop) summary.stopped_ranks.push_back(ranks[i]);
+    if (result.children[i].sent_kill) summary.killed_ranks.push_back(ranks[i]);
+  }
+  // How the other ranks ended, grouped: "rank(s) 0, 2 ended with signal 15 (SIGTERM)".
+  std::vector<std::pair<std::string, std::vector<int>>> endings;
+  for (size_t i = 0; i < result.children.size(); ++i) {
+    const ChildResult& c = result.children[i];
+    if (static_cast<int>(i) == result.first_failed || !c.reaped || (WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0))
+      continue;
+    const std::string how = describe_wait_status(c.status);
+    auto it = std::find_if(endings.begin(), endings.end(), [&](const auto& e) { return e.first == how; });
+    if (it == endings.end()) it = endings.insert(endings.end(), {how, {}});
+    it->second.push_back(ranks[i]);
+  }
+  for (const auto& e : endings) summary.notes.push_back("rank(s) " + join_ranks(e.second) + " ended with " + e.first);
+
+  if (result.received_signal > 0) {
+    summary.exit_code = 128 + result.received_signal;
+  } else if (result.first_failed >= 0) {
+    summary.exit_code = exit_code_of_wait_status(result.children[static_cast<size_t>(result.first_failed)].status);
+  } else {
+    summary.exit_code = 1;  // spawn failure
+  }
+  print_summary(summary);
+  return summary.exit_code;
+}
+
+}  // namespace ddprun

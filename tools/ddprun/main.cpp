@@ -1,0 +1,96 @@
+// ddprun: starts the ranks of a distributed ddp job on this node (torchrun-like).
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "local_launch.h"
+#include "mpi_launch.h"
+#include "net_check.h"
+#include "options.h"
+#include "output.h"
+#include "program_lookup.h"
+#include "rank_env.h"
+
+using namespace ddprun;
+
+namespace {
+
+// The port the ranks will use, after the --standalone / port-in-use checks;
+// -1 after reporting an error.
+int prepare_master_port(Options& options) {
+  if (options.standalone) {
+    std::string error;
+    int port = pick_free_port(&error);
+    if (port < 0) report("--standalone: cannot find a free port on 127.0.0.1: " + error);
+    options.master_addr = "127.0.0.1";
+    return port;
+  }
+  if (options.node_rank != 0) return options.master_port;
+  const std::string where = options.master_addr + ":" + std::to_string(options.master_port);
+  PortCheck check = check_port(options.master_addr, options.master_port);
+  switch (check.result) {
+    case PortCheck::kFree:
+    case PortCheck::kNotLocal:
+      break;
+    case PortCheck::kInUse:
+      report("cannot use MASTER_ADDR:MASTER_PORT " + where + ": address already in use; " +
+             "pass --master-port with a free port or use --standalone");
+      return -1;
+    case PortCheck::kUnresolved:
+      report("cannot resolve --master-addr '" + options.master_addr + "': " + check.detail);
+      return -1;
+    case PortCheck::kError:
+      report("warning: could not check MASTER_ADDR:MASTER_PORT " + where + ": " + check.detail);
+      break;
+  }
+  return options.master_port;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // fds 0-2 must exist, or pipes created later could take their numbers.
+  for (int fd = 0; fd <= 2; ++fd)
+    if (::fcntl(fd, F_GETFD) < 0) ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+  ::signal(SIGPIPE, SIG_IGN);  // a closed stdout must not kill the launcher
+
+  std::vector<std::string> args(argv + 1, argv + argc);
+  ParseOutcome parsed = parse_options(args, online_cpu_count());
+  if (parsed.kind == ParseOutcome::kHelp) {
+    write_all(STDOUT_FILENO, usage_text());
+    return 0;
+  }
+  if (parsed.kind == ParseOutcome::kError) {
+    report(parsed.error);
+    return 2;
+  }
+  Options options = parsed.options;
+
+  ProgramLookup program = find_program(options.program, std::getenv("PATH"));
+  if (!program.found) {
+    report(program.error);
+    return program.exit_code;
+  }
+
+  std::string mpirun_path;
+  if (options.backend == Backend::Mpi) {
+    ProgramLookup mpirun = find_program("mpirun", std::getenv("PATH"));
+    if (!mpirun.found) {
+      report("--backend mpi needs 'mpirun' on PATH but it was not found; install OpenMPI "
+             "(e.g. apt-get install openmpi-bin) or use --backend gloo");
+      return 1;
+    }
+    mpirun_path = mpirun.path;
+  }
+
+  int master_port = prepare_master_port(options);
+  if (master_port < 0) return 1;
+
+  if (options.backend == Backend::Mpi) return run_mpi(options, mpirun_path, program.path, master_port);
+  return run_local(options, program.path, master_port);
+}

@@ -1,0 +1,139 @@
+#include "mpi_launch.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <map>
+
+#include "line_splitter.h"
+#include "mpi_output.h"
+#include "output.h"
+#include "rank_env.h"
+#include "signals.h"
+#include "summary.h"
+#include "supervisor.h"
+
+namespace ddprun {
+
+const std::vector<std::string>& mpi_exported_vars() {
+  static const std::vector<std::string> vars = {"OMP_NUM_THREADS", "DDP_BACKEND", "DDP_LAUNCHER",
+                                                "LOCAL_WORLD_SIZE", "WORLD_SIZE", "GROUP_RANK",
+                                                "MASTER_ADDR", "MASTER_PORT"};
+  return vars;
+}
+
+std::vector<std::string> build_mpirun_argv(const Options& options, const std::string& mpirun_path,
+                                           const std::string& program_path, bool as_root) {
+  std::vector<std::string> argv = {mpirun_path, "-np", std::to_string(options.nproc_per_node),
+                                   "--oversubscribe", "--bind-to", "none", "--tag-output"};
+  if (as_root) argv.push_back("--allow-run-as-root");
+  for (const std::string& var : mpi_exported_vars()) {
+    argv.push_back("-x");
+    argv.push_back(var);
+  }
+  argv.push_back(program_path);
+  argv.insert(argv.end(), options.program_args.begin(), options.program_args.end());
+  return argv;
+}
+
+namespace {
+
+// Rewrites mpirun's output lines and watches for failure messages.
+class MpirunLines : public LineHandler {
+ public:
+  void on_line(size_t, Stream stream, std::string_view line) override {
+    if (std::optional<TaggedLine> tagged = parse_tagged_line(line)) {
+      if (tagged->is_stderr) {
+        rank_tails_[tagged->rank].add(tagged->text);
+        write_line(STDERR_FILENO, rank_prefix(tagged->rank), tagged->text);
+      } else {
+        write_line(STDOUT_FILENO, rank_prefix(tagged->rank), tagged->text);
+      }
+      return;
+    }
+    (void)stream;
+    scanner_.feed(line);
+    if (line.find_first_not_of(" -") != std::string_view::npos) mpirun_tail_.add(line);
+    write_line(STDERR_FILENO, "[mpirun] ", line);
+  }
+
+  std::vector<std::string> rank_tail(int rank) const {
+    auto it = rank_tails_.find(rank);
+    return it == rank_tails_.end() ? std::vector<std::string>() : it->second.lines();
+  }
+  const TailBuffer& mpirun_tail() const { return mpirun_tail_; }
+  std::optional<MpiFailure> failure() const { return scanner_.failure(); }
+
+ private:
+  std::map<int, TailBuffer> rank_tails_;
+  TailBuffer mpirun_tail_{8};
+  MpiFailureScanner scanner_;
+};
+
+}  // namespace
+
+int run_mpi(const Options& options, const std::string& mpirun_path, const std::string& program_path,
+            int master_port) {
+  const bool as_root = ::geteuid() == 0;
+  const std::vector<std::string> base = current_environment();
+  auto vars = node_env_vars(options, master_port, base, online_cpu_count());
+  if (as_root) {
+    vars.emplace_back("OMPI_ALLOW_RUN_AS_ROOT", "1");
+    vars.emplace_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+  }
+
+  ManagedChild mpirun;
+  mpirun.spec.exec_path = mpirun_path;
+  mpirun.spec.argv = build_mpirun_argv(options, mpirun_path, program_path, as_root);
+  mpirun.spec.env = merge_env(base, vars, {"RANK", "LOCAL_RANK"});
+  mpirun.spec.label = "mpirun";
+  mpirun.signal_group = false;  // mpirun forwards SIGINT/SIGTERM to the ranks itself
+
+  MpirunLines lines;
+  Supervisor supervisor(options.kill_grace_s, &lines);
+  SupervisorResult result = supervisor.run({mpirun});
+  if (!result.spawn_error.empty()) {
+    report(result.spawn_error);
+    return 1;
+  }
+  const ChildResult& r = result.children.at(0);
+  const bool ok = WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
+  if (ok && result.received_signal == 0) return 0;
+
+  Summary summary;
+  summary.grace_s = options.kill_grace_s;
+  summary.received_signal = result.received_signal;
+  std::optional<MpiFailure> f;
+  if (result.received_signal == 0) f = lines.failure();  // else the ranks died of the forwarded signal
+  if (f) {
+    summary.has_failure = true;
+    summary.failure.rank = f->rank;
+    summary.failure.pid = f->pid;
+    if (f->signal > 0) {
+      summary.failure.signal = f->signal;
+    } else if (f->exit_code >= 0) {
+      summary.failure.exit_code = f->exit_code;
+    } else if (WIFEXITED(r.status)) {
+      summary.failure.exit_code = WEXITSTATUS(r.status);  // best guess: mpirun's code
+    } else {
+      summary.failure.signal = WTERMSIG(r.status);
+    }
+    summary.failure.stderr_tail = lines.rank_tail(f->rank);
+    summary.notes.push_back("mpirun stopped the other ranks");
+  } else if (!ok && result.received_signal == 0) {
+    summary.failure_unknown = "mpirun ended with " + describe_wait_status(r.status) +
+                              "; its messages did not name a failed rank";
+    for (const std::string& l : lines.mpirun_tail().lines()) summary.notes.push_back("  | " + l);
+  }
+  if (r.sent_kill)
+    summary.notes.push_back(result.kill_signal > 0 ? "mpirun was killed with SIGKILL after a second " +
+                                                         signal_name(result.kill_signal)
+                                                   : "mpirun was killed with SIGKILL after the grace period");
+  summary.notes.push_back("mpirun ended with " + describe_wait_status(r.status));
+  summary.exit_code = result.received_signal > 0 ? 128 + result.received_signal : exit_code_of_wait_status(r.status);
+  if (summary.exit_code == 0) summary.exit_code = 1;
+  print_summary(summary);
+  return summary.exit_code;
+}
+
+}  // namespace ddprun

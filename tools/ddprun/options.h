@@ -1,0 +1,42 @@
+// Command line options of ddprun (a torchrun-like launcher).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ddprun {
+
+enum class Backend { Auto, Gloo, Mpi };
+
+// "auto", "gloo" or "mpi".
+const char* backend_name(Backend backend);
+
+struct Options {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  bool standalone = false;
+  Backend backend = Backend::Auto;
+  double kill_grace_s = 5.0;
+  std::string program;                    // as given on the command line
+  std::vector<std::string> program_args;  // arguments after the program
+};
+
+struct ParseOutcome {
+  enum Kind { kRun, kHelp, kError };
+  Kind kind = kError;
+  Options options;
+  std::string error;  // one line, without the "ddprun: " prefix (kError only)
+};
+
+// Parses the arguments after argv[0]. `online_cpus` is what `auto` resolves
+// to for --nproc-per-node. Parsing stops at the first non-option argument or
+// after "--"; everything from there on is the program and its arguments.
+ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus);
+
+// Text printed by -h/--help.
+std::string usage_text();
+
+}  // namespace ddprun

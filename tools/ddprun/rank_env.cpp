@@ -1,0 +1,90 @@
+#include "rank_env.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+extern char** environ;
+
+namespace ddprun {
+
+int online_cpu_count() {
+  long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return n >= 1 ? static_cast<int>(n) : 1;
+}
+
+int default_omp_threads(int cpus, int nproc_per_node) {
+  return std::max(1, cpus / std::max(1, nproc_per_node));
+}
+
+namespace {
+
+bool has_key(const std::string& entry, const std::string& key) {
+  return entry.size() > key.size() && entry.compare(0, key.size(), key) == 0 && entry[key.size()] == '=';
+}
+
+}  // namespace
+
+bool find_env(const std::vector<std::string>& env, const std::string& key, std::string* value) {
+  for (const std::string& entry : env) {
+    if (has_key(entry, key)) {
+      if (value != nullptr) *value = entry.substr(key.size() + 1);
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::pair<std::string, std::string>> node_env_vars(const Options& options, int master_port,
+                                                               const std::vector<std::string>& base,
+                                                               int cpus) {
+  const int nproc = options.nproc_per_node;
+  std::vector<std::pair<std::string, std::string>> vars = {
+      {"WORLD_SIZE", std::to_string(options.nnodes * nproc)},
+      {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
+      {"GROUP_RANK", std::to_string(options.node_rank)},
+      {"MASTER_ADDR", options.master_addr},
+      {"MASTER_PORT", std::to_string(master_port)},
+  };
+  std::string omp;
+  if (find_env(base, "OMP_NUM_THREADS", &omp)) {
+    vars.emplace_back("OMP_NUM_THREADS", omp);
+  } else {
+    vars.emplace_back("OMP_NUM_THREADS", std::to_string(default_omp_threads(cpus, nproc)));
+  }
+  if (options.backend != Backend::Auto) vars.emplace_back("DDP_BACKEND", backend_name(options.backend));
+  vars.emplace_back("DDP_LAUNCHER", "ddprun");
+  return vars;
+}
+
+std::vector<std::pair<std::string, std::string>> rank_env_vars(const Options& options, int master_port,
+                                                               const std::vector<std::string>& base,
+                                                               int cpus, int local_rank) {
+  auto vars = node_env_vars(options, master_port, base, cpus);
+  vars.insert(vars.begin(), {{"RANK", std::to_string(options.node_rank * options.nproc_per_node + local_rank)},
+                             {"LOCAL_RANK", std::to_string(local_rank)}});
+  return vars;
+}
+
+std::vector<std::string> merge_env(const std::vector<std::string>& base,
+                                   const std::vector<std::pair<std::string, std::string>>& set,
+                                   const std::vector<std::string>& remove) {
+  std::vector<std::string> out;
+  out.reserve(base.size() + set.size());
+  for (const std::string& entry : base) {
+    bool drop = false;
+    for (const auto& kv : set) drop = drop || has_key(entry, kv.first);
+    for (const std::string& key : remove) drop = drop || has_key(entry, key);
+    if (!drop) out.push_back(entry);
+  }
+  for (const auto& kv : set) out.push_back(kv.first + "=" + kv.second);
+  return out;
+}
+
+std::vector<std::string> current_environment() {
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) out.emplace_back(*e);
+  return out;
+}
+
+}  // namespace ddprun

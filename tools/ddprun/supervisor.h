@@ -1,0 +1,66 @@
+// Runs a set of child processes to completion: multiplexes their output,
+// stops all of them when one fails or when ddprun gets SIGINT/SIGTERM/SIGHUP/SIGQUIT,
+// and escalates to SIGKILL after a grace period.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "child_process.h"
+
+namespace ddprun {
+
+enum class Stream { kOut, kErr };
+
+// Receives every output line of every child (without the '\n').
+class LineHandler {
+ public:
+  virtual ~LineHandler() = default;
+  virtual void on_line(size_t child, Stream stream, std::string_view line) = 0;
+};
+
+struct ManagedChild {
+  SpawnSpec spec;
+  // true: stop signals go to the child's whole process group (ranks).
+  // false: SIGTERM/SIGINT go to the child only (mpirun forwards them itself);
+  // SIGKILL still goes to its group and to the groups of its direct children.
+  bool signal_group = true;
+};
+
+struct ChildResult {
+  pid_t pid = -1;
+  bool reaped = false;
+  int status = 0;          // waitpid() status once reaped
+  bool sent_stop = false;  // was still running when ddprun sent it the stop signal
+  bool sent_kill = false;  // was still running after the grace period: SIGKILLed
+};
+
+struct SupervisorResult {
+  std::vector<ChildResult> children;
+  int first_failed = -1;     // index of the first child that failed on its own
+  int received_signal = 0;   // first SIGINT/SIGTERM/SIGHUP/SIGQUIT ddprun received
+  int stop_signal = 0;       // signal sent to stop the others (0: none sent)
+  int kill_signal = 0;       // a second signal that sent SIGKILL before the grace period ended
+  std::string spawn_error;   // set when a child could not be started
+  // Children whose stdout/stderr were still open ~2 s after every child had
+  // exited (a process they started holds them); ddprun stopped reading them.
+  std::vector<size_t> abandoned_output;
+};
+
+class Supervisor {
+ public:
+  Supervisor(double kill_grace_s, LineHandler* handler) : grace_s_(kill_grace_s), handler_(handler) {}
+
+  // Blocks until every child has exited and its output has been drained
+  // (at most ~2 s after the last exit, in case descendants keep a pipe open).
+  SupervisorResult run(const std::vector<ManagedChild>& children);
+
+ private:
+  double grace_s_;
+  LineHandler* handler_;
+};
+
+}  // namespace ddprun
