@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "ddp/ddp.h"
+#include "ddp/dist.h"
 
 int main() {
   const char* env_rank = std::getenv("RANK");  // set by ddprun (torchrun sets it too)

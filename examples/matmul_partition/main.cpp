@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "ddp/ddp.h"
+#include "ddp/dist.h"
 
 namespace {
 

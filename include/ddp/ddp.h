@@ -1,10 +1,7 @@
 // Everything of ddp in one include.
 #pragma once
-#include "ddp/dist/backend.h"
-#include "ddp/dist/collectives.h"
-#include "ddp/dist/errors.h"
-#include "ddp/dist/init.h"
-#include "ddp/dist/process_group.h"
-#include "ddp/dist/store.h"
-#include "ddp/dist/types.h"
-#include "ddp/dist/work.h"
+#include "ddp/data/distributed_sampler.h"
+#include "ddp/dist.h"
+#include "ddp/parallel/comm_hook.h"
+#include "ddp/parallel/consistency.h"
+#include "ddp/parallel/distributed_data_parallel.h"

@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include <algorithm>
+
 #include "ddp/dist/errors.h"
 
 namespace ddp {
@@ -47,6 +49,28 @@ Work all_gather(std::vector<at::Tensor>& outs, const at::Tensor& in, GroupPtr g)
   return resolve(g)->all_gather(outs, in);
 }
 Work barrier(GroupPtr g) { return resolve(g)->barrier(); }
+
+void broadcast_coalesced(std::vector<at::Tensor>& tensors, int root, GroupPtr g) {
+  g = resolve(g);
+  std::vector<at::ScalarType> order;
+  for (auto& t : tensors)
+    if (std::find(order.begin(), order.end(), t.scalar_type()) == order.end()) order.push_back(t.scalar_type());
+  BroadcastOptions o;
+  o.root = root;
+  for (auto dtype : order) {
+    std::vector<at::Tensor> views;
+    for (auto& t : tensors)
+      if (t.scalar_type() == dtype) views.push_back(t.detach().reshape({-1}));
+    at::Tensor flat = at::cat(views);
+    g->broadcast(flat, o);
+    int64_t offset = 0;
+    for (auto& t : tensors) {
+      if (t.scalar_type() != dtype) continue;
+      t.detach().copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
+  }
+}
 
 // Sizes first, then the bytes padded to the largest size.
 std::vector<std::string> all_gather_bytes(const std::string& bytes, GroupPtr g) {

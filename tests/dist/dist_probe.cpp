@@ -12,7 +12,7 @@
 #include <cstring>
 #include <string>
 
-#include "ddp/ddp.h"
+#include "ddp/dist.h"
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";

@@ -1,15 +1,21 @@
-// The collectives suite across processes: run under ddprun (gloo or mpi), each
+// The collectives and DDP suites across processes: run under ddprun (gloo or mpi), each
 // rank runs every case on the default group. Exits non-zero if any case fails
 // on this rank; ddprun then fails the whole run.
 #include <gtest/gtest.h>
 
+#include <ATen/Parallel.h>
+
 #include "support/collectives_suite.h"
+#include "support/ddp_suite.h"
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   auto group = ddp::init_process_group();
   std::string suite = "Suite_" + group->backend() + "_w" + std::to_string(group->size());
-  for (const auto& c : ddp::testing::collectives_suite()) {
+  at::set_num_threads(1);
+  std::vector<ddp::testing::SuiteCase> cases = ddp::testing::collectives_suite();
+  for (const auto& c : ddp::testing::ddp_suite()) cases.push_back(c);
+  for (const auto& c : cases) {
     ::testing::RegisterTest(suite.c_str(), c.name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
                             [group, run = c.run]() -> ::testing::Test* {
                               struct T : ::testing::Test {

@@ -8,7 +8,7 @@
 #include <map>
 #include <thread>
 
-#include "ddp/ddp.h"
+#include "ddp/dist.h"
 #include "dist/env.h"
 
 namespace ddp {

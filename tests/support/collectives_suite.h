@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "ddp/ddp.h"
+#include "ddp/dist.h"
 
 namespace ddp::testing {
 

@@ -4,7 +4,7 @@
 #include <functional>
 #include <string>
 
-#include "ddp/ddp.h"
+#include "ddp/dist.h"
 
 namespace ddp::testing {
 

@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "bench.h"
-#include "ddp/ddp.h"
+#include "ddp/dist.h"
 
 namespace ddp::bench {
 namespace {

@@ -19,6 +19,9 @@ Work reduce(at::Tensor& tensor, const ReduceOptions& opts = {}, GroupPtr group =
 Work all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input,
                 GroupPtr group = nullptr);
 Work barrier(GroupPtr group = nullptr);
+// root's tensors into every rank's, packed into one buffer per dtype (one
+// broadcast per dtype instead of one per tensor). Blocks until done.
+void broadcast_coalesced(std::vector<at::Tensor>& tensors, int root = 0, GroupPtr group = nullptr);
 
 // Raw bytes from every rank (sizes may differ).
 std::vector<std::string> all_gather_bytes(const std::string& bytes, GroupPtr group = nullptr);

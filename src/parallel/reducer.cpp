@@ -1,0 +1,264 @@
+#include "parallel/reducer.h"
+
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "ddp/dist/errors.h"
+#include "parallel/bucketing.h"
+
+namespace ddp::detail {
+namespace {
+
+double ms(std::chrono::steady_clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+}  // namespace
+
+Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names, GroupPtr group,
+                 ReducerOptions opts)
+    : params_(std::move(params)),
+      names_(std::move(names)),
+      group_(std::move(group)),
+      opts_(opts),
+      hook_(std::make_shared<AllReduceHook>()),
+      solo_(group_->size() == 1) {
+  const size_t n = params_.size();
+  ready_.assign(n, 0);
+  used_.assign(n, 0);
+  unused_known_.assign(n, 0);
+  // Gradients usually arrive in reverse registration order.
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = n - 1 - i;
+  build(order);
+  // One post hook per parameter's gradient accumulator: it runs after the
+  // new gradient has been added to param.grad().
+  for (size_t i = 0; i < n; ++i) {
+    auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
+    hook_keys_.push_back(acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [this, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          add(i);
+          return outputs;
+        })));
+    accumulators_.push_back(std::move(acc));
+  }
+}
+
+Reducer::~Reducer() {
+  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
+}
+
+void Reducer::set_comm_hook(std::shared_ptr<CommHook> hook) {
+  if (!hook) throw InvalidArgument("DistributedDataParallel: register_comm_hook got a null hook");
+  hook_ = std::move(hook);
+}
+
+// Buckets hold a flat buffer each; every parameter has a view into one.
+void Reducer::build(const std::vector<size_t>& order) {
+  plan_ = assign_buckets(params_, order, opts_.first_bucket_cap_bytes, opts_.bucket_cap_bytes);
+  buckets_.clear();
+  where_.assign(params_.size(), {0, 0});
+  for (size_t b = 0; b < plan_.size(); ++b) {
+    Bucket bucket;
+    bucket.params = plan_[b];
+    int64_t total = 0;
+    for (size_t i : bucket.params) total += params_[i].numel();
+    bucket.flat = at::zeros({total}, params_[bucket.params[0]].options().requires_grad(false));
+    int64_t offset = 0;
+    for (size_t slot = 0; slot < bucket.params.size(); ++slot) {
+      const at::Tensor& p = params_[bucket.params[slot]];
+      bucket.views.push_back(bucket.flat.narrow(0, offset, p.numel()).view(p.sizes()));
+      where_[bucket.params[slot]] = {b, slot};
+      offset += p.numel();
+    }
+    bucket.pending = bucket.params.size();
+    buckets_.push_back(std::move(bucket));
+  }
+  if (opts_.gradient_as_bucket_view && !solo_) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      at::Tensor& view = buckets_[where_[i].first].views[where_[i].second];
+      at::Tensor& grad = params_[i].mutable_grad();
+      if (grad.defined()) {
+        view.copy_(grad);
+        grad = view;
+      }
+    }
+  }
+}
+
+void Reducer::prepare_for_forward() {
+  if (in_backward_) reset_iteration();  // a backward that threw half way
+  if (rebuild_due_ && !rebuilt_) {
+    std::vector<size_t> order = arrival_;
+    for (size_t k = params_.size(); k-- > 0;)
+      if (std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);
+    build(order);
+    rebuilt_ = true;
+    rebuild_due_ = false;
+  }
+}
+
+// Walks the autograd graph from the outputs; parameters whose accumulators
+// are not reached cannot get a gradient in this backward.
+void Reducer::prepare_for_backward(const std::vector<at::Tensor>& outputs) {
+  if (!opts_.find_unused_parameters || !sync_ || outputs.empty()) return;
+  if (opts_.static_graph && have_unused_known_) return;
+  std::unordered_set<torch::autograd::Node*> seen;
+  std::vector<torch::autograd::Node*> stack;
+  for (const auto& t : outputs)
+    if (t.defined() && t.grad_fn()) stack.push_back(t.grad_fn().get());
+  while (!stack.empty()) {
+    auto* node = stack.back();
+    stack.pop_back();
+    if (!seen.insert(node).second) continue;
+    for (const auto& edge : node->next_edges())
+      if (edge.function) stack.push_back(edge.function.get());
+  }
+  for (size_t i = 0; i < params_.size(); ++i) unused_known_[i] = !seen.count(accumulators_[i].get());
+  have_unused_known_ = true;
+}
+
+void Reducer::add(size_t index) {
+  if (!sync_) return;
+  if (!in_backward_) {
+    // First gradient of this backward: reduce at its end, and let known
+    // unused parameters contribute zeros right away.
+    in_backward_ = true;
+    torch::autograd::Engine::get_default_engine().queue_callback([this] { finalize(); });
+    if (opts_.find_unused_parameters && have_unused_known_)
+      for (size_t i = 0; i < params_.size(); ++i)
+        if (unused_known_[i] && !ready_[i] && i != index) mark_ready(i, false);
+  }
+  if (ready_[index]) return;  // a parameter used twice: its accumulator fires once
+  mark_ready(index, true);
+}
+
+void Reducer::mark_ready(size_t index, bool used) {
+  ready_[index] = 1;
+  used_[index] = used;
+  if (used && !rebuilt_ && !rebuild_due_) arrival_.push_back(index);
+  auto [b, slot] = where_[index];
+  Bucket& bucket = buckets_[b];
+  if (solo_) {  // a world of one: gradients are already the average
+    if (--bucket.pending == 0) launch_ready_buckets();
+    return;
+  }
+  at::Tensor& view = bucket.views[slot];
+  const at::Tensor& grad = params_[index].grad();
+  if (used && grad.defined()) {
+    if (grad.data_ptr() != view.data_ptr()) {
+      view.copy_(grad);
+      if (opts_.gradient_as_bucket_view) params_[index].mutable_grad() = view;
+    }
+  } else {
+    view.zero_();
+  }
+  if (--bucket.pending == 0) launch_ready_buckets();
+}
+
+// Buckets are launched strictly in index order, so every rank issues the same
+// sequence of collectives whatever the order its gradients arrived in.
+void Reducer::launch_ready_buckets() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
+    if (next_launch_ == 0) first_launch_ = Clock::now();
+    Bucket& bucket = buckets_[next_launch_];
+    if (solo_) {
+      ++next_launch_;
+      continue;
+    }
+    GradBucket gb;
+    gb.index = next_launch_;
+    gb.num_buckets = buckets_.size();
+    gb.buffer = bucket.flat;
+    gb.gradients = bucket.views;
+    for (size_t i : bucket.params) gb.parameters.push_back(params_[i]);
+    bucket.future = hook_->run(*group_, gb);
+    ++next_launch_;
+  }
+}
+
+void Reducer::fail_unfinished() {
+  std::string missing;
+  int count = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (ready_[i]) continue;
+    if (count++ < 5) missing += (missing.empty() ? "'" : ", '") + names_[i] + "'";
+  }
+  reset_iteration();
+  ErrorContext ctx{group_->backend(), group_->rank(), group_->size(), "DistributedDataParallel backward"};
+  throw Error(ctx.prefix() + std::to_string(count) + " parameter(s) got no gradient in this backward pass: " +
+              missing + (count > 5 ? ", ..." : "") +
+              ". Their buckets cannot be reduced. If the model does not use every parameter in every "
+              "forward pass, construct DDP with find_unused_parameters = true.");
+}
+
+// Runs at the end of backward (queued on the autograd engine).
+void Reducer::finalize() {
+  backward_end_ = Clock::now();
+  std::vector<char> globally_used(params_.size(), 1);
+  Work used_work;
+  at::Tensor used_counts;
+  if (opts_.find_unused_parameters) {
+    for (size_t i = 0; i < params_.size(); ++i)
+      if (!ready_[i]) mark_ready(i, false);
+    if (opts_.static_graph && !have_unused_known_) {
+      for (size_t i = 0; i < params_.size(); ++i) unused_known_[i] = !used_[i];
+      have_unused_known_ = true;
+    }
+    // Which parameters were used on some rank: after the buckets, same order everywhere.
+    used_counts = at::empty({static_cast<int64_t>(params_.size())}, at::kInt);
+    int* counts = used_counts.data_ptr<int>();
+    for (size_t i = 0; i < params_.size(); ++i) counts[i] = used_[i];
+    AllReduceOptions o;
+    o.async_op = true;
+    used_work = group_->all_reduce(used_counts, o);
+  } else if (next_launch_ < buckets_.size()) {
+    fail_unfinished();
+  }
+  try {
+    for (auto& bucket : buckets_) {
+      at::Tensor result = bucket.future.wait();
+      if (result.defined() && !result.is_same(bucket.flat)) bucket.flat.copy_(result);
+    }
+    if (used_counts.defined()) {
+      used_work.wait();
+      const int* counts = used_counts.data_ptr<int>();
+      for (size_t i = 0; i < params_.size(); ++i) globally_used[i] = counts[i] > 0;
+    }
+  } catch (...) {
+    reset_iteration();
+    throw;
+  }
+  // Averaged gradients back into param.grad(); a parameter no rank used keeps its grad.
+  for (size_t i = 0; i < params_.size() && !solo_; ++i) {
+    if (!globally_used[i]) continue;
+    const at::Tensor& view = buckets_[where_[i].first].views[where_[i].second];
+    at::Tensor& grad = params_[i].mutable_grad();
+    if (opts_.gradient_as_bucket_view) grad = view;
+    else if (grad.defined()) grad.copy_(view);
+    else grad = view.clone();
+  }
+  auto done = Clock::now();
+  stats_.iterations++;
+  stats_.comm_ms += ms(done - first_launch_);
+  stats_.exposed_ms += ms(done - backward_end_);
+  if (!rebuilt_) rebuild_due_ = true;
+  reset_iteration();
+}
+
+void Reducer::reset_iteration() {
+  in_backward_ = false;
+  std::fill(ready_.begin(), ready_.end(), 0);
+  std::fill(used_.begin(), used_.end(), 0);
+  if (!(opts_.static_graph && have_unused_known_)) have_unused_known_ = false;
+  for (auto& b : buckets_) {
+    b.pending = b.params.size();
+    b.future = TensorFuture();
+  }
+  next_launch_ = 0;
+}
+
+}  // namespace ddp::detail

@@ -1,0 +1,99 @@
+// The reducer behind DistributedDataParallel. Autograd hooks call add() as
+// each gradient is accumulated; a bucket whose gradients are all in is
+// reduced at once (asynchronously, in bucket order on every rank); finalize(),
+// queued on the autograd engine, waits for the reductions at the end of
+// backward and writes the averaged gradients back.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ddp/dist/process_group.h"
+#include "ddp/parallel/comm_hook.h"
+#include "ddp/parallel/distributed_data_parallel.h"
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace ddp::detail {
+
+struct ReducerOptions {
+  size_t bucket_cap_bytes = 25u << 20;
+  size_t first_bucket_cap_bytes = 1u << 20;
+  bool gradient_as_bucket_view = false;
+  bool find_unused_parameters = false;
+  bool static_graph = false;
+};
+
+class Reducer {
+ public:
+  Reducer(std::vector<at::Tensor> params, std::vector<std::string> names, GroupPtr group,
+          ReducerOptions opts);
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // Before a forward pass: rebuilds buckets once, in the order gradients
+  // arrived during the first synchronised backward.
+  void prepare_for_forward();
+  // After a forward pass (find_unused_parameters): parameters the outputs do
+  // not depend on are marked ready as soon as backward starts.
+  void prepare_for_backward(const std::vector<at::Tensor>& outputs);
+
+  void set_sync(bool enabled) { sync_ = enabled; }
+  bool sync() const { return sync_; }
+  void set_comm_hook(std::shared_ptr<CommHook> hook);
+  // Parameter indices per bucket.
+  const std::vector<std::vector<size_t>>& buckets() const { return plan_; }
+  const DDPStats& stats() const { return stats_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Bucket {
+    at::Tensor flat;
+    std::vector<size_t> params;
+    std::vector<at::Tensor> views;  // per parameter, shaped like it
+    size_t pending = 0;
+    TensorFuture future;
+  };
+
+  void build(const std::vector<size_t>& order);
+  void add(size_t index);  // the autograd hook
+  void mark_ready(size_t index, bool used);
+  void launch_ready_buckets();
+  void finalize();
+  void reset_iteration();
+  [[noreturn]] void fail_unfinished();
+
+  std::vector<at::Tensor> params_;
+  std::vector<std::string> names_;
+  GroupPtr group_;
+  ReducerOptions opts_;
+  std::shared_ptr<CommHook> hook_;
+  bool solo_;  // world of one: nothing to reduce
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive: they hold our hooks
+  std::vector<uintptr_t> hook_keys_;
+
+  std::vector<std::vector<size_t>> plan_;
+  std::vector<Bucket> buckets_;
+  std::vector<std::pair<size_t, size_t>> where_;  // parameter -> (bucket, slot)
+  size_t next_launch_ = 0;
+
+  bool sync_ = true;
+  bool in_backward_ = false;
+  std::vector<char> ready_;
+  std::vector<char> used_;          // got a gradient in this backward
+  std::vector<char> unused_known_;  // known unused before backward (graph walk or static graph)
+  bool have_unused_known_ = false;
+  std::vector<size_t> arrival_;     // order of the first synchronised backward
+  bool rebuilt_ = false, rebuild_due_ = false;
+
+  DDPStats stats_;
+  Clock::time_point first_launch_, backward_end_;
+};
+
+}  // namespace ddp::detail

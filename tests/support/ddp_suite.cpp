@@ -1,0 +1,361 @@
+#include "support/ddp_suite.h"
+
+#include <gtest/gtest.h>
+#include <torch/nn.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/optim/sgd.h>
+
+#include <mutex>
+
+#include "ddp/parallel/consistency.h"
+#include "ddp/parallel/distributed_data_parallel.h"
+
+namespace ddp::testing {
+namespace {
+
+using torch::nn::Linear;
+using torch::nn::LinearOptions;
+
+// PyTorch's test model: Linear(2,10)-ReLU-Linear(10,50)-ReLU-Linear(50,4)-softmax, no bias.
+struct Net : torch::nn::Module {
+  Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
+  explicit Net(int hidden2 = 50) {
+    fc1 = register_module("fc1", Linear(LinearOptions(2, 10).bias(false)));
+    fc2 = register_module("fc2", Linear(LinearOptions(10, hidden2).bias(false)));
+    fc3 = register_module("fc3", Linear(LinearOptions(hidden2, 4).bias(false)));
+  }
+  at::Tensor forward(at::Tensor x) {
+    x = torch::relu(fc1(x));
+    x = torch::relu(fc2(x));
+    return torch::softmax(fc3(x), 1);
+  }
+};
+
+// A small CNN with BatchNorm (running statistics are buffers).
+struct Cnn : torch::nn::Module {
+  torch::nn::Conv2d conv{nullptr};
+  torch::nn::BatchNorm2d bn{nullptr};
+  Linear fc{nullptr};
+  Cnn() {
+    conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 4, 3)));
+    bn = register_module("bn", torch::nn::BatchNorm2d(4));
+    fc = register_module("fc", Linear(4 * 4 * 4, 3));
+  }
+  at::Tensor forward(at::Tensor x) { return fc(torch::relu(bn(conv(x))).flatten(1)); }
+};
+
+// Three branches: a is always used, b only when `use_b`, c never.
+struct Branchy : torch::nn::Module {
+  Linear a{nullptr}, b{nullptr}, c{nullptr};
+  bool use_b = true;
+  Branchy() {
+    a = register_module("a", Linear(3, 3));
+    b = register_module("b", Linear(3, 3));
+    c = register_module("c", Linear(3, 3));
+  }
+  at::Tensor forward(at::Tensor x) {
+    x = a(x);
+    return use_b ? b(x) : x;
+  }
+};
+
+// Ranks may be threads of one process: the global generator is shared, so
+// models are built under a lock and data comes from explicit generators.
+template <typename M, typename... Args>
+std::shared_ptr<M> seeded(uint64_t seed, Args... args) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  torch::manual_seed(seed);
+  return std::make_shared<M>(args...);
+}
+
+at::Tensor randn(at::IntArrayRef sizes, at::Generator& gen) { return at::randn(sizes, gen); }
+
+GroupPtr handle(ProcessGroup& g) { return GroupPtr(&g, [](ProcessGroup*) {}); }
+
+std::string tag(ProcessGroup& g, const std::string& what) {
+  return g.backend() + " rank " + std::to_string(g.rank()) + "/" + std::to_string(g.size()) + " " + what;
+}
+
+void expect_close(torch::nn::Module& a, torch::nn::Module& b, const std::string& what) {
+  auto pa = a.named_parameters(), pb = b.named_parameters();
+  for (const auto& p : pa) {
+    const at::Tensor& x = p.value();
+    const at::Tensor& y = pb[p.key()];
+    EXPECT_TRUE(at::allclose(x, y, 1.3e-6, 5e-5))
+        << what << ": parameter " << p.key() << " differs by " << (x - y).abs().max().item<double>();
+  }
+}
+
+void sgd_step(torch::nn::Module& m, double lr) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : m.parameters())
+    if (p.grad().defined()) p.sub_(lr * p.grad());
+}
+
+void zero_grads(torch::nn::Module& m) {
+  for (auto& p : m.parameters())
+    if (p.grad().defined()) p.mutable_grad().zero_();
+}
+
+// DDP with rank-specific initial weights (the broadcast must fix them) and a
+// local batch of 1 against one process on the global batch of W, 2 steps.
+void equivalence(ProcessGroup& g, DDPOptions opts, const std::string& what) {
+  const int r = g.rank(), w = g.size();
+  auto net = seeded<Net>(100 + r);
+  auto ref = seeded<Net>(100);
+  opts.group = handle(g);
+  DistributedDataParallel model(net, opts);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  for (int step = 0; step < 2; ++step) {
+    at::Tensor x = randn({w, 2}, gen), y = randn({w, 4}, gen);
+    zero_grads(*net);
+    torch::mse_loss(model(x.narrow(0, r, 1)), y.narrow(0, r, 1)).backward();
+    sgd_step(*net, 1.0);
+    zero_grads(*ref);
+    torch::mse_loss(ref->forward(x), y).backward();
+    sgd_step(*ref, 1.0);
+  }
+  expect_close(*net, *ref, tag(g, what));
+  EXPECT_TRUE(parameters_consistent(*net, 0, handle(g))) << tag(g, what);
+}
+
+void gradient_equivalence(ProcessGroup& g) {
+  DDPOptions tiny;
+  tiny.bucket_cap_mb = 1e-6;  // one parameter per bucket: many buckets
+  tiny.first_bucket_cap_mb = 1e-6;
+  equivalence(g, tiny, "tiny buckets");
+  equivalence(g, DDPOptions{}, "default buckets");
+}
+
+void bucket_view_equivalence(ProcessGroup& g) {
+  DDPOptions o;
+  o.gradient_as_bucket_view = true;
+  o.bucket_cap_mb = 1e-3;
+  o.first_bucket_cap_mb = 1e-3;
+  equivalence(g, o, "gradient_as_bucket_view");
+  // The gradients alias bucket memory when there is anything to reduce.
+  auto net = seeded<Net>(1);
+  o.group = handle(g);
+  DistributedDataParallel model(net, o);
+  torch::mse_loss(model(torch::ones({1, 2})), torch::zeros({1, 4})).backward();
+  if (g.size() > 1) {
+    auto fc2 = net->fc2->weight.grad(), fc3 = net->fc3->weight.grad();
+    EXPECT_TRUE(fc2.is_view() && fc3.is_view()) << tag(g, "gradients should be views of buckets");
+  }
+}
+
+void no_sync_accumulation(ProcessGroup& g) {
+  const int r = g.rank(), w = g.size();
+  auto net = seeded<Net>(100 + r);
+  auto ref = seeded<Net>(100);
+  for (bool view : {false, true}) {
+    DDPOptions o;
+    o.group = handle(g);
+    o.gradient_as_bucket_view = view;
+    o.bucket_cap_mb = 1e-3;
+    o.first_bucket_cap_mb = 1e-3;
+    DistributedDataParallel model(net, o);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
+    at::Tensor x = randn({3, w, 2}, gen), y = randn({3, w, 4}, gen);
+    zero_grads(*net);
+    {
+      auto guard = model.no_sync();
+      for (int m = 0; m < 2; ++m) torch::mse_loss(model(x[m].narrow(0, r, 1)), y[m].narrow(0, r, 1)).backward();
+    }
+    torch::mse_loss(model(x[2].narrow(0, r, 1)), y[2].narrow(0, r, 1)).backward();
+    sgd_step(*net, 0.5);
+    // Reference: the mean over ranks of the sum over micro-batches.
+    zero_grads(*ref);
+    for (int m = 0; m < 3; ++m) torch::mse_loss(ref->forward(x[m]), y[m]).backward();
+    sgd_step(*ref, 0.5);
+    expect_close(*net, *ref, tag(g, view ? "no_sync with bucket views" : "no_sync"));
+  }
+}
+
+// BatchNorm: each rank normalises with its own batch statistics, so the
+// reference averages per-rank gradients, and rank 0's running statistics win
+// (broadcast_buffers).
+void batchnorm_cnn(ProcessGroup& g) {
+  const int r = g.rank(), w = g.size();
+  auto net = seeded<Cnn>(200 + r);
+  auto ref = seeded<Cnn>(200);
+  DDPOptions o;
+  o.group = handle(g);
+  o.bucket_cap_mb = 1e-3;
+  o.first_bucket_cap_mb = 1e-3;
+  DistributedDataParallel model(net, o);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  for (int step = 0; step < 2; ++step) {
+    at::Tensor x = randn({w, 2, 1, 6, 6}, gen), y = randn({w, 2, 3}, gen);
+    zero_grads(*net);
+    torch::mse_loss(model(x[r]), y[r]).backward();
+    sgd_step(*net, 0.1);
+
+    std::vector<at::Tensor> start, rank0_after;
+    for (auto& b : ref->buffers()) start.push_back(b.clone());
+    std::vector<at::Tensor> sum;
+    for (int q = 0; q < w; ++q) {
+      {
+        torch::NoGradGuard ng;
+        auto bufs = ref->buffers();
+        for (size_t i = 0; i < bufs.size(); ++i) bufs[i].copy_(start[i]);
+      }
+      zero_grads(*ref);
+      torch::mse_loss(ref->forward(x[q]), y[q]).backward();
+      auto params = ref->parameters();
+      for (size_t i = 0; i < params.size(); ++i) {
+        if (q == 0) sum.push_back(params[i].grad().clone());
+        else sum[i] += params[i].grad();
+      }
+      if (q == 0)
+        for (auto& b : ref->buffers()) rank0_after.push_back(b.clone());
+    }
+    {
+      torch::NoGradGuard ng;
+      auto bufs = ref->buffers();
+      for (size_t i = 0; i < bufs.size(); ++i) bufs[i].copy_(rank0_after[i]);
+      auto params = ref->parameters();
+      for (size_t i = 0; i < params.size(); ++i) params[i].mutable_grad().copy_(sum[i] / w);
+    }
+    sgd_step(*ref, 0.1);
+  }
+  expect_close(*net, *ref, tag(g, "BatchNorm CNN"));
+  // Rank 0's running statistics followed rank 0's batches, as the reference's did
+  // (the others restart from rank 0's at every forward).
+  if (r == 0) {
+    EXPECT_TRUE(at::allclose(net->bn->running_mean, ref->bn->running_mean, 1e-5, 1e-6)) << tag(g, "running_mean");
+    EXPECT_TRUE(at::allclose(net->bn->running_var, ref->bn->running_var, 1e-5, 1e-6)) << tag(g, "running_var");
+  }
+  // broadcast_buffers: with momentum 0 a forward leaves the statistics alone,
+  // so after one forward every rank holds exactly rank 0's.
+  net->bn->options.momentum(0.0);
+  {
+    torch::NoGradGuard ng;
+    net->bn->running_mean.fill_(r == 0 ? 5.0 : -1.0);
+  }
+  model(at::ones({2, 1, 6, 6}));
+  EXPECT_TRUE(at::equal(net->bn->running_mean, at::full({4}, 5.0))) << tag(g, "buffers broadcast from rank 0");
+  auto other = seeded<Cnn>(400);
+  other->bn->options.momentum(0.0);
+  DDPOptions no_bcast = o;
+  no_bcast.broadcast_buffers = false;
+  DistributedDataParallel plain(other, no_bcast);
+  {
+    torch::NoGradGuard ng;
+    other->bn->running_mean.fill_(r == 0 ? 5.0 : -1.0);
+  }
+  plain(at::ones({2, 1, 6, 6}));
+  EXPECT_TRUE(at::equal(other->bn->running_mean, at::full({4}, r == 0 ? 5.0 : -1.0))) << tag(g, "broadcast_buffers off");
+}
+
+void unused_parameters(ProcessGroup& g) {
+  const int r = g.rank(), w = g.size();
+  auto net = seeded<Branchy>(300 + r);
+  auto ref = seeded<Branchy>(300);
+  for (bool bucket_view : {false, true}) {
+    DDPOptions o;
+    o.group = handle(g);
+    o.find_unused_parameters = true;
+    o.gradient_as_bucket_view = bucket_view;
+    o.bucket_cap_mb = 1e-4;
+    o.first_bucket_cap_mb = 1e-4;
+    DistributedDataParallel model(net, o);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(13);
+    at::Tensor x = randn({w, 1, 3}, gen), y = randn({w, 1, 3}, gen);
+    // b is used on odd ranks only (on none in a world of one); c on no rank.
+    net->use_b = r % 2 == 1;
+    for (auto& p : net->parameters()) p.mutable_grad() = at::Tensor();
+    torch::mse_loss(model(x[r]), y[r]).backward();
+    EXPECT_FALSE(net->c->weight.grad().defined()) << tag(g, "c is used on no rank: its grad stays undefined");
+    EXPECT_EQ(net->b->weight.grad().defined(), w > 1) << tag(g, "b is used on some rank");
+    // Reference: gradient of the mean of per-rank losses.
+    for (auto& p : ref->parameters()) p.mutable_grad() = at::Tensor();
+    for (int q = 0; q < w; ++q) {
+      ref->use_b = q % 2 == 1;
+      (torch::mse_loss(ref->forward(x[q]), y[q]) / w).backward();
+    }
+    for (auto name : {"a.weight", "a.bias", "b.weight", "b.bias"}) {
+      at::Tensor mine = net->named_parameters()[name].grad(), want = ref->named_parameters()[name].grad();
+      if (!want.defined()) continue;
+      EXPECT_TRUE(mine.defined() && at::allclose(mine, want, 1.3e-6, 5e-5)) << tag(g, std::string("grad of ") + name);
+    }
+  }
+}
+
+void missing_gradient_is_an_error(ProcessGroup& g) {
+  auto net = seeded<Branchy>(5);
+  net->use_b = false;  // b gets no gradient, on every rank
+  DDPOptions o;
+  o.group = handle(g);
+  DistributedDataParallel model(net, o);
+  try {
+    torch::mse_loss(model(torch::ones({1, 3})), torch::zeros({1, 3})).backward();
+    ADD_FAILURE() << tag(g, "expected ddp::Error");
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("'b.weight'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("find_unused_parameters"), std::string::npos) << msg;
+  }
+  // The group is still usable afterwards.
+  at::Tensor t = at::ones({2});
+  g.all_reduce(t);
+  EXPECT_EQ(t[0].item<float>(), g.size());
+}
+
+void mismatched_models_fail_everywhere(ProcessGroup& g) {
+  auto net = std::make_shared<Net>(g.rank() == g.size() - 1 && g.size() > 1 ? 40 : 50);
+  DDPOptions o;
+  o.group = handle(g);
+  if (g.size() == 1) return;
+  try {
+    DistributedDataParallel model(net, o);
+    ADD_FAILURE() << tag(g, "expected std::invalid_argument");
+  } catch (const std::invalid_argument& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("the model differs across ranks: parameter 1 is 'fc2.weight' Float[50, 10] on rank 0 but "
+                       "'fc2.weight' Float[40, 10] on rank " + std::to_string(g.size() - 1)),
+              std::string::npos) << msg;
+  }
+}
+
+struct CountingHook : CommHook {
+  int calls = 0;
+  std::string name() const override { return "counting"; }
+  TensorFuture run(ProcessGroup& group, GradBucket& bucket) override {
+    ++calls;
+    return AllReduceHook().run(group, bucket);
+  }
+};
+
+void comm_hook_sees_every_bucket(ProcessGroup& g) {
+  auto net = seeded<Net>(1);
+  DDPOptions o;
+  o.group = handle(g);
+  o.bucket_cap_mb = 1e-6;
+  o.first_bucket_cap_mb = 1e-6;
+  DistributedDataParallel model(net, o);
+  auto hook = std::make_shared<CountingHook>();
+  model.register_comm_hook(hook);
+  torch::mse_loss(model(torch::ones({1, 2})), torch::zeros({1, 4})).backward();
+  EXPECT_EQ(model.bucket_parameter_names().size(), 3u);
+  EXPECT_EQ(hook->calls, g.size() > 1 ? 3 : 0) << tag(g, "one call per bucket");
+}
+
+}  // namespace
+
+const std::vector<SuiteCase>& ddp_suite() {
+  static const std::vector<SuiteCase> cases = {
+      {"DdpGradientEquivalence", gradient_equivalence},
+      {"DdpBucketViewEquivalence", bucket_view_equivalence},
+      {"DdpNoSyncAccumulation", no_sync_accumulation},
+      {"DdpBatchNormCnn", batchnorm_cnn},
+      {"DdpUnusedParameters", unused_parameters},
+      {"DdpMissingGradientIsAnError", missing_gradient_is_an_error},
+      {"DdpMismatchedModels", mismatched_models_fail_everywhere},
+      {"DdpCommHook", comm_hook_sees_every_bucket},
+  };
+  return cases;
+}
+
+}  // namespace ddp::testing

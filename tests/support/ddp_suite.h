@@ -1,0 +1,11 @@
+// The backend-agnostic DistributedDataParallel suite: every case runs on
+// every rank of a group and compares DDP training with a single-process run
+// on the global batch (rtol 1.3e-6, atol 5e-5, as PyTorch's own test).
+#pragma once
+#include "support/collectives_suite.h"
+
+namespace ddp::testing {
+
+const std::vector<SuiteCase>& ddp_suite();
+
+}  // namespace ddp::testing
