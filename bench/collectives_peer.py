@@ -1,6 +1,6 @@
 """PyTorch's own collectives (python3-torch, gloo), timed exactly like
 `ddp-bench collectives`: same sizes, iteration counts and bandwidth formulas.
-Run with: python3 -m torch.distributed.run --standalone --nproc_per_node 2 bench/collectives_peer.py --json out.json
+Run with: build/bin/ddprun --nproc-per-node 2 --standalone /usr/bin/python3 bench/collectives_peer.py --json out.json
 Gloo in PyTorch 1.13 has no reduce_scatter, so that op is skipped."""
 import argparse
 import json

@@ -78,7 +78,9 @@ void check_list(const ErrorContext& ctx, const std::vector<at::Tensor>& list,
 }
 
 void check_list_dtype(const ErrorContext& ctx, const std::vector<at::Tensor>& list,
-                      const std::string& name, size_t count, at::ScalarType dtype) {
+                      const std::string& name, size_t count, const at::Tensor& dtype_from,
+                      const std::string& dtype_from_name) {
+  const at::ScalarType dtype = dtype_from.scalar_type();
   if (list.size() != count)
     throw_invalid(ctx, name + " has " + std::to_string(list.size()) + " tensors; expected " +
                            std::to_string(count) + " (one per rank)");
@@ -87,7 +89,7 @@ void check_list_dtype(const ErrorContext& ctx, const std::vector<at::Tensor>& li
     check_tensor(ctx, list[i], n);
     if (list[i].scalar_type() != dtype) {
       std::ostringstream s;
-      s << n << " has dtype " << list[i].scalar_type() << " but " << name << "[0] has " << dtype;
+      s << n << " has dtype " << list[i].scalar_type() << " but " << dtype_from_name << " has " << dtype;
       throw_invalid(ctx, s.str());
     }
   }

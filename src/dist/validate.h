@@ -28,9 +28,11 @@ void check_like(const ErrorContext& ctx, const at::Tensor& t, const std::string&
 void check_list(const ErrorContext& ctx, const std::vector<at::Tensor>& list,
                 const std::string& name, size_t count, const at::Tensor& like,
                 const std::string& like_name);
-// A list of exactly `count` valid tensors of `like`'s dtype (sizes may differ).
+// A list of exactly `count` valid tensors of one dtype, that of `dtype_from`
+// (named in messages); sizes may differ.
 void check_list_dtype(const ErrorContext& ctx, const std::vector<at::Tensor>& list,
-                      const std::string& name, size_t count, at::ScalarType dtype);
+                      const std::string& name, size_t count, const at::Tensor& dtype_from,
+                      const std::string& dtype_from_name);
 
 // Ranks for new_group: non-empty, sorted ascending, unique, in [0, ctx.size).
 void check_group_ranks(const ErrorContext& ctx, const std::vector<int>& ranks);

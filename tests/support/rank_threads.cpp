@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -10,6 +14,10 @@ namespace ddp::testing {
 void run_ranks(const std::string& backend, int world, const std::function<void(ProcessGroup&)>& fn,
                Milliseconds timeout) {
   StorePtr store = make_hash_store();
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<char> done(world, 0);
+  int finished = 0;
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
@@ -25,7 +33,24 @@ void run_ranks(const std::string& backend, int world, const std::function<void(P
       } catch (const std::exception& e) {
         ADD_FAILURE() << "rank " << r << "/" << world << " threw: " << e.what();
       }
+      std::lock_guard<std::mutex> lock(mu);
+      done[r] = 1;
+      ++finished;
+      cv.notify_all();
     });
+  }
+  // Watchdog: ranks that outlive twice their timeout are stuck; fail loudly
+  // instead of letting the test hang (a thread cannot be cancelled).
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!cv.wait_for(lock, timeout * 2, [&] { return finished == world; })) {
+      std::string stuck;
+      for (int r = 0; r < world; ++r)
+        if (!done[r]) stuck += " " + std::to_string(r);
+      std::fprintf(stderr, "run_ranks: %s world %d: rank(s)%s still running after %lld ms; aborting\n",
+                   backend.c_str(), world, stuck.c_str(), static_cast<long long>(timeout.count() * 2));
+      std::abort();
+    }
   }
   for (auto& t : threads) t.join();
 }

@@ -36,9 +36,9 @@ bool needs_float(const at::Tensor& t) { return t.scalar_type() == at::kBFloat16;
 
 class GlooGroup final : public ProcessGroup {
  public:
-  GlooGroup(StorePtr store, int rank, int size, Milliseconds timeout,
-            std::shared_ptr<::gloo::transport::Device> device)
-      : store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout), device_(device) {
+  GlooGroup(StorePtr store, int rank, int size, Milliseconds timeout, std::string host)
+      : store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout), host_(std::move(host)),
+        device_(make_device(host_)) {
     auto opts = PG::Options::create(timeout);
     opts->devices.push_back(device_);
     try {
@@ -187,8 +187,8 @@ class GlooGroup final : public ProcessGroup {
     auto c = ctx("all_to_all");
     if (ins.empty()) detail::throw_invalid(c, "inputs is empty; expected " + std::to_string(size_) + " tensors (one per rank)");
     const auto dtype = ins[0].scalar_type();
-    detail::check_list_dtype(c, ins, "inputs", size_, dtype);
-    detail::check_list_dtype(c, outs, "outputs", size_, dtype);
+    detail::check_list_dtype(c, ins, "inputs", size_, ins[0], "inputs[0]");
+    detail::check_list_dtype(c, outs, "outputs", size_, ins[0], "inputs[0]");
     std::vector<at::Tensor> flat;
     std::vector<int64_t> in_counts, out_counts;
     int64_t total_out = 0;
@@ -249,8 +249,9 @@ class GlooGroup final : public ProcessGroup {
     std::string prefix = "ddp_group_" + std::to_string(next_group_++) + "/";
     int index = detail::index_in(ranks, rank_);
     if (index < 0) return nullptr;
+    // A device of its own, as PyTorch does: groups share no transport state.
     return std::make_shared<GlooGroup>(make_prefix_store(prefix, store_), index,
-                                       static_cast<int>(ranks.size()), timeout_, device_);
+                                       static_cast<int>(ranks.size()), timeout_, host_);
   }
 
  private:
@@ -277,6 +278,7 @@ class GlooGroup final : public ProcessGroup {
   StorePtr store_;
   int rank_, size_;
   Milliseconds timeout_;
+  std::string host_;
   std::shared_ptr<::gloo::transport::Device> device_;
   c10::intrusive_ptr<PG> pg_;
   int next_group_ = 0;
@@ -291,8 +293,7 @@ GroupPtr create(const BackendOptions& opts) {
   if (!opts.store) detail::throw_invalid(c, "no store to rendezvous on");
   if (opts.world_size < 1 || opts.rank < 0 || opts.rank >= opts.world_size)
     detail::throw_invalid(c, "rank must be in [0, world_size)");
-  return std::make_shared<GlooGroup>(opts.store, opts.rank, opts.world_size, opts.timeout,
-                                     make_device(opts.host));
+  return std::make_shared<GlooGroup>(opts.store, opts.rank, opts.world_size, opts.timeout, opts.host);
 }
 
 }  // namespace ddp::gloo

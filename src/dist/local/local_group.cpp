@@ -80,7 +80,8 @@ class LocalGroup final : public ProcessGroup {
   Work all_to_all(std::vector<at::Tensor>& outs, const std::vector<at::Tensor>& ins,
                   const CollectiveOptions&) override {
     auto c = ctx("all_to_all");
-    detail::check_list_dtype(c, ins, "inputs", 1, ins.empty() ? at::kFloat : ins[0].scalar_type());
+    if (ins.empty()) detail::throw_invalid(c, "inputs is empty; expected 1 tensor (one per rank)");
+    detail::check_list_dtype(c, ins, "inputs", 1, ins[0], "inputs[0]");
     detail::check_list(c, outs, "outputs", 1, ins[0], "inputs[0]");
     outs[0].copy_(ins[0]);
     return Work();

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Training-step time of ddp's DDP beside PyTorch's Python DDP, in one run, on
+# this machine: for each model, world 1 without and with DDP, and world 2 over
+# gloo and mpi (1 thread per rank), with PyTorch's plain loop and DDP (gloo).
+# Each configuration runs ROUNDS times, alternating ours and PyTorch's; the
+# best round is kept. Usage: bench/ddp.sh [models] [steps] [rounds]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MODELS=${1:-"mlp wide cnn"}
+STEPS=${2:-300}
+ROUNDS=${3:-2}
+OUT=build/bench/ddp
+mkdir -p "$OUT"
+export OMP_NUM_THREADS=1
+RUN1="build/bin/ddprun --nproc-per-node 1 --standalone"
+RUN2="build/bin/ddprun --nproc-per-node 2 --standalone"
+PY=/usr/bin/python3
+for model in $MODELS; do
+  for round in $(seq "$ROUNDS"); do
+    a="--model $model --steps $STEPS"
+    $RUN1 build/bin/ddp-bench ddp $a --no-ddp --json "$OUT/$model-ours-w1-plain-$round.json" >/dev/null
+    $RUN1 $PY bench/ddp_peer.py $a --no-ddp --json "$OUT/$model-torch-w1-plain-$round.json" >/dev/null
+    $RUN1 build/bin/ddp-bench ddp $a --json "$OUT/$model-ours-w1-ddp-$round.json" >/dev/null
+    $RUN1 $PY bench/ddp_peer.py $a --json "$OUT/$model-torch-w1-ddp-$round.json" >/dev/null
+    $RUN2 --backend gloo build/bin/ddp-bench ddp $a --json "$OUT/$model-ours-w2-gloo-$round.json" >/dev/null
+    $RUN2 $PY bench/ddp_peer.py $a --json "$OUT/$model-torch-w2-gloo-$round.json" >/dev/null
+    $RUN2 --backend mpi build/bin/ddp-bench ddp $a --backend mpi --json "$OUT/$model-ours-w2-mpi-$round.json" >/dev/null
+  done
+done
+$PY bench/compare_ddp.py "$OUT" $MODELS

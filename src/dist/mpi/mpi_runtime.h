@@ -1,0 +1,92 @@
+// The process-wide MPI runtime of the mpi backend: initializes MPI once, owns
+// the one communication thread that makes every MPI call, and shuts both down
+// at process exit.
+//
+// The thread runs tasks from a FIFO queue. Blocking tasks (collectives) run to
+// completion in order; request tasks (send/recv) are started in order and then
+// polled alongside, so a pending recv never blocks the collectives queued
+// after it and can be cancelled when its waiter times out.
+//
+// Exit (glibc on_exit, so the exit status is known):
+//   status 0: drain the queue (each task bounded by its timeout), join the
+//             thread, MPI_Finalize when ddp initialized MPI. If an operation
+//             is stuck in MPI past its timeout: message on stderr, _exit(1).
+//   status != 0 with peers: no MPI_Finalize (it synchronizes with every rank,
+//             and peers may be blocked waiting for this one); the process
+//             exits with its status and mpirun/srun end the job.
+// When the application initialized MPI itself, the thread is stopped from an
+// MPI_COMM_SELF attribute callback at the start of its MPI_Finalize.
+#pragma once
+#include "dist/mpi/mpi_c.h"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dist/mpi/mpi_task.h"
+
+namespace ddp::mpi {
+
+class Runtime {
+ public:
+  // Initializes MPI (MPI_THREAD_SERIALIZED) and starts the thread on first use.
+  // Throws ddp::Error when MPI cannot be used from a helper thread.
+  static Runtime& get();
+  // The runtime if get() succeeded before, else null.
+  static Runtime* peek();
+
+  int world_rank() const { return world_rank_; }
+  int world_size() const { return world_size_; }
+  int tag_ub() const { return tag_ub_; }
+
+  // Queues a task. Throws CommError when the runtime has shut down or an
+  // earlier blocking operation is stuck past its timeout.
+  void enqueue(TaskPtr task);
+  // Runs fn on the communication thread at some point (errors ignored); a
+  // no-op once shut down. For releasing MPI objects.
+  void post(std::function<void()> fn);
+  bool on_comm_thread() const { return std::this_thread::get_id() == thread_id_; }
+
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+ private:
+  Runtime();
+  void loop();
+  // Runs one task from the queue; request tasks are added to active_.
+  void execute(const TaskPtr& task);
+  // Cancels the active requests past their deadline (receives can be).
+  void cancel_overdue(Clock::time_point now);
+  // Tests active requests; true when any completed.
+  bool poll_requests();
+  // Stops the thread. drain: runs what is queued first and waits for pending
+  // requests, each up to its deadline; else fails queued tasks and waits at
+  // most `grace`. Returns "" when the thread stopped with nothing pending in
+  // MPI, else what is still stuck.
+  std::string stop(bool drain, Milliseconds grace);
+  static void at_exit(int status, void* arg);
+  static int on_mpi_finalize(MPI_Comm comm, int keyval, void* value, void* extra);
+
+  int world_rank_ = 0;
+  int world_size_ = 1;
+  int tag_ub_ = 32767;
+  bool owns_mpi_ = false;  // ddp called MPI_Init_thread
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;  // the thread waits for tasks
+  std::condition_variable idle_cv_;  // stop() waits for the thread
+  std::deque<TaskPtr> queue_;
+  Task* running_ = nullptr;       // the task the thread runs now (guarded by mu_)
+  bool stopping_ = false;         // no new tasks; the thread drains and exits
+  bool discard_ = false;          // stop without draining
+  bool finished_ = false;         // the thread left its loop
+  size_t abandoned_ = 0;          // requests still pending when it left
+  std::vector<TaskPtr> active_;   // started requests (communication thread only)
+  std::thread thread_;
+  std::thread::id thread_id_;
+};
+
+}  // namespace ddp::mpi

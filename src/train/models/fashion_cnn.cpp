@@ -1,0 +1,25 @@
+#include "ddp/train/models/fashion_cnn.h"
+
+#include <ATen/ATen.h>
+
+namespace ddp::models {
+
+FashionCNNImpl::FashionCNNImpl() {
+  conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3).padding(1)));
+  bn1 = register_module("bn1", torch::nn::BatchNorm2d(32));
+  conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3)));
+  bn2 = register_module("bn2", torch::nn::BatchNorm2d(64));
+  fc1 = register_module("fc1", torch::nn::Linear(64 * 6 * 6, 600));
+  drop = register_module("drop", torch::nn::Dropout(0.25));
+  fc2 = register_module("fc2", torch::nn::Linear(600, 120));
+  fc3 = register_module("fc3", torch::nn::Linear(120, 10));
+}
+
+at::Tensor FashionCNNImpl::forward(const at::Tensor& x) {
+  at::Tensor h = at::max_pool2d(at::relu(bn1(conv1(x))), 2);
+  h = at::max_pool2d(at::relu(bn2(conv2(h))), 2);
+  h = drop(fc1(h.flatten(1)));
+  return fc3(fc2(h));
+}
+
+}  // namespace ddp::models

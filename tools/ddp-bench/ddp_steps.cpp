@@ -1,0 +1,147 @@
+// ddp-bench ddp: training-step time of a model under DDP (or without it),
+// with the communication time DDP spent and how much of it overlapped
+// backward. Synthetic data, fixed per rank, so only compute and
+// communication are measured.
+#include <ATen/Parallel.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/sgd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "bench.h"
+#include "ddp/ddp.h"
+#include "ddp/train/models/fashion_cnn.h"
+#include "ddp/train/models/mlp.h"
+
+namespace ddp::bench {
+namespace {
+
+struct Options {
+  std::string model = "mlp";  // mlp | wide | cnn
+  std::string backend = "auto";
+  int steps = 300, warmup = 30, batch = 64;
+  bool use_ddp = true, bucket_view = false;
+  std::string json;
+};
+
+Options parse(const std::vector<std::string>& args) {
+  Options o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) throw std::invalid_argument(a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--model") o.model = value();
+    else if (a == "--backend") o.backend = value();
+    else if (a == "--steps") o.steps = std::stoi(value());
+    else if (a == "--warmup") o.warmup = std::stoi(value());
+    else if (a == "--batch") o.batch = std::stoi(value());
+    else if (a == "--no-ddp") o.use_ddp = false;
+    else if (a == "--bucket-view") o.bucket_view = true;
+    else if (a == "--json") o.json = value();
+    else if (a == "-h" || a == "--help") {
+      std::printf("ddp-bench ddp [--model mlp|wide|cnn] [--backend gloo|mpi|auto] [--steps 300] [--warmup 30]\n"
+                  "  [--batch 64] [--no-ddp] [--bucket-view] [--json out.json]\n");
+      std::exit(0);
+    } else {
+      throw std::invalid_argument("unknown option '" + a + "' (see --help)");
+    }
+  }
+  if (o.model != "mlp" && o.model != "wide" && o.model != "cnn")
+    throw std::invalid_argument("--model must be mlp, wide or cnn; got '" + o.model + "'");
+  if (o.steps < 1 || o.warmup < 0 || o.batch < 1) throw std::invalid_argument("--steps, --batch must be positive");
+  return o;
+}
+
+template <typename Net>
+struct Run {
+  double ms_per_step;
+  DDPStats stats;
+  int64_t params;
+};
+
+template <typename Net>
+Run<Net> run(Net net, const at::Tensor& x, const at::Tensor& y, const Options& o, GroupPtr g) {
+  torch::optim::SGD opt(net->parameters(), 0.01);
+  std::unique_ptr<DistributedDataParallel<Net>> model;
+  if (o.use_ddp) {
+    DDPOptions d;
+    d.group = g;
+    d.gradient_as_bucket_view = o.bucket_view;
+    model = std::make_unique<DistributedDataParallel<Net>>(net, d);
+  }
+  auto step = [&] {
+    opt.zero_grad();
+    at::Tensor out = model ? (*model)(x) : net->forward(x);
+    torch::nn::functional::cross_entropy(out, y).backward();
+    opt.step();
+  };
+  for (int i = 0; i < o.warmup; ++i) step();
+  DDPStats before = model ? model->stats() : DDPStats{};
+  g->barrier();
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < o.steps; ++i) step();
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / o.steps;
+  DDPStats after = model ? model->stats() : DDPStats{};
+  DDPStats delta;
+  delta.iterations = after.iterations - before.iterations;
+  delta.comm_ms = after.comm_ms - before.comm_ms;
+  delta.exposed_ms = after.exposed_ms - before.exposed_ms;
+  int64_t params = 0;
+  for (auto& p : net->parameters()) params += p.numel();
+  return {ms, delta, params};
+}
+
+}  // namespace
+
+int ddp_main(const std::vector<std::string>& args) {
+  Options o = parse(args);
+  InitOptions init;
+  init.backend = o.backend;
+  auto g = init_process_group(init);
+  torch::manual_seed(1 + g->rank());  // different data per rank, as in training
+  at::Tensor x, y;
+  double ms = 0;
+  DDPStats s;
+  int64_t params = 0;
+  if (o.model == "cnn") {
+    x = at::randn({o.batch, 1, 28, 28});
+    y = at::randint(10, {o.batch}, at::kLong);
+    auto r = run(models::FashionCNN(), x, y, o, g);
+    ms = r.ms_per_step, s = r.stats, params = r.params;
+  } else {
+    models::MLPOptions m;
+    if (o.model == "wide") m.dim_hidden = 2048;
+    x = at::randn({o.batch, m.dim_in});
+    y = at::randint(m.n_classes, {o.batch}, at::kLong);
+    auto r = run(models::MLP(m), x, y, o, g);
+    ms = r.ms_per_step, s = r.stats, params = r.params;
+  }
+  at::Tensor worst = at::full({1}, ms, at::kDouble);  // the slowest rank sets the pace
+  g->all_reduce(worst, ddp::op(ReduceOp::MAX));
+  ms = worst.item<double>();
+  const double n = std::max<int64_t>(1, s.iterations);
+  if (g->rank() == 0) {
+    std::printf("ddp-bench ddp: model %s (%.2fM parameters), batch %d per rank, %d ranks, %s, %d threads/rank\n",
+                o.model.c_str(), params / 1e6, o.batch, g->size(), o.use_ddp ? ("DDP over " + g->backend()).c_str() : "no DDP",
+                at::get_num_threads());
+    std::printf("  step %.3f ms | %.0f samples/s | comm %.3f ms/step, %.3f ms exposed, %.0f%% overlapped\n", ms,
+                1000.0 * o.batch * g->size() / ms, s.comm_ms / n, s.exposed_ms / n,
+                s.comm_ms > 0 ? 100.0 * (s.comm_ms - s.exposed_ms) / s.comm_ms : 0.0);
+    if (!o.json.empty()) {
+      std::ofstream f(o.json);
+      f << "{\"tool\": \"ddp-bench ddp\", \"model\": \"" << o.model << "\", \"world\": " << g->size()
+        << ", \"ddp\": " << (o.use_ddp ? "true" : "false") << ", \"backend\": \"" << g->backend()
+        << "\", \"batch\": " << o.batch << ", \"params\": " << params << ", \"ms_per_step\": " << ms
+        << ", \"comm_ms_per_step\": " << s.comm_ms / n << ", \"exposed_ms_per_step\": " << s.exposed_ms / n << "}\n";
+    }
+  }
+  destroy_process_group();
+  return 0;
+}
+
+}  // namespace ddp::bench
