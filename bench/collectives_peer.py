@@ -4,6 +4,8 @@ Run with: build/bin/ddprun --nproc-per-node 2 --standalone /usr/bin/python3 benc
 Gloo in PyTorch 1.13 has no reduce_scatter, so that op is skipped."""
 import argparse
 import json
+import os
+import sys
 import time
 
 import torch
@@ -62,7 +64,11 @@ def main():
     if rank == 0 and a.json:
         with open(a.json, "w") as f:
             json.dump(dict(tool="pytorch gloo", backend="gloo", world=w, dtype="float32", results=rows), f, indent=1)
-    dist.destroy_process_group()
+    # PyTorch 1.13's gloo teardown can spin forever once the peer has exited:
+    # meet at a barrier, then leave without it.
+    dist.barrier()
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,23 @@
 """Merges JSON results of ddp-bench collectives and the PyTorch peer into one
 table: our time, the peer's time, and the ratio (peer / ours: above 1 means we
-are faster)."""
+are faster). Each argument may list several runs separated by commas; the
+fastest run of each (op, size) counts."""
 import json
 import sys
 
 
-def load(path):
-    with open(path) as f:
-        d = json.load(f)
-    return d, {(r["op"], r["bytes"]): r for r in d["results"]}
+def load(paths):
+    """Results of one or more runs; the fastest run of each (op, size) counts."""
+    best, meta = {}, None
+    for path in paths.split(","):
+        with open(path) as f:
+            d = json.load(f)
+        meta = meta or d
+        for r in d["results"]:
+            key = (r["op"], r["bytes"])
+            if key not in best or r["time_us"] < best[key]["time_us"]:
+                best[key] = r
+    return meta, best
 
 
 def main():

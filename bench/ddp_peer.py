@@ -4,6 +4,7 @@ Run: build/bin/ddprun --nproc-per-node 2 --standalone /usr/bin/python3 bench/ddp
 import argparse
 import json
 import os
+import sys
 import time
 
 import torch
@@ -84,8 +85,12 @@ def main():
             with open(a.json, "w") as f:
                 json.dump(dict(tool="pytorch", model=a.model, world=world, ddp=use_ddp, backend="gloo", batch=a.batch,
                                params=params, ms_per_step=ms), f)
+    # PyTorch 1.13's gloo teardown can spin forever once the peer has exited:
+    # meet at a barrier, then leave without it.
     if use_ddp:
-        dist.destroy_process_group()
+        dist.barrier()
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -304,15 +304,45 @@ void expect_invalid(ProcessGroup& g, const std::string& op, const std::string& n
 }
 
 void invalid_arguments(ProcessGroup& g) {
-  const int w = g.size();
+  const int w = g.size(), r = g.rank();
   at::Tensor t = at::ones({4});
-  expect_invalid(g, "broadcast", "root", [&] { BroadcastOptions o; o.root = w; g.broadcast(t, o); });
-  expect_invalid(g, "reduce", "root", [&] { ReduceOptions o; o.root = -1; g.reduce(t, o); });
+  expect_invalid(g, "broadcast", "root", [&] {
+    BroadcastOptions o;
+    o.root = w;
+    g.broadcast(t, o);
+  });
+  expect_invalid(g, "reduce", "root", [&] {
+    ReduceOptions o;
+    o.root = -1;
+    g.reduce(t, o);
+  });
+  expect_invalid(g, "gather", "root", [&] {
+    std::vector<at::Tensor> outs;
+    RootOptions o;
+    o.root = w + 3;
+    g.gather(outs, t, o);
+  });
   expect_invalid(g, "all_reduce", "BAND", [&] { g.all_reduce(t, op(ReduceOp::BAND)); });
-  expect_invalid(g, "all_reduce", "AVG", [&] { at::Tensor i = at::ones({4}, at::kInt); g.all_reduce(i, op(ReduceOp::AVG)); });
-  expect_invalid(g, "all_reduce", "contiguous", [&] { at::Tensor nc = at::ones({4, 4}).t(); g.all_reduce(nc); });
-  expect_invalid(g, "all_reduce", "dtype", [&] { at::Tensor b = at::ones({4}, at::kBool); g.all_reduce(b); });
-  expect_invalid(g, "all_reduce", "undefined", [&] { at::Tensor u; g.all_reduce(u); });
+  expect_invalid(g, "all_reduce", "BXOR", [&] {
+    at::Tensor h = at::ones({4}, at::kHalf);
+    g.all_reduce(h, op(ReduceOp::BXOR));
+  });
+  expect_invalid(g, "all_reduce", "AVG", [&] {
+    at::Tensor i = at::ones({4}, at::kInt);
+    g.all_reduce(i, op(ReduceOp::AVG));
+  });
+  expect_invalid(g, "all_reduce", "contiguous", [&] {
+    at::Tensor nc = at::ones({4, 4}).t();
+    g.all_reduce(nc);
+  });
+  expect_invalid(g, "all_reduce", "dtype", [&] {
+    at::Tensor b = at::ones({4}, at::kBool);
+    g.all_reduce(b);
+  });
+  expect_invalid(g, "all_reduce", "undefined", [&] {
+    at::Tensor u;
+    g.all_reduce(u);
+  });
   expect_invalid(g, "all_gather", "outputs", [&] {
     std::vector<at::Tensor> outs(w + 1, at::ones({4}));
     g.all_gather(outs, t);
@@ -321,13 +351,45 @@ void invalid_arguments(ProcessGroup& g) {
     std::vector<at::Tensor> outs(w, at::ones({4}, at::kDouble));
     g.all_gather(outs, t);
   });
+  expect_invalid(g, "scatter", "inputs", [&] {
+    std::vector<at::Tensor> ins(w, at::ones({5}));
+    RootOptions o;
+    o.root = r;  // only the root checks its inputs
+    g.scatter(t, ins, o);
+  });
   expect_invalid(g, "reduce_scatter", "inputs[0]", [&] {
     std::vector<at::Tensor> ins(w, at::ones({5}));
     g.reduce_scatter(t, ins);
   });
+  if (w > 1)
+    expect_invalid(g, "all_to_all", "inputs[" + std::to_string(w - 1) + "]", [&] {
+      std::vector<at::Tensor> ins(w, at::ones({2})), outs(w, at::ones({2}));
+      ins[w - 1] = at::ones({2}, at::kLong);
+      g.all_to_all(outs, ins);
+    });
+  expect_invalid(g, "all_to_all", "outputs[" + std::to_string(w - 1) + "]", [&] {
+    std::vector<at::Tensor> ins(w, at::ones({2})), outs(w, at::ones({2}));
+    outs[w - 1] = at::ones({2}, at::kLong);
+    g.all_to_all(outs, ins);
+  });
+  expect_invalid(g, "all_to_all", "outputs", [&] {
+    std::vector<at::Tensor> ins(w, at::ones({2})), outs(w + 1, at::ones({2}));
+    g.all_to_all(outs, ins);
+  });
   expect_invalid(g, "send", "dst", [&] { g.send(t, w); });
+  expect_invalid(g, "send", "this rank", [&] { g.send(t, r); });
   expect_invalid(g, "recv", "src", [&] { g.recv(t, -1); });
   expect_invalid(g, "new_group", "sorted", [&] { g.new_group({0, 0}); });
+  expect_invalid(g, "new_group", "ranks[0]", [&] { g.new_group({w}); });
+  expect_invalid(g, "new_group", "empty", [&] { g.new_group({}); });
+  expect_invalid(g, "all_reduce_coalesced", "tensors[1]", [&] {
+    std::vector<at::Tensor> ts = {at::ones({2}), at::ones({2, 2}).t()};
+    g.all_reduce_coalesced(ts);
+  });
+  // The group still works after all of these.
+  at::Tensor x = at::full({2}, r + 1.0);
+  g.all_reduce(x);
+  expect_values(x, at::full({2}, w * (w + 1) / 2.0), where(g, "after invalid arguments"));
 }
 
 }  // namespace

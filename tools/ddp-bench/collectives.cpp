@@ -2,7 +2,8 @@
 // collective per message size, like nccl-tests. "size" is the larger of the
 // operation's input and output (all_gather: the gathered result).
 // busbw = algbw * factor: all_reduce 2(W-1)/W, all_gather and reduce_scatter
-// (W-1)/W, broadcast 1. Times are the maximum over ranks.
+// (W-1)/W, broadcast 1. A time is the maximum over ranks of the mean per
+// call over `iters` calls; the best of --rounds such measurements is kept.
 #include <ATen/ATen.h>
 
 #include <chrono>
@@ -22,6 +23,7 @@ struct Options {
   std::vector<std::string> ops = {"all_reduce", "all_gather", "broadcast", "reduce_scatter"};
   std::string json;
   bool raw_mpi = false;
+  int rounds = 3;  // per size, ours and the raw peer alternate; the best round counts
 };
 
 long long parse_bytes(const std::string& flag, const std::string& v) {
@@ -48,6 +50,10 @@ Options parse(const std::vector<std::string>& args) {
     else if (a == "--max-bytes") o.max_bytes = parse_bytes(a, value());
     else if (a == "--json") o.json = value();
     else if (a == "--raw-mpi") o.raw_mpi = true;
+    else if (a == "--rounds") {
+      o.rounds = std::stoi(value());
+      if (o.rounds < 1) throw std::invalid_argument("--rounds must be at least 1");
+    }
     else if (a == "--ops") {
       o.ops.clear();
       std::istringstream s(value());
@@ -58,7 +64,7 @@ Options parse(const std::vector<std::string>& args) {
       }
     } else if (a == "-h" || a == "--help") {
       std::printf("ddp-bench collectives [--backend gloo|mpi|auto] [--min-bytes 4] [--max-bytes 64M]\n"
-                  "  [--ops all_reduce,all_gather,broadcast,reduce_scatter] [--json out.json] [--raw-mpi]\n");
+                  "  [--ops all_reduce,all_gather,broadcast,reduce_scatter] [--json out.json] [--raw-mpi] [--rounds 3]\n");
       std::exit(0);
     } else {
       throw std::invalid_argument("unknown option '" + a + "' (see --help)");
@@ -129,11 +135,14 @@ int collectives_main(const std::vector<std::string>& args) {
       at::Tensor in = at::ones({count});
       at::Tensor out = at::ones({count});
       int iters = iterations(bytes);
-      double us = time_op(*g, op, count, iters, in, out);
-      double raw = -1;
+      // Rounds alternate ours and the raw peer, so both see the same machine.
+      double us = 1e300, raw = o.raw_mpi ? 1e300 : -1;
+      for (int round = 0; round < o.rounds; ++round) {
+        us = std::min(us, time_op(*g, op, count, iters, in, out));
 #ifdef DDP_HAVE_MPI
-      if (o.raw_mpi) raw = raw_mpi_time_us(op, in.data_ptr(), out.data_ptr(), count, iters);
+        if (o.raw_mpi) raw = std::min(raw, raw_mpi_time_us(op, in.data_ptr(), out.data_ptr(), count, iters));
 #endif
+      }
       double algbw = bytes / us / 1e3;
       Row r{op, bytes, us, algbw, algbw * bus_factor(op, w), raw};
       rows.push_back(r);

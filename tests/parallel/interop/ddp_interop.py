@@ -3,6 +3,7 @@ the parameters after 5 steps as lines "name v1 v2 ...". ddp_interop.cpp runs
 the same problem with ddp's DDP and compares. Run under torch.distributed.run
 with 2 processes; argv[1] is the output file."""
 import math
+import os
 import sys
 
 import torch
@@ -39,7 +40,11 @@ def main():
         with open(sys.argv[1], "w") as f:
             for name, p in model.named_parameters():
                 f.write(name + " " + " ".join(repr(v) for v in p.detach().reshape(-1).tolist()) + "\n")
-    dist.destroy_process_group()
+    # PyTorch 1.13's gloo teardown can spin forever once the peer has exited:
+    # meet at a barrier, then leave without it.
+    dist.barrier()
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
