@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "launcher_test_util.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -224,18 +226,10 @@ TEST(ProgramLookup, SearchesPathLikeExecvp) {
 }
 
 TEST(NetCheck, DetectsPortInUse) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  struct sockaddr_in addr = {};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(fd, 1), 0);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const int port = ntohs(addr.sin_port);
+  ddprun_test::ListeningSocket listening;
+  const int port = listening.port();
   EXPECT_EQ(check_port("127.0.0.1", port).result, PortCheck::kInUse);
-  close(fd);
+  listening.close();
   EXPECT_EQ(check_port("127.0.0.1", port).result, PortCheck::kFree);
   // TEST-NET-1 (RFC 5737) is never an address of this machine.
   EXPECT_EQ(check_port("192.0.2.1", port).result, PortCheck::kNotLocal);

@@ -287,18 +287,10 @@ TEST(Launch, SecondSignalKillsAtOnce) {
 }
 
 TEST(Launch, MasterPortInUse) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  struct sockaddr_in addr = {};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(fd, 1), 0);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const int port = ntohs(addr.sin_port);
+  ListeningSocket listening;
+  const int port = listening.port();
   RunResult r = run_ddprun({"--nproc-per-node", "2", "--master-port", std::to_string(port), probe_path(), "env"});
-  close(fd);
+  listening.close();
   EXPECT_EQ(r.exit_code(), 1) << diag(r);
   EXPECT_EQ(r.out, "");  // no rank started
   EXPECT_EQ(r.err, "ddprun: cannot use MASTER_ADDR:MASTER_PORT 127.0.0.1:" + std::to_string(port) +

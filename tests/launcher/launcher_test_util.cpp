@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <cerrno>
 #include <cstring>
 #include <sstream>
@@ -37,6 +39,24 @@ size_t count(const std::string& hay, const std::string& needle) {
   size_t n = 0;
   for (size_t pos = hay.find(needle); pos != std::string::npos; pos = hay.find(needle, pos + needle.size())) ++n;
   return n;
+}
+
+ListeningSocket::ListeningSocket() {
+  fd_ = socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_GE(fd_, 0);
+  struct sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  EXPECT_EQ(listen(fd_, 1), 0);
+  EXPECT_EQ(getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  port_ = ntohs(addr.sin_port);
+}
+
+void ListeningSocket::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
 }
 
 int free_port() {

@@ -60,6 +60,22 @@ std::string probe_path();
 // A TCP port that was free on 127.0.0.1 a moment ago.
 int free_port();
 
+// A socket listening on 127.0.0.1 at a port of the kernel's choosing, so that
+// the port is in use until close() or destruction.
+class ListeningSocket {
+ public:
+  ListeningSocket();  // fails the current test (gtest) when it cannot listen
+  ~ListeningSocket() { close(); }
+  ListeningSocket(const ListeningSocket&) = delete;
+  ListeningSocket& operator=(const ListeningSocket&) = delete;
+  int port() const { return port_; }
+  void close();
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
 // Number of online cores, as ddprun sees them.
 int online_cpus();
 
