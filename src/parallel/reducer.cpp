@@ -95,6 +95,15 @@ void Reducer::prepare_for_forward() {
     std::vector<size_t> order = arrival_;
     for (size_t k = params_.size(); k-- > 0;)
       if (std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);
+    // Ranks may have seen different orders (unused parameters differ per
+    // rank); every rank must build the same buckets, so rank 0's order wins.
+    if (!solo_) {
+      at::Tensor shared = at::empty({static_cast<int64_t>(order.size())}, at::kLong);
+      int64_t* o = shared.data_ptr<int64_t>();
+      for (size_t k = 0; k < order.size(); ++k) o[k] = static_cast<int64_t>(order[k]);
+      group_->broadcast(shared);
+      for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<size_t>(o[k]);
+    }
     build(order);
     rebuilt_ = true;
     rebuild_due_ = false;

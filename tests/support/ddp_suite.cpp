@@ -251,34 +251,43 @@ void batchnorm_cnn(ProcessGroup& g) {
 
 void unused_parameters(ProcessGroup& g) {
   const int r = g.rank(), w = g.size();
-  auto net = seeded<Branchy>(300 + r);
-  auto ref = seeded<Branchy>(300);
-  for (bool bucket_view : {false, true}) {
+  // static_graph: the unused set is learned in the first iteration and reused.
+  for (auto [bucket_view, static_graph] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
+    auto net = seeded<Branchy>(300 + r);
+    auto ref = seeded<Branchy>(300);
     DDPOptions o;
     o.group = handle(g);
     o.find_unused_parameters = true;
     o.gradient_as_bucket_view = bucket_view;
+    o.static_graph = static_graph;
     o.bucket_cap_mb = 1e-4;
     o.first_bucket_cap_mb = 1e-4;
     DistributedDataParallel model(net, o);
+    const std::string what = std::string(bucket_view ? "bucket views" : "copies") +
+                             (static_graph ? ", static graph" : "");
     auto gen = at::make_generator<at::CPUGeneratorImpl>(13);
-    at::Tensor x = randn({w, 1, 3}, gen), y = randn({w, 1, 3}, gen);
-    // b is used on odd ranks only (on none in a world of one); c on no rank.
-    net->use_b = r % 2 == 1;
-    for (auto& p : net->parameters()) p.mutable_grad() = at::Tensor();
-    torch::mse_loss(model(x[r]), y[r]).backward();
-    EXPECT_FALSE(net->c->weight.grad().defined()) << tag(g, "c is used on no rank: its grad stays undefined");
-    EXPECT_EQ(net->b->weight.grad().defined(), w > 1) << tag(g, "b is used on some rank");
-    // Reference: gradient of the mean of per-rank losses.
-    for (auto& p : ref->parameters()) p.mutable_grad() = at::Tensor();
-    for (int q = 0; q < w; ++q) {
-      ref->use_b = q % 2 == 1;
-      (torch::mse_loss(ref->forward(x[q]), y[q]) / w).backward();
-    }
-    for (auto name : {"a.weight", "a.bias", "b.weight", "b.bias"}) {
-      at::Tensor mine = net->named_parameters()[name].grad(), want = ref->named_parameters()[name].grad();
-      if (!want.defined()) continue;
-      EXPECT_TRUE(mine.defined() && at::allclose(mine, want, 1.3e-6, 5e-5)) << tag(g, std::string("grad of ") + name);
+    for (int step = 0; step < 2; ++step) {
+      at::Tensor x = randn({w, 1, 3}, gen), y = randn({w, 1, 3}, gen);
+      // b is used on odd ranks only (on none in a world of one); c on no rank.
+      net->use_b = r % 2 == 1;
+      for (auto& p : net->parameters()) p.mutable_grad() = at::Tensor();
+      torch::mse_loss(model(x[r]), y[r]).backward();
+      EXPECT_FALSE(net->c->weight.grad().defined()) << tag(g, what + ": c is used on no rank: its grad stays undefined");
+      EXPECT_EQ(net->b->weight.grad().defined(), w > 1) << tag(g, what + ": b is used on some rank");
+      // Reference: gradient of the mean of per-rank losses.
+      for (auto& p : ref->parameters()) p.mutable_grad() = at::Tensor();
+      for (int q = 0; q < w; ++q) {
+        ref->use_b = q % 2 == 1;
+        (torch::mse_loss(ref->forward(x[q]), y[q]) / w).backward();
+      }
+      for (auto name : {"a.weight", "a.bias", "b.weight", "b.bias"}) {
+        at::Tensor mine = net->named_parameters()[name].grad(), want = ref->named_parameters()[name].grad();
+        if (!want.defined()) continue;
+        EXPECT_TRUE(mine.defined() && at::allclose(mine, want, 1.3e-6, 5e-5))
+            << tag(g, what + ", step " + std::to_string(step) + ": grad of " + name);
+      }
+      sgd_step(*net, 0.1);
+      sgd_step(*ref, 0.1);
     }
   }
 }
