@@ -70,7 +70,11 @@ void Reducer::build(const std::vector<size_t>& order) {
     int64_t offset = 0;
     for (size_t slot = 0; slot < bucket.params.size(); ++slot) {
       const at::Tensor& p = params_[bucket.params[slot]];
-      bucket.views.push_back(bucket.flat.narrow(0, offset, p.numel()).view(p.sizes()));
+      // Aliases the bucket's memory without being an autograd view: LibTorch's
+      // Optimizer::zero_grad() calls detach_() on gradients, which views refuse.
+      at::Tensor alias = at::empty({0}, bucket.flat.options());
+      alias.set_(bucket.flat.storage(), bucket.flat.storage_offset() + offset, p.sizes());
+      bucket.views.push_back(alias);
       where_[bucket.params[slot]] = {b, slot};
       offset += p.numel();
     }

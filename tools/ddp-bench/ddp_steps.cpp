@@ -24,6 +24,7 @@ struct Options {
   std::string backend = "auto";
   int steps = 300, warmup = 30, batch = 64;
   bool use_ddp = true, bucket_view = false;
+  double bucket_cap_mb = 25, first_bucket_mb = 1;
   std::string json;
 };
 
@@ -42,10 +43,13 @@ Options parse(const std::vector<std::string>& args) {
     else if (a == "--batch") o.batch = std::stoi(value());
     else if (a == "--no-ddp") o.use_ddp = false;
     else if (a == "--bucket-view") o.bucket_view = true;
+    else if (a == "--bucket-cap-mb") o.bucket_cap_mb = std::stod(value());
+    else if (a == "--first-bucket-mb") o.first_bucket_mb = std::stod(value());
     else if (a == "--json") o.json = value();
     else if (a == "-h" || a == "--help") {
       std::printf("ddp-bench ddp [--model mlp|wide|cnn] [--backend gloo|mpi|auto] [--steps 300] [--warmup 30]\n"
-                  "  [--batch 64] [--no-ddp] [--bucket-view] [--json out.json]\n");
+                  "  [--batch 64] [--no-ddp] [--bucket-view] [--bucket-cap-mb 25] [--first-bucket-mb 1]\n"
+                  "  [--json out.json]\n");
       std::exit(0);
     } else {
       throw std::invalid_argument("unknown option '" + a + "' (see --help)");
@@ -72,6 +76,8 @@ Run<Net> run(Net net, const at::Tensor& x, const at::Tensor& y, const Options& o
     DDPOptions d;
     d.group = g;
     d.gradient_as_bucket_view = o.bucket_view;
+    d.bucket_cap_mb = o.bucket_cap_mb;
+    d.first_bucket_cap_mb = o.first_bucket_mb;
     model = std::make_unique<DistributedDataParallel<Net>>(net, d);
   }
   auto step = [&] {
