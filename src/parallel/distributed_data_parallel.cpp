@@ -83,7 +83,7 @@ DistributedDataParallelBase::DistributedDataParallelBase(std::shared_ptr<torch::
 DistributedDataParallelBase::~DistributedDataParallelBase() = default;
 
 void DistributedDataParallelBase::before_forward() {
-  if (reducer_) reducer_->prepare_for_forward();
+  if (reducer_) reducer_->prepare_for_forward(at::GradMode::is_enabled() && base_->is_training());
   if (options_.broadcast_buffers && group_->size() > 1 && !buffers_.empty() && base_->is_training() &&
       at::GradMode::is_enabled())
     broadcast_coalesced(buffers_, 0, group_);

@@ -93,9 +93,11 @@ void Reducer::build(const std::vector<size_t>& order) {
   }
 }
 
-void Reducer::prepare_for_forward() {
+void Reducer::prepare_for_forward(bool grad_enabled) {
   if (in_backward_) reset_iteration();  // a backward that threw half way
-  if (rebuild_due_ && !rebuilt_) {
+  // Only a forward whose backward will synchronise rebuilds: the rebuild is
+  // collective, and an evaluation forward may run on some ranks only.
+  if (rebuild_due_ && !rebuilt_ && grad_enabled && sync_) {
     std::vector<size_t> order = arrival_;
     for (size_t k = params_.size(); k-- > 0;)
       if (std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);

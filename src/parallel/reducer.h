@@ -38,8 +38,9 @@ class Reducer {
   Reducer& operator=(const Reducer&) = delete;
 
   // Before a forward pass: rebuilds buckets once, in the order gradients
-  // arrived during the first synchronised backward.
-  void prepare_for_forward();
+  // arrived on rank 0 during the first synchronised backward (collective:
+  // only in a forward with grad enabled, outside no_sync).
+  void prepare_for_forward(bool grad_enabled);
   // After a forward pass (find_unused_parameters): parameters the outputs do
   // not depend on are marked ready as soon as backward starts.
   void prepare_for_backward(const std::vector<at::Tensor>& outputs);

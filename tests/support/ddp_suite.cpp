@@ -338,6 +338,32 @@ void mismatched_models_fail_everywhere(ProcessGroup& g) {
   }
 }
 
+// An evaluation forward on one rank only, right when the buckets are due for
+// their rebuild, must not start anything collective.
+void evaluation_forward_on_one_rank(ProcessGroup& g) {
+  auto net = seeded<Net>(21 + g.rank());
+  DDPOptions o;
+  o.group = handle(g);
+  DistributedDataParallel model(net, o);
+  torch::optim::SGD opt(net->parameters(), 0.1);
+  auto step = [&] {
+    opt.zero_grad();
+    torch::mse_loss(model(at::full({1, 2}, g.rank() + 1.0)), torch::zeros({1, 4})).backward();
+    opt.step();
+  };
+  step();
+  if (g.rank() == 0) {
+    torch::NoGradGuard no_grad;
+    model(at::ones({1, 2}));
+  }
+  // Every rank's next collective must still be this one.
+  at::Tensor t = at::full({3}, g.rank() + 1.0);
+  g.all_reduce(t);
+  EXPECT_TRUE(at::equal(t, at::full({3}, g.size() * (g.size() + 1) / 2.0))) << tag(g, "collectives out of step");
+  step();
+  EXPECT_TRUE(parameters_consistent(*net, 0, handle(g))) << tag(g, "replicas diverged");
+}
+
 struct CountingHook : CommHook {
   int calls = 0;
   std::string name() const override { return "counting"; }
@@ -373,6 +399,7 @@ const std::vector<SuiteCase>& ddp_suite() {
       {"DdpMissingGradientIsAnError", missing_gradient_is_an_error},
       {"DdpMismatchedModels", mismatched_models_fail_everywhere},
       {"DdpCommHook", comm_hook_sees_every_bucket},
+      {"DdpEvaluationForwardOnOneRank", evaluation_forward_on_one_rank},
   };
   return cases;
 }
