@@ -1,0 +1,32 @@
+// Distributed evaluation that counts every sample exactly once: each rank
+// evaluates its own exact shard (DistributedSampler with exact = true: no
+// padding, uneven shards) and the sums of loss, top-1 and top-5 hits and
+// sample count are all-reduced.
+//
+//   auto shard = ddp::train::exact_shard(test_x.size(0), *group);  // this rank's indices
+//   auto r = ddp::train::evaluate(forward, test_x.index_select(0, shard), test_y.index_select(0, shard), 500, *group);
+//   // r.count == test_x.size(0) on every rank
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+
+#include "ddp/dist/process_group.h"
+
+namespace ddp::train {
+
+struct EvalResult {
+  double loss = 0;  // mean cross-entropy
+  double acc1 = 0;  // fraction of samples whose label is the top logit
+  double acc5 = 0;  // fraction whose label is among the 5 top logits (all, with fewer than 5 classes)
+  int64_t count = 0;
+};
+
+// This rank's indices of an n-sample evaluation set (int64, in order).
+at::Tensor exact_shard(int64_t n, const ProcessGroup& group);
+
+// forward: logits [B, C] for a batch; run without gradients. x/y: this rank's samples.
+EvalResult evaluate(const std::function<at::Tensor(const at::Tensor&)>& forward, const at::Tensor& x,
+                    const at::Tensor& y, int64_t batch_size, ProcessGroup& group);
+
+}  // namespace ddp::train

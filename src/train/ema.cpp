@@ -1,0 +1,52 @@
+#include "ddp/train/ema.h"
+
+#include <ATen/ATen.h>
+
+#include "ddp/dist/errors.h"
+
+namespace ddp::train {
+namespace {
+
+// Parameters then buffers, by name; the two models must list the same names and shapes.
+std::vector<std::pair<std::string, at::Tensor>> entries(const torch::nn::Module& m) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& p : m.named_parameters()) out.emplace_back(p.key(), p.value());
+  for (const auto& b : m.named_buffers()) out.emplace_back(b.key(), b.value());
+  return out;
+}
+
+template <typename F>
+void zip(torch::nn::Module& shadow, const torch::nn::Module& model, F&& f) {
+  auto a = entries(shadow), b = entries(model);
+  if (a.size() != b.size())
+    throw InvalidArgument("ModelEma: the averaged model has " + std::to_string(a.size()) + " tensors, the model " +
+                          std::to_string(b.size()) + "; build both with the same architecture");
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].first != b[i].first || !a[i].second.sizes().equals(b[i].second.sizes()))
+      throw InvalidArgument("ModelEma: tensor " + std::to_string(i) + " is " + a[i].first + " in the averaged model but " +
+                            b[i].first + " in the model (or shapes differ); build both with the same architecture");
+    f(a[i].second, b[i].second);
+  }
+}
+
+}  // namespace
+
+ModelEma::ModelEma(std::shared_ptr<torch::nn::Module> shadow, double rho) : shadow_(std::move(shadow)), rho_(rho) {
+  if (!shadow_) throw InvalidArgument("ModelEma: the averaged model is null");
+  if (!(rho >= 0 && rho <= 1)) throw InvalidArgument("ModelEma: rho must be in [0, 1], got " + std::to_string(rho));
+  for (auto& p : shadow_->parameters()) p.set_requires_grad(false);
+}
+
+void ModelEma::copy_from(const torch::nn::Module& model) {
+  zip(*shadow_, model, [](at::Tensor& e, const at::Tensor& m) { e.copy_(m); });
+}
+
+void ModelEma::update(const torch::nn::Module& model) {
+  zip(*shadow_, model, [this](at::Tensor& e, const at::Tensor& m) {
+    if (at::isFloatingType(e.scalar_type())) e.mul_(rho_).add_(m, 1 - rho_);
+    else e.copy_(m);
+  });
+}
+
+}  // namespace ddp::train

@@ -1,0 +1,54 @@
+#include "ddp/train/evaluate.h"
+
+#include <ATen/ATen.h>
+
+#include "ddp/data/distributed_sampler.h"
+#include "ddp/dist/errors.h"
+
+namespace ddp::train {
+
+at::Tensor exact_shard(int64_t n, const ProcessGroup& group) {
+  DistributedSamplerOptions o;
+  o.num_replicas = group.size();
+  o.rank = group.rank();
+  o.shuffle = false;
+  o.exact = true;
+  auto idx = DistributedSampler(static_cast<size_t>(n), o).indices();
+  return at::tensor(std::vector<int64_t>(idx.begin(), idx.end()), at::kLong);
+}
+
+EvalResult evaluate(const std::function<at::Tensor(const at::Tensor&)>& forward, const at::Tensor& x,
+                    const at::Tensor& y, int64_t batch_size, ProcessGroup& group) {
+  if (batch_size < 1) throw InvalidArgument("evaluate: batch_size must be >= 1");
+  if (x.size(0) != y.size(0))
+    throw InvalidArgument("evaluate: " + std::to_string(x.size(0)) + " inputs but " + std::to_string(y.size(0)) +
+                          " labels");
+  at::NoGradGuard no_grad;
+  // loss sum, top-1 hits, top-5 hits, samples: exact integers in float64 up to 2^53.
+  double sums[4] = {0, 0, 0, 0};
+  for (int64_t start = 0; start < x.size(0); start += batch_size) {
+    const int64_t len = std::min(batch_size, x.size(0) - start);
+    at::Tensor logits = forward(x.narrow(0, start, len)).to(at::kFloat);
+    at::Tensor target = y.narrow(0, start, len);
+    sums[0] += at::cross_entropy_loss(logits, target, {}, at::Reduction::Sum).item<double>();
+    const int64_t k = std::min<int64_t>(5, logits.size(1));
+    at::Tensor top = std::get<1>(logits.topk(k, 1));
+    at::Tensor hit = top.eq(target.unsqueeze(1));
+    sums[1] += hit.select(1, 0).sum().item<double>();
+    sums[2] += hit.any(1).sum().item<double>();
+    sums[3] += static_cast<double>(len);
+  }
+  at::Tensor t = at::tensor(at::ArrayRef<double>(sums, 4), at::kDouble);
+  group.all_reduce(t).wait();  // synchronous unless opts.async_op
+  auto a = t.accessor<double, 1>();
+  EvalResult r;
+  r.count = static_cast<int64_t>(a[3]);
+  if (r.count > 0) {
+    r.loss = a[0] / a[3];
+    r.acc1 = a[1] / a[3];
+    r.acc5 = a[2] / a[3];
+  }
+  return r;
+}
+
+}  // namespace ddp::train

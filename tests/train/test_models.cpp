@@ -1,0 +1,85 @@
+// The ResNets: shapes, parameter names and counts, patch whitening.
+#include <gtest/gtest.h>
+
+#include "ddp/train/models/fashion_cnn.h"
+#include "ddp/train/models/resnet.h"
+
+namespace ddp::models {
+namespace {
+
+int64_t count(const torch::nn::Module& m, bool trainable_only) {
+  int64_t n = 0;
+  for (const auto& p : m.parameters())
+    if (!trainable_only || p.requires_grad()) n += p.numel();
+  return n;
+}
+
+TEST(ResNet18, TorchvisionLayoutAndSize) {
+  ResNet18 net;
+  // torchvision.models.resnet18(num_classes=10) has 11,181,642 parameters.
+  EXPECT_EQ(count(*net, false), 11181642);
+  auto params = net->named_parameters();
+  for (const char* key : {"conv1.weight", "bn1.weight", "layer1.0.conv1.weight", "layer2.0.downsample.0.weight",
+                          "layer2.0.downsample.1.bias", "layer4.1.bn2.weight", "fc.weight", "fc.bias"})
+    EXPECT_NE(params.find(key), nullptr) << key;
+  EXPECT_NE(net->named_buffers().find("layer3.0.downsample.1.running_var"), nullptr);
+  net->eval();
+  EXPECT_EQ(net->forward(at::randn({2, 3, 32, 32})).sizes(), (std::vector<int64_t>{2, 10}));
+  ResNet18 cifar(ResNet18Options{10, true});
+  EXPECT_EQ(count(*cifar, false), 11181642 - 64 * 3 * 49 + 64 * 3 * 9);
+  EXPECT_EQ(cifar->forward(at::randn({2, 3, 32, 32})).sizes(), (std::vector<int64_t>{2, 10}));
+}
+
+// The covariance of whitened patches is diag(lambda / (lambda + 0.01)).
+TEST(PatchWhitening, DecorrelatesPatches) {
+  at::manual_seed(1);
+  at::Tensor data = at::randn({64, 3, 8, 8}) * at::tensor({1.0f, 2.0f, 0.5f}).view({1, 3, 1, 1});
+  data = data + data.roll(1, 3);  // neighbouring pixels correlate
+  at::Tensor w = patch_whitening(data);
+  ASSERT_EQ(w.sizes(), (std::vector<int64_t>{27, 3, 3, 3}));
+  at::Tensor patches = data.unfold(2, 3, 1).unfold(3, 3, 1).permute({0, 2, 3, 1, 4, 5}).reshape({-1, 27});
+  at::Tensor out = patches.to(at::kDouble).mm(w.reshape({27, 27}).t().to(at::kDouble));
+  at::Tensor cov = out.t().mm(out) / double(out.size(0) - 1);
+  at::Tensor x = patches.to(at::kDouble) / std::sqrt(double(patches.size(0) - 1));
+  at::Tensor lambda = std::get<0>(at::linalg_eigh(x.t().mm(x))).flip(0);
+  at::Tensor expected = at::diag(lambda / (lambda + 1e-2));
+  EXPECT_TRUE(at::allclose(cov, expected, 0, 2e-4)) << (cov - expected).abs().max();
+}
+
+TEST(ResNet9BagOfTricks, ShapesFrozenLayersAndGhostBatchNorm) {
+  at::manual_seed(2);
+  at::Tensor w = patch_whitening(at::randn({32, 3, 8, 8}));
+  ResNet9BagOfTricks net(w, 10, 0.125, 4);
+  EXPECT_FALSE(net->named_parameters()["conv1.weight"].requires_grad());
+  EXPECT_TRUE(at::equal(net->named_parameters()["conv1.weight"], w));
+  EXPECT_FALSE(net->named_parameters()["conv3.norm.weight"].requires_grad());
+  EXPECT_TRUE(net->named_parameters()["conv3.norm.bias"].requires_grad());
+  EXPECT_EQ(net->named_buffers()["conv3.norm.running_mean"].numel(), 128 * 4);
+  at::Tensor out = net->forward(at::randn({8, 3, 32, 32}));
+  EXPECT_EQ(out.sizes(), (std::vector<int64_t>{8, 10}));
+  out.sum().backward();
+  EXPECT_FALSE(net->named_parameters()["conv1.weight"].grad().defined());
+  EXPECT_TRUE(net->named_parameters()["linear.weight"].grad().defined());
+  EXPECT_THROW(net->forward(at::randn({6, 3, 32, 32})), std::invalid_argument);  // 6 does not divide by 4
+  net->eval();
+  EXPECT_EQ(net->forward(at::randn({3, 3, 32, 32})).sizes(), (std::vector<int64_t>{3, 10}));
+}
+
+// Ghost batch norm over 2 splits equals plain batch norm on each slice: slice s holds
+// the samples s, s + 2, s + 4 (the [N, C] -> [N / 2, 2C] reshape interleaves them).
+TEST(GhostBatchNorm, EqualsBatchNormPerSlice) {
+  at::manual_seed(4);
+  GhostBatchNorm gbn(5, 2);
+  at::Tensor x = at::randn({6, 5, 4, 4});
+  at::Tensor ours = gbn->forward(x);
+  for (int s = 0; s < 2; ++s) {
+    at::Tensor half = x.view({3, 2, 5, 4, 4}).select(1, s);
+    at::Tensor rm = at::zeros({5}), rv = at::ones({5});
+    at::Tensor ref = at::batch_norm(half, {}, {}, rm, rv, true, 0.1, 1e-5, false);
+    EXPECT_TRUE(at::allclose(ours.view({3, 2, 5, 4, 4}).select(1, s), ref, 1e-5, 1e-5));
+    EXPECT_TRUE(at::allclose(gbn->running_mean.view({2, 5}).select(0, s), rm, 1e-6, 1e-6));
+  }
+}
+
+}  // namespace
+}  // namespace ddp::models

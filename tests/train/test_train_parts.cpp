@@ -1,0 +1,115 @@
+// Losses, schedules, EMA, exact distributed evaluation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ddp/train/ema.h"
+#include "ddp/train/evaluate.h"
+#include "ddp/train/losses.h"
+#include "ddp/train/schedule.h"
+#include "support/rank_threads.h"
+#include <torch/nn/modules/linear.h>
+
+namespace ddp::train {
+namespace {
+
+TEST(LabelSmoothing, ClosedForm) {
+  // Two classes with p = (1/4, 3/4), target 1: NLL = ln(4/3), mean -log p = (ln 4 + ln(4/3)) / 2.
+  at::Tensor logits = at::tensor({0.0, std::log(3.0)}, at::kDouble).view({1, 2});
+  at::Tensor target = at::tensor({int64_t{1}});
+  const double nll = std::log(4.0 / 3.0), smooth = (std::log(4.0) + std::log(4.0 / 3.0)) / 2;
+  EXPECT_NEAR(label_smoothing_cross_entropy(logits, target, 0).item<double>(), nll, 1e-15);
+  EXPECT_NEAR(label_smoothing_cross_entropy(logits, target, 0.2).item<double>(), 0.8 * nll + 0.2 * smooth, 1e-15);
+}
+
+TEST(LabelSmoothing, EqualsPyTorchCrossEntropyWithLabelSmoothing) {
+  at::manual_seed(3);
+  at::Tensor logits = at::randn({17, 10}, at::kDouble);
+  at::Tensor target = at::randint(10, {17}, at::kLong);
+  at::Tensor ours = label_smoothing_cross_entropy(logits, target, 0.2);
+  at::Tensor theirs = at::cross_entropy_loss(logits, target, {}, at::Reduction::None, -100, 0.2);
+  EXPECT_TRUE(at::allclose(ours, theirs, 1e-12, 1e-12)) << (ours - theirs).abs().max();
+}
+
+TEST(LabelSmoothing, BadArguments) {
+  at::Tensor logits = at::zeros({3, 4});
+  EXPECT_THROW(label_smoothing_cross_entropy(logits, at::zeros({2}, at::kLong), 0.1), std::invalid_argument);
+  EXPECT_THROW(label_smoothing_cross_entropy(logits, at::zeros({3}, at::kLong), 1.5), std::invalid_argument);
+}
+
+TEST(Schedule, Shapes) {
+  const int64_t T = 101;
+  auto one = LrSchedule::parse("onecycle:0.25:0");
+  EXPECT_DOUBLE_EQ(one(0, T), 0);
+  EXPECT_DOUBLE_EQ(one(25, T), 1);
+  EXPECT_DOUBLE_EQ(one(100, T), 0);
+  EXPECT_DOUBLE_EQ(one(50, T), 2.0 / 3.0);
+  auto cos = LrSchedule::parse("cosine:0.1");
+  EXPECT_DOUBLE_EQ(cos(0, T), 1);
+  EXPECT_NEAR(cos(50, T), 0.55, 1e-15);
+  EXPECT_NEAR(cos(100, T), 0.1, 1e-15);
+  auto step = LrSchedule::parse("step:30:0.5");
+  EXPECT_DOUBLE_EQ(step(29, T), 1);
+  EXPECT_DOUBLE_EQ(step(30, T), 0.5);
+  EXPECT_DOUBLE_EQ(step(95, T), 0.125);
+  auto bag = LrSchedule::parse("piecewise:0:0,0.25:1,1:0.1");
+  EXPECT_DOUBLE_EQ(bag(25, T), 1);
+  EXPECT_NEAR(bag(100, T), 0.1, 1e-15);
+  auto warm = LrSchedule::constant().with_warmup(4);
+  EXPECT_DOUBLE_EQ(warm(0, T), 0.25);
+  EXPECT_DOUBLE_EQ(warm(3, T), 1);
+  EXPECT_DOUBLE_EQ(warm(50, T), 1);
+}
+
+TEST(Schedule, BadSpecsNameTheSpecAndTheValidForms) {
+  for (std::string bad : {"", "linear", "step:10", "cosine:x", "piecewise:0.5:1,0.2:0", "onecycle:1.5"})
+    EXPECT_THROW(LrSchedule::parse(bad), std::invalid_argument) << "accepted '" << bad << "'";
+  try {
+    LrSchedule::parse("linear");
+    ADD_FAILURE();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'linear'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("onecycle"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ModelEma, AveragesFloatsAndCopiesIntegers) {
+  torch::nn::Linear a(3, 2), b(3, 2);
+  ModelEma ema(b.ptr(), 0.75);
+  ema.copy_from(*a);
+  EXPECT_TRUE(at::equal(b->weight, a->weight));
+  at::Tensor w0 = a->weight.detach().clone();
+  {
+    at::NoGradGuard g;
+    a->weight.add_(4.0);
+  }
+  ema.update(*a);
+  EXPECT_TRUE(at::allclose(b->weight, w0 * 0.75 + (w0 + 4.0) * 0.25, 0, 1e-6));
+  torch::nn::Linear c(4, 2);
+  EXPECT_THROW(ema.update(*c), std::invalid_argument);
+}
+
+// 10 samples over 3 ranks: every sample counted once, results equal one process's.
+TEST(Evaluate, ExactCountsAcrossThreeRanks) {
+  at::manual_seed(0);
+  at::Tensor x = at::randn({10, 7});
+  at::Tensor y = at::tensor({0, 1, 2, 3, 4, 5, 6, 0, 1, 2}, at::kLong);
+  auto forward = [](const at::Tensor& in) { return in; };  // logits = inputs: 7 classes
+  at::Tensor loss = at::cross_entropy_loss(x, y, {}, at::Reduction::Mean);
+  at::Tensor top1 = x.argmax(1).eq(y).to(at::kDouble).mean();
+  at::Tensor top5 = std::get<1>(x.topk(5, 1)).eq(y.unsqueeze(1)).any(1).to(at::kDouble).mean();
+  for (int world : {1, 3}) {
+    ddp::testing::run_ranks(is_backend_available("gloo") ? "gloo" : "local", world, [&](ProcessGroup& g) {
+      at::Tensor shard = exact_shard(10, g);
+      EXPECT_EQ(shard.numel(), g.rank() == 0 ? (world == 3 ? 4 : 10) : 3);
+      EvalResult r = evaluate(forward, x.index_select(0, shard), y.index_select(0, shard), 2, g);
+      EXPECT_EQ(r.count, 10);
+      EXPECT_NEAR(r.loss, loss.item<double>(), 1e-6);
+      EXPECT_DOUBLE_EQ(r.acc1, top1.item<double>());
+      EXPECT_DOUBLE_EQ(r.acc5, top5.item<double>());
+    });
+  }
+}
+
+}  // namespace
+}  // namespace ddp::train
