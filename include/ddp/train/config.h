@@ -1,0 +1,52 @@
+// The training job's settings: what `ddp-train RECIPE [flags]` accepts.
+// Unset values (negative numbers, empty strings) take the recipe's defaults.
+//
+//   auto cfg = ddp::train::parse_args(argc, argv);   // InvalidArgument on bad flags
+//   ddp::train::run(cfg);
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ddp::train {
+
+struct TrainConfig {
+  std::string recipe;             // mlp | fashion-mnist | cifar10-resnet9 | cifar10-resnet18
+  int64_t epochs = -1;
+  int64_t batch_size = -1;        // per rank
+  double lr = -1;                 // base learning rate (for the mean loss over the global batch)
+  double momentum = -1;
+  double weight_decay = -1;
+  double label_smoothing = -1;
+  std::string schedule;           // see schedule.h
+  int64_t warmup = -1;            // warm-up steps
+  int64_t accumulate = 1;         // micro-batches per optimizer step (no_sync between)
+  std::string data_dir;
+  std::string data_mode;          // shards | sampler
+  std::string out_dir;            // default runs/<recipe>
+  uint64_t seed = 0;
+  bool resume = false;
+  std::string backend = "auto";
+  int64_t checkpoint_every = 0;   // steps; 0: at the end of each epoch only
+  int keep_last = 3;
+  int64_t stop_after = 0;         // stop (as if interrupted) after this many epochs; 0: never
+  int64_t limit_train = 0;        // use only the first N training samples (0: all)
+  int64_t limit_test = 0;
+  int64_t log_every = 50;         // steps between train-loss logs
+  int64_t eval_batch = 500;
+  int64_t cutout = -1;            // cutout square size (0: off)
+  int64_t ema_every = -1;         // 0: no weight averaging
+  bool progress = true;           // rank 0's progress line
+};
+
+// Parses argv (argv[1] is the recipe). Prints nothing; throws InvalidArgument
+// naming the flag. "--help" yields recipe "help".
+TrainConfig parse_args(int argc, const char* const* argv);
+std::string usage();
+// The names of the recipes.
+std::vector<std::string> recipe_names();
+
+// key = value pairs of every setting, for logs and checkpoints.
+std::vector<std::pair<std::string, std::string>> describe(const TrainConfig& c);
+
+}  // namespace ddp::train

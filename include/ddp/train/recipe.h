@@ -1,0 +1,52 @@
+// A recipe: everything the trainer needs for one job (model, this rank's data,
+// optimizer groups, schedule, augmentation, loss, weight averaging). Recipes
+// fill the settings the user left unset (TrainConfig) with their defaults.
+//
+//   TrainConfig cfg = parse_args(argc, argv);
+//   Recipe r = make_recipe(cfg, *group);   // cfg now fully resolved
+#pragma once
+#include <ATen/core/Generator.h>
+#include <torch/nn/modules/container/any.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ddp/dist/process_group.h"
+#include "ddp/train/config.h"
+#include "ddp/train/schedule.h"
+
+namespace ddp::train {
+
+struct ParamGroup {
+  std::string name;                // "weights", "biases"
+  std::vector<at::Tensor> params;  // trainable only
+  double lr_scale = 1;             // this group's lr = base lr * lr_scale
+  double weight_decay = 0;
+};
+
+struct Recipe {
+  std::string name;
+  torch::nn::AnyModule model;
+  // A fresh model of the same architecture for the weight average (EMA); empty: no EMA.
+  std::function<torch::nn::AnyModule()> make_shadow;
+  double ema_rho = 0;  // per update; updates every cfg.ema_every steps
+  bool eval_flip = false;  // evaluate on the image and its mirror, averaging logits
+
+  at::Tensor train_x, train_y;  // this rank's training samples: the whole set, or its shard
+  bool train_sharded = false;   // shards: shuffle locally; else: DistributedSampler over train_x
+  int64_t train_total = 0;      // training samples over all ranks
+  at::Tensor test_x, test_y;    // this rank's exact share of the test set
+  int64_t test_total = 0;
+
+  std::function<at::Tensor(const at::Tensor&, at::Generator&)> augment;  // may be empty
+  std::vector<ParamGroup> groups;
+  bool nesterov = false;
+  LrSchedule schedule = LrSchedule::constant();
+};
+
+// Resolves cfg's unset fields with the recipe's defaults and builds the recipe
+// for this rank. Loads (or, for shards, prepares) the data.
+Recipe make_recipe(TrainConfig& cfg, ProcessGroup& group);
+
+}  // namespace ddp::train

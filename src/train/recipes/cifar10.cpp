@@ -1,0 +1,119 @@
+// CIFAR-10 recipes: the course's ResNet "bag of tricks" (seed 000) and ResNet-18 (seed 002).
+#include <ATen/ATen.h>
+
+#include "common.h"
+#include "ddp/data/cifar10.h"
+#include "ddp/data/transforms.h"
+#include "ddp/dist/collectives.h"
+#include "ddp/train/models/resnet.h"
+
+namespace ddp::train::detail {
+namespace {
+
+const std::vector<double> kMean = {0.4914, 0.4822, 0.4465};
+const std::vector<double> kStd = {0.2470, 0.2435, 0.2616};  // the training set's (see the data set's README)
+
+template <typename T>
+void fill(T& field, T value) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (field.empty()) field = value;
+  } else if (field < 0) {
+    field = value;
+  }
+}
+
+void load_cifar(Recipe& r, TrainConfig& cfg, ProcessGroup& group, const std::vector<double>& mean,
+                const std::vector<double>& std) {
+  fill<std::string>(cfg.data_dir, "../shared/data/cifar10");
+  fill<std::string>(cfg.data_mode, "shards");
+  auto finish = [mean, std](const at::Tensor& images) { return data::normalize(images, mean, std); };
+  std::string id;
+  for (int i = 1; i <= 5; ++i) id += file_id(cfg.data_dir + "/data_batch_" + std::to_string(i) + ".bin.gz") + ";";
+  set_train_data(r, cfg, group, "cifar10-train", id,
+                 [&] {
+                   auto ds = data::load_cifar10(cfg.data_dir, true);
+                   return std::make_pair(ds.images, ds.labels);
+                 },
+                 finish);
+  auto test = data::load_cifar10(cfg.data_dir, false);
+  set_test_data(r, cfg, group, finish(test.images), test.labels);
+}
+
+// Random crop (padding 4), horizontal flip, optional cutout.
+std::function<at::Tensor(const at::Tensor&, at::Generator&)> crop_flip(int64_t cutout) {
+  return [cutout](const at::Tensor& b, at::Generator& gen) {
+    at::Tensor out = data::random_horizontal_flip(data::random_crop(b, 4, gen), 0.5, gen);
+    return cutout > 0 ? data::cutout(out, cutout, gen) : out;
+  };
+}
+
+}  // namespace
+
+// Seed 000: batch 512 on one device, loss summed over the batch with lr 2e-3 per
+// sample (piecewise linear 0 -> 1 over the first quarter -> 0.1), Nesterov momentum
+// 0.9, weight decay 0.256 on the summed loss (5e-4 per sample), biases at 64x the
+// learning rate and 1/64 of the decay, EMA of the weights every 5 steps (rho 0.99^5),
+// label smoothing 0.2, test-time flip. Here the loss is the mean over the global
+// batch, so the learning rate is 2e-3 x the global batch.
+Recipe make_cifar10_resnet9(TrainConfig& cfg, ProcessGroup& group) {
+  fill<int64_t>(cfg.epochs, 10);
+  fill<int64_t>(cfg.batch_size, 512 / group.size() >= 16 ? 512 / group.size() / 16 * 16 : 16);
+  fill(cfg.lr, 2e-3 * double(cfg.batch_size * group.size()));
+  fill(cfg.momentum, 0.9);
+  fill(cfg.weight_decay, 5e-4);
+  fill(cfg.label_smoothing, 0.2);
+  fill<std::string>(cfg.schedule, "piecewise:0:0,0.25:1,1:0.1");
+  fill<int64_t>(cfg.warmup, 0);
+  fill<int64_t>(cfg.cutout, 0);
+  fill<int64_t>(cfg.ema_every, 5);
+
+  Recipe r;
+  r.name = cfg.recipe;
+  load_cifar(r, cfg, group, kMean, kStd);
+  // Whitening filters from (up to) 10000 training images, centre 24x24; rank 0's everywhere.
+  at::Tensor sample = r.train_x.narrow(0, 0, std::min<int64_t>(10000, r.train_x.size(0)));
+  at::Tensor filters = models::patch_whitening(sample.slice(2, 4, -4).slice(3, 4, -4)).contiguous();
+  group.broadcast(filters).wait();
+
+  models::ResNet9BagOfTricks net(filters, 10, 0.125, 16);
+  ParamGroup weights{"weights", {}, 1.0, cfg.weight_decay}, biases{"biases", {}, 64.0, cfg.weight_decay / 64};
+  for (auto& p : net->named_parameters()) {
+    if (!p.value().requires_grad()) continue;
+    (p.key().find("bias") != std::string::npos ? biases : weights).params.push_back(p.value());
+  }
+  r.groups = {weights, biases};
+  r.nesterov = true;
+  r.model = torch::nn::AnyModule(net);
+  r.make_shadow = [filters] { return torch::nn::AnyModule(models::ResNet9BagOfTricks(filters, 10, 0.125, 16)); };
+  r.ema_rho = std::pow(0.99, double(cfg.ema_every));
+  r.eval_flip = true;
+  r.augment = crop_flip(cfg.cutout);
+  return r;
+}
+
+// Seed 002: torchvision's ResNet-18, SGD lr 0.1, momentum 0.9, weight decay 1e-5,
+// batch 256 per process, random crop + flip; normalised with the seed's constants.
+// The seed keeps the learning rate constant; the default here decays it along a cosine.
+Recipe make_cifar10_resnet18(TrainConfig& cfg, ProcessGroup& group) {
+  fill<int64_t>(cfg.epochs, 5);
+  fill<int64_t>(cfg.batch_size, 256);
+  fill(cfg.lr, 0.1);
+  fill(cfg.momentum, 0.9);
+  fill(cfg.weight_decay, 1e-5);
+  fill(cfg.label_smoothing, 0.0);
+  fill<std::string>(cfg.schedule, "cosine");
+  fill<int64_t>(cfg.warmup, 0);
+  fill<int64_t>(cfg.cutout, 0);
+  fill<int64_t>(cfg.ema_every, 0);
+
+  Recipe r;
+  r.name = cfg.recipe;
+  load_cifar(r, cfg, group, kMean, {0.2023, 0.1994, 0.2010});
+  models::ResNet18 net(models::ResNet18Options{10, false});
+  r.groups.push_back(all_parameters(*net, cfg.weight_decay));
+  r.model = torch::nn::AnyModule(net);
+  r.augment = crop_flip(cfg.cutout);
+  return r;
+}
+
+}  // namespace ddp::train::detail

@@ -1,0 +1,64 @@
+#include "common.h"
+
+#include <sys/stat.h>
+
+#include "ddp/data/shards.h"
+#include "ddp/dist/errors.h"
+#include "ddp/train/evaluate.h"
+
+namespace ddp::train::detail {
+
+void set_train_data(Recipe& r, const TrainConfig& cfg, ProcessGroup& group, const std::string& name,
+                    const std::string& source_id, const Source& load,
+                    const std::function<at::Tensor(const at::Tensor&)>& finish) {
+  if (cfg.data_mode == "shards") {
+    data::ShardSpec spec;
+    spec.dir = cfg.out_dir + "/shards";
+    spec.name = name;
+    spec.num_shards = group.size();
+    spec.seed = cfg.seed;
+    spec.source_id = source_id + ";limit=" + std::to_string(cfg.limit_train);
+    data::Shard shard = data::prepare_shards(group, spec, [&] { return limit(load(), cfg.limit_train); });
+    r.train_x = finish(shard.x);
+    r.train_y = shard.y;
+    r.train_sharded = true;
+    r.train_total = shard.y.size(0) * group.size();
+  } else {
+    auto [x, y] = limit(load(), cfg.limit_train);
+    r.train_x = finish(x);
+    r.train_y = y;
+    r.train_sharded = false;
+    r.train_total = y.size(0);
+  }
+}
+
+void set_test_data(Recipe& r, const TrainConfig& cfg, const ProcessGroup& group, const at::Tensor& x,
+                   const at::Tensor& y) {
+  auto [lx, ly] = limit({x, y}, cfg.limit_test);
+  at::Tensor mine = exact_shard(ly.size(0), group);
+  r.test_x = lx.index_select(0, mine);
+  r.test_y = ly.index_select(0, mine);
+  r.test_total = ly.size(0);
+}
+
+std::pair<at::Tensor, at::Tensor> limit(std::pair<at::Tensor, at::Tensor> xy, int64_t n) {
+  if (n <= 0 || n >= xy.second.size(0)) return xy;
+  return {xy.first.narrow(0, 0, n), xy.second.narrow(0, 0, n)};
+}
+
+ParamGroup all_parameters(torch::nn::Module& m, double weight_decay) {
+  ParamGroup g;
+  g.name = "all";
+  for (auto& p : m.parameters())
+    if (p.requires_grad()) g.params.push_back(p);
+  g.weight_decay = weight_decay;
+  return g;
+}
+
+std::string file_id(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return path + ":missing";
+  return path + ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtime);
+}
+
+}  // namespace ddp::train::detail

@@ -1,0 +1,40 @@
+// Pieces the recipes share: this rank's training and test data, parameter groups.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <string>
+#include <utility>
+
+#include "ddp/train/recipe.h"
+
+namespace ddp::train::detail {
+
+using Source = std::function<std::pair<at::Tensor, at::Tensor>()>;
+
+// Fills r.train_x / train_y. shards: rank 0 writes per-rank shard files of
+// `load()`'s samples under <out_dir>/shards once (again when source_id
+// changes), each rank loads its own; sampler: every rank keeps the whole set.
+// `finish` converts the stored samples (e.g. uint8 -> normalized float).
+void set_train_data(Recipe& r, const TrainConfig& cfg, ProcessGroup& group, const std::string& name,
+                    const std::string& source_id, const Source& load,
+                    const std::function<at::Tensor(const at::Tensor&)>& finish);
+
+// Fills r.test_x / test_y with this rank's exact share of (x, y).
+void set_test_data(Recipe& r, const TrainConfig& cfg, const ProcessGroup& group, const at::Tensor& x,
+                   const at::Tensor& y);
+
+// The first `limit` samples (all when limit is 0).
+std::pair<at::Tensor, at::Tensor> limit(std::pair<at::Tensor, at::Tensor> xy, int64_t limit);
+
+// One group of all trainable parameters.
+ParamGroup all_parameters(torch::nn::Module& m, double weight_decay);
+// A file's identity for shard freshness: path, size, modification time.
+std::string file_id(const std::string& path);
+
+Recipe make_mlp(TrainConfig& cfg, ProcessGroup& group);
+Recipe make_fashion_mnist(TrainConfig& cfg, ProcessGroup& group);
+Recipe make_cifar10_resnet9(TrainConfig& cfg, ProcessGroup& group);
+Recipe make_cifar10_resnet18(TrainConfig& cfg, ProcessGroup& group);
+
+}  // namespace ddp::train::detail

@@ -1,0 +1,118 @@
+// The recipes: mlp (seed 003), fashion-mnist (seed 004), and the CIFAR-10
+// ResNets (seeds 000 and 002). Each sets its defaults, then builds.
+#include "common.h"
+
+#include "ddp/data/idx.h"
+#include "ddp/data/synthetic.h"
+#include "ddp/data/transforms.h"
+#include "ddp/dist/errors.h"
+#include "ddp/train/models/fashion_cnn.h"
+#include "ddp/train/models/mlp.h"
+
+namespace ddp::train {
+namespace detail {
+namespace {
+
+template <typename T>
+void fill(T& field, T value) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (field.empty()) field = value;
+  } else if (field < 0) {
+    field = value;
+  }
+}
+
+}  // namespace
+
+// The course's MLP on its synthetic data set (make_classification, rand_state 0):
+// 9000 training samples, the last 1000 for testing.
+Recipe make_mlp(TrainConfig& cfg, ProcessGroup& group) {
+  fill<int64_t>(cfg.epochs, 5);
+  fill<int64_t>(cfg.batch_size, 64);
+  fill(cfg.lr, 0.1);
+  fill(cfg.momentum, 0.0);
+  fill(cfg.weight_decay, 0.0);
+  fill(cfg.label_smoothing, 0.0);
+  fill<std::string>(cfg.schedule, "piecewise:0:1,1:0.3");  // the course's LinearLR to 0.3x
+  fill<int64_t>(cfg.warmup, 0);
+  fill<std::string>(cfg.data_mode, "sampler");
+  fill<int64_t>(cfg.cutout, 0);
+  fill<int64_t>(cfg.ema_every, 0);
+  fill<std::string>(cfg.data_dir, "(generated)");
+
+  Recipe r;
+  r.name = cfg.recipe;
+  ClassificationOptions d;
+  d.n_samples = 10000;
+  d.n_features = 1024;
+  d.n_informative = 512;
+  d.n_classes = 32;
+  d.n_clusters_per_class = 10;
+  d.seed = 0;
+  auto data = make_classification(d);
+  auto identity = [](const at::Tensor& x) { return x; };
+  set_train_data(r, cfg, group, "mlp-train", "make_classification:10000:1024:512:32:10:0",
+                 [&] { return std::make_pair(data.x.narrow(0, 0, 9000), data.y.narrow(0, 0, 9000)); }, identity);
+  set_test_data(r, cfg, group, data.x.narrow(0, 9000, 1000), data.y.narrow(0, 9000, 1000));
+
+  models::MLP net(models::MLPOptions{4, 1024, 256, 32});
+  r.groups.push_back(all_parameters(*net, cfg.weight_decay));
+  r.model = torch::nn::AnyModule(net);
+  return r;
+}
+
+// FashionCNN (seed 004) on Fashion-MNIST, normalized with the training set's mean and std.
+Recipe make_fashion_mnist(TrainConfig& cfg, ProcessGroup& group) {
+  fill<int64_t>(cfg.epochs, 3);
+  fill<int64_t>(cfg.batch_size, 64);
+  fill(cfg.lr, 0.05);
+  fill(cfg.momentum, 0.9);
+  fill(cfg.weight_decay, 5e-4);
+  fill(cfg.label_smoothing, 0.0);
+  fill<std::string>(cfg.schedule, "onecycle:0.2:0");
+  fill<int64_t>(cfg.warmup, 0);
+  fill<std::string>(cfg.data_mode, "shards");
+  fill<int64_t>(cfg.cutout, 0);
+  fill<int64_t>(cfg.ema_every, 0);
+  fill<std::string>(cfg.data_dir, data::kFashionMnistDir);
+
+  Recipe r;
+  r.name = cfg.recipe;
+  auto finish = [](const at::Tensor& images) { return data::normalize(images, {0.2860}, {0.3530}); };
+  const std::string id = file_id(cfg.data_dir + "/train-images-idx3-ubyte.gz") + ";" +
+                         file_id(cfg.data_dir + "/train-images-idx3-ubyte");
+  set_train_data(r, cfg, group, "fashion-mnist-train", id,
+                 [&] {
+                   auto ds = data::load_mnist_format(cfg.data_dir, true);
+                   return std::make_pair(ds.images, ds.labels);
+                 },
+                 finish);
+  auto test = data::load_mnist_format(cfg.data_dir, false);
+  set_test_data(r, cfg, group, finish(test.images), test.labels);
+
+  models::FashionCNN net;
+  r.groups.push_back(all_parameters(*net, cfg.weight_decay));
+  r.nesterov = cfg.momentum > 0;
+  r.model = torch::nn::AnyModule(net);
+  if (cfg.cutout > 0) {
+    const int64_t size = cfg.cutout;
+    r.augment = [size](const at::Tensor& b, at::Generator& gen) { return data::cutout(b, size, gen); };
+  }
+  return r;
+}
+
+}  // namespace detail
+
+Recipe make_recipe(TrainConfig& cfg, ProcessGroup& group) {
+  if (cfg.out_dir.empty()) cfg.out_dir = "runs/" + cfg.recipe;
+  Recipe r;
+  if (cfg.recipe == "mlp") r = detail::make_mlp(cfg, group);
+  else if (cfg.recipe == "fashion-mnist") r = detail::make_fashion_mnist(cfg, group);
+  else if (cfg.recipe == "cifar10-resnet9") r = detail::make_cifar10_resnet9(cfg, group);
+  else if (cfg.recipe == "cifar10-resnet18") r = detail::make_cifar10_resnet18(cfg, group);
+  else throw InvalidArgument("ddp-train: unknown recipe '" + cfg.recipe + "'");
+  r.schedule = LrSchedule::parse(cfg.schedule).with_warmup(cfg.warmup);
+  return r;
+}
+
+}  // namespace ddp::train

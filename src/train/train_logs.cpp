@@ -1,0 +1,47 @@
+#include "train_logs.h"
+
+#include <unistd.h>
+
+#include <iostream>
+
+namespace ddp::train::detail {
+
+void TrainLogs::open(const std::string& out_dir, bool leader, bool progress) {
+  leader_ = leader;
+  if (!leader) return;
+  tb_dir_ = out_dir + "/tb";
+  jsonl_path_ = out_dir + "/metrics.jsonl";
+  tb_ = std::make_unique<SummaryWriter>(tb_dir_);
+  jsonl_ = std::make_unique<JsonlWriter>(jsonl_path_, /*append=*/true);
+  if (progress) progress_ = std::make_unique<Progress>(std::cout, isatty(fileno(stdout)) != 0, 50);
+}
+
+void TrainLogs::begin_epoch(int64_t epoch, int64_t epochs, int64_t steps) {
+  if (progress_) progress_->begin("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs), steps);
+}
+
+void TrainLogs::step(int64_t step_in_epoch, double loss, double lr, double samples_per_s) {
+  if (progress_) progress_->update(step_in_epoch, {{"loss", loss}, {"lr", lr}, {"samples/s", samples_per_s}});
+}
+
+void TrainLogs::end_epoch(const std::string& summary) {
+  if (progress_) progress_->end(summary);
+  else if (leader_) std::cout << summary << std::endl;
+}
+
+void TrainLogs::scalars(const std::string& kind, int64_t step,
+                        const std::vector<std::pair<std::string, double>>& values) {
+  if (!leader_) return;
+  std::vector<std::pair<std::string, JsonlWriter::Value>> fields = {{"kind", kind}, {"step", step}};
+  for (const auto& [tag, v] : values) {
+    tb_->add_scalar(tag, v, step);
+    fields.emplace_back(tag, v);
+  }
+  jsonl_->write(fields);
+}
+
+void TrainLogs::flush() {
+  if (tb_) tb_->flush();
+}
+
+}  // namespace ddp::train::detail

@@ -1,0 +1,39 @@
+// Rank 0's logs for the trainer: the progress line, TensorBoard events and
+// JSON lines. On other ranks every call does nothing.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ddp/train/metrics_log.h"
+#include "ddp/train/progress.h"
+#include "ddp/train/tensorboard.h"
+
+namespace ddp::train::detail {
+
+class TrainLogs {
+ public:
+  TrainLogs() = default;
+  // Opens out_dir/tb and out_dir/metrics.jsonl on rank 0.
+  void open(const std::string& out_dir, bool leader, bool progress);
+  bool leader() const { return leader_; }
+
+  void begin_epoch(int64_t epoch, int64_t epochs, int64_t steps);
+  void step(int64_t step_in_epoch, double loss, double lr, double samples_per_s);
+  void end_epoch(const std::string& summary);
+  // A scalar into TensorBoard and, with the same step, a JSON line.
+  void scalars(const std::string& kind, int64_t step, const std::vector<std::pair<std::string, double>>& values);
+  void flush();
+  std::string tensorboard_dir() const { return tb_dir_; }
+  std::string metrics_path() const { return jsonl_path_; }
+
+ private:
+  bool leader_ = false;
+  std::string tb_dir_, jsonl_path_;
+  std::unique_ptr<SummaryWriter> tb_;
+  std::unique_ptr<JsonlWriter> jsonl_;
+  std::unique_ptr<Progress> progress_;
+};
+
+}  // namespace ddp::train::detail

@@ -1,0 +1,111 @@
+#include "train_state.h"
+
+#include <ATen/ATen.h>
+
+#include "ddp/dist/errors.h"
+#include "ddp/train/checkpoint.h"
+#include "ddp/train/state_dict.h"
+
+namespace ddp::train::detail {
+namespace {
+
+c10::impl::GenericDict to_dict(const StateDict& sd) {
+  c10::impl::GenericDict d(c10::StringType::get(), c10::TensorType::get());
+  for (const auto& [name, t] : sd) d.insert(name, t);
+  return d;
+}
+
+StateDict from_dict(const c10::IValue& v, const std::string& what, const std::string& path) {
+  if (!v.isGenericDict()) throw InvalidArgument("checkpoint " + path + ": '" + what + "' is not a dict of tensors");
+  StateDict sd;
+  for (const auto& e : v.toGenericDict()) {
+    if (!e.key().isString() || !e.value().isTensor())
+      throw InvalidArgument("checkpoint " + path + ": '" + what + "' holds a non-tensor entry");
+    sd.emplace_back(e.key().toStringRef(), e.value().toTensor());
+  }
+  return sd;
+}
+
+c10::IValue get(const c10::impl::GenericDict& d, const std::string& key, const std::string& path) {
+  auto it = d.find(key);
+  if (it == d.end())
+    throw InvalidArgument("checkpoint " + path + " has no '" + key +
+                          "' entry: it was not written by ddp-train (a plain state dict cannot resume training)");
+  return it->value();
+}
+
+}  // namespace
+
+std::vector<at::Tensor> gather_rng_states(ProcessGroup& group) {
+  at::Tensor mine = get_rng_state().contiguous();
+  std::vector<at::Tensor> all;
+  for (int r = 0; r < group.size(); ++r) all.push_back(at::empty_like(mine));
+  group.all_gather(all, mine).wait();
+  return all;
+}
+
+c10::IValue make_checkpoint(const TrainConfig& cfg, const LoopState& s, const torch::nn::Module& model,
+                            const torch::optim::SGD& opt, const torch::nn::Module* ema,
+                            const std::vector<at::Tensor>& rng_states, int world, int64_t total_steps) {
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  d.insert("model", to_dict(state_dict(model)));
+  d.insert("optimizer", optimizer_state_dict(opt));
+  if (ema) d.insert("ema", to_dict(state_dict(*ema)));
+  d.insert("epoch", s.epoch);
+  d.insert("micro", s.micro);
+  d.insert("step", s.step);
+  d.insert("world_size", int64_t{world});
+  c10::List<at::Tensor> rng;
+  for (const auto& t : rng_states) rng.push_back(t);
+  d.insert("rng", rng);
+  c10::Dict<std::string, int64_t> sampler;
+  sampler.insert("seed", static_cast<int64_t>(cfg.seed));
+  sampler.insert("epoch", s.epoch);
+  sampler.insert("position", s.micro * cfg.batch_size);
+  d.insert("sampler", sampler);
+  c10::impl::GenericDict schedule(c10::StringType::get(), c10::AnyType::get());
+  schedule.insert("spec", cfg.schedule);
+  schedule.insert("base_lr", cfg.lr);
+  schedule.insert("total_steps", total_steps);
+  d.insert("schedule", schedule);
+  c10::Dict<std::string, std::string> config;
+  for (const auto& [k, v] : describe(cfg)) config.insert(k, v);
+  d.insert("config", config);
+  return d;
+}
+
+LoopState restore_checkpoint(const c10::IValue& ckpt, const std::string& path, const TrainConfig& cfg,
+                             const ProcessGroup& group, torch::nn::Module& model, torch::optim::SGD& opt,
+                             torch::nn::Module* ema) {
+  if (!ckpt.isGenericDict()) throw InvalidArgument("checkpoint " + path + " is not a dict");
+  auto d = ckpt.toGenericDict();
+  auto config = get(d, "config", path).toGenericDict();
+  auto recipe = config.find("recipe");
+  if (recipe == config.end() || recipe->value().toStringRef() != cfg.recipe)
+    throw InvalidArgument("checkpoint " + path + " was written by recipe '" +
+                          (recipe == config.end() ? std::string("?") : recipe->value().toStringRef()) +
+                          "', not '" + cfg.recipe + "'; use another --out-dir or the same recipe");
+  load_state_dict(model, from_dict(get(d, "model", path), "model", path));
+  load_optimizer_state_dict(opt, get(d, "optimizer", path));
+  if (ema) {
+    auto it = d.find("ema");
+    load_state_dict(*ema, it != d.end() ? from_dict(it->value(), "ema", path) : state_dict(model));
+  }
+  const int64_t world = get(d, "world_size", path).toInt();
+  auto rng = get(d, "rng", path).toTensorList();
+  if (world == group.size() && static_cast<int64_t>(rng.size()) == world) {
+    set_rng_state(rng.get(group.rank()));
+  } else if (group.rank() == 0) {
+    std::fprintf(stderr,
+                 "ddp-train: warning: checkpoint %s was written by %lld ranks, this run has %d: training continues, "
+                 "but data order and random draws differ from an uninterrupted run\n",
+                 path.c_str(), static_cast<long long>(world), group.size());
+  }
+  LoopState s;
+  s.epoch = get(d, "epoch", path).toInt();
+  s.micro = get(d, "micro", path).toInt();
+  s.step = get(d, "step", path).toInt();
+  return s;
+}
+
+}  // namespace ddp::train::detail

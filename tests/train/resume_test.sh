@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# A run stopped after epoch 1 and resumed reaches exactly the weights of an
+# uninterrupted run (same seed, world size and data).
+# usage: resume_test.sh DDPRUN DDP_TRAIN RECIPE NPROC [extra ddp-train flags...]
+set -euo pipefail
+ddprun=$1 train=$2 recipe=$3 np=$4
+shift 4
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+/usr/bin/python3 "$here/make_tiny_data.py" "$work/data"
+case $recipe in
+  fashion-mnist) data=(--data-dir "$work/data/fashion") ;;
+  cifar10-*) data=(--data-dir "$work/data/cifar10") ;;
+  *) data=() ;;
+esac
+run() { "$ddprun" --nproc-per-node "$np" --standalone "$train" "$recipe" "${data[@]}" --epochs 2 --no-progress "$@"; }
+run --out-dir "$work/whole" "$@"
+run --out-dir "$work/parts" --stop-after 1 "$@"
+run --out-dir "$work/parts" --resume "$@" | tee "$work/log"
+grep -q "resumed from" "$work/log" || { echo "FAIL: the second part did not resume"; exit 1; }
+latest() { local c; c=$(cat "$1/checkpoints/latest"); case $c in /*) echo "$c" ;; *) echo "$1/checkpoints/$c" ;; esac; }
+/usr/bin/python3 - "$(latest "$work/whole")" "$(latest "$work/parts")" <<'PY'
+import sys, torch
+a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
+assert a["step"] == b["step"] and a["epoch"] == b["epoch"] == 2, (a["step"], b["step"])
+for part in ("model", "ema"):
+    if part not in a:
+        continue
+    for k in a[part]:
+        if not torch.equal(a[part][k], b[part][k]):
+            print("FAIL:", part, k, "differs by", (a[part][k].double() - b[part][k].double()).abs().max().item())
+            sys.exit(1)
+print("resumed run equals the uninterrupted one:", len(a["model"]), "tensors, step", a["step"])
+PY
