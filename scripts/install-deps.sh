@@ -10,6 +10,7 @@ PKGS=(
   zlib1g-dev                            # gzip data files
   dataset-fashion-mnist                 # the main job's data
   python3-torch                         # test oracle and benchmark peer only
+  python3-protobuf                      # logging: oracle of the TensorBoard event-file test
 )
 missing=()
 for p in "${PKGS[@]}"; do

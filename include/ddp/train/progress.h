@@ -1,0 +1,65 @@
+// A progress line for training epochs: a live bar on a terminal, plain log
+// lines otherwise (files, ddprun's prefixed output, CI logs).
+//
+//   ddp::train::Progress progress(std::cout);          // bar if stdout is a terminal
+//   progress.begin("epoch 3/10", steps);
+//   for (int64_t i = 1; i <= steps; ++i)
+//     progress.update(i, {{"loss", loss}, {"lr", lr}, {"samples/s", rate}});
+//   progress.end("epoch 3/10: val loss 0.3811, accuracy 0.8712");
+//
+// terminal: epoch 3/10 [=====>              ] 120/469 loss 0.4213 lr 0.01 | 1234 samples/s | eta 0:12
+// plain:    epoch 3/10 step 120/469 loss 0.4213 lr 0.01 | 1234 samples/s
+// Fields whose name ends in "/s" are rates, printed as "| <value> <name>".
+// In a distributed job, show progress on rank 0 only.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ddp::train {
+
+class Progress {
+ public:
+  // tty: a live bar redrawn in place with '\r' (at most ~10 times a second, and always on the last step);
+  // not a tty: a plain line every `every` steps and on the last one. Default tty = isatty(fileno(stdout)).
+  Progress(std::ostream& out, bool tty, int64_t every = 50);
+  // tty when `out` is std::cout (std::cerr, std::clog) and stdout (stderr) is a terminal.
+  explicit Progress(std::ostream& out);
+  // Starts an epoch of `total` steps. label e.g. "epoch 3/10".
+  void begin(const std::string& label, int64_t total);
+  // step in [1, total]; fields printed in order, numbers with 4 significant digits, e.g. {"loss", 0.4213}, {"lr", 0.01}.
+  void update(int64_t step, const std::vector<std::pair<std::string, double>>& fields);
+  // Ends the epoch line (newline on a tty) and prints `summary` on its own line if non-empty.
+  void end(const std::string& summary = "");
+
+  // Whether `out` is std::cout/std::cerr/std::clog writing to a terminal.
+  static bool is_terminal(const std::ostream& out);
+  // A number as progress lines print it: 4 significant digits ("0.4213", "0.01",
+  // "1234"), whole numbers from 10^4 to 10^9 without exponent ("123457").
+  static std::string format_number(double value);
+  // Seconds as "m:ss" or "h:mm:ss".
+  static std::string format_duration(double seconds);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  std::string line(bool bar) const;
+  void draw();
+
+  std::ostream& out_;
+  bool tty_;
+  int64_t every_;
+  int columns_ = 0;  // terminal width when known: bar lines are cut to fit
+  bool open_ = false;
+  std::string label_;
+  int64_t total_ = 0;
+  int64_t step_ = 0;
+  std::vector<std::pair<std::string, double>> fields_;
+  bool shown_ = true;  // the latest update has been printed
+  bool drawn_ = false; // a bar is on the current terminal line
+  Clock::time_point start_, last_draw_;
+};
+
+}  // namespace ddp::train
