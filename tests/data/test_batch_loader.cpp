@@ -1,0 +1,181 @@
+// BatchLoader: batches equal index_select over the indices, drop_last,
+// exceptions from the background thread, resuming with skip_batches, and
+// determinism whatever the prefetch.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "ddp/data/batch_loader.h"
+#include "ddp/dist/errors.h"
+
+namespace ddp::testing {
+namespace {
+
+using data::Batch;
+using data::BatchLoader;
+using data::BatchLoaderOptions;
+
+// Row i of data is (i, i + 0.5, i + 0.25); target i is 100 + i.
+const int64_t kN = 23;
+at::Tensor rows() { return at::arange(kN, at::kFloat).view({kN, 1}) + at::tensor({0.0f, 0.5f, 0.25f}); }
+at::Tensor targets() { return at::arange(kN, at::kLong) + 100; }
+
+std::vector<int64_t> shuffled(uint64_t seed, int64_t n = kN) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  at::Tensor p = at::randperm(n, gen, at::kLong);
+  return std::vector<int64_t>(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + n);
+}
+
+std::vector<Batch> epoch(BatchLoader& loader, std::vector<int64_t> indices, int64_t e, int64_t skip = 0) {
+  loader.start_epoch(std::move(indices), e, skip);
+  std::vector<Batch> out;
+  while (auto b = loader.next()) out.push_back(*b);
+  return out;
+}
+
+// Adds noise from the batch's generator: any difference in seeding shows.
+at::Tensor noisy(const at::Tensor& b, at::Generator& gen) { return b + at::rand(b.sizes(), gen); }
+
+void expect_same(const std::vector<Batch>& a, const std::vector<Batch>& b, size_t from_b = 0) {
+  ASSERT_EQ(a.size() + from_b, b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(at::equal(a[i].data, b[i + from_b].data)) << "batch " << i;
+    EXPECT_TRUE(at::equal(a[i].target, b[i + from_b].target)) << "batch " << i;
+  }
+}
+
+TEST(BatchLoader, BatchesConcatenateToIndexSelect) {
+  for (int prefetch : {0, 2}) {
+    for (bool drop_last : {false, true}) {
+      BatchLoaderOptions o;
+      o.batch_size = 5;
+      o.drop_last = drop_last;
+      o.prefetch = prefetch;
+      BatchLoader loader(rows(), targets(), o);
+      auto idx = shuffled(1);
+      idx.pop_back();  // 22 of the 23 rows: 4 full batches and one of 2
+      auto batches = epoch(loader, idx, 0);
+      ASSERT_EQ(loader.batches_in_epoch(), drop_last ? 4 : 5);
+      ASSERT_EQ(static_cast<int64_t>(batches.size()), loader.batches_in_epoch());
+      EXPECT_EQ(batches.back().data.size(0), drop_last ? 5 : 2);
+      std::vector<at::Tensor> data, target;
+      for (auto& b : batches) {
+        data.push_back(b.data);
+        target.push_back(b.target);
+      }
+      at::Tensor used = at::tensor(idx).narrow(0, 0, drop_last ? 20 : 22);
+      EXPECT_TRUE(at::equal(at::cat(data), rows().index_select(0, used)));
+      EXPECT_TRUE(at::equal(at::cat(target), targets().index_select(0, used)));
+      EXPECT_FALSE(loader.next().has_value());  // still at the end
+    }
+  }
+}
+
+TEST(BatchLoader, ExceptionOnBackgroundThreadIsRethrown) {
+  for (int prefetch : {0, 2}) {
+    BatchLoaderOptions o;
+    o.batch_size = 4;
+    o.prefetch = prefetch;
+    o.augment = [](const at::Tensor& b, at::Generator&) {
+      if (b[0][0].item<float>() == 8.0f) throw std::runtime_error("augment failed on the batch starting at row 8");
+      return b * 2;
+    };
+    BatchLoader loader(rows(), targets(), o);
+    std::vector<int64_t> idx(kN);
+    for (int64_t i = 0; i < kN; ++i) idx[i] = i;
+    loader.start_epoch(idx, 0);
+    EXPECT_TRUE(at::equal(loader.next()->data, rows().narrow(0, 0, 4) * 2));
+    EXPECT_TRUE(loader.next().has_value());
+    try {
+      loader.next();
+      ADD_FAILURE() << "batch 2 did not throw (prefetch " << prefetch << ")";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "augment failed on the batch starting at row 8");
+    }
+    auto after = loader.next();  // the epoch goes on with batch 3
+    ASSERT_TRUE(after.has_value());
+    EXPECT_TRUE(at::equal(after->data, rows().narrow(0, 12, 4) * 2));
+  }
+}
+
+TEST(BatchLoader, SkipBatchesMatchesAnUnskippedRun) {
+  BatchLoaderOptions o;
+  o.batch_size = 4;
+  o.seed = 17;
+  o.augment = noisy;
+  BatchLoader full(rows(), targets(), o), resumed(rows(), targets(), o);
+  auto all = epoch(full, shuffled(2), 3);
+  ASSERT_EQ(all.size(), 6u);
+  auto rest = epoch(resumed, shuffled(2), 3, 2);
+  EXPECT_EQ(rest.size(), 4u);
+  expect_same(rest, all, 2);
+  EXPECT_TRUE(epoch(resumed, shuffled(2), 3, 6).empty());  // skipping everything: an empty epoch
+}
+
+TEST(BatchLoader, PrefetchDoesNotChangeResults) {
+  BatchLoaderOptions o;
+  o.batch_size = 3;
+  o.seed = 5;
+  o.augment = noisy;
+  std::vector<std::vector<Batch>> runs;
+  for (int prefetch : {0, 1, 2, 8}) {
+    o.prefetch = prefetch;
+    BatchLoader loader(rows(), targets(), o);
+    for (int64_t e = 0; e < 2; ++e) runs.push_back(epoch(loader, shuffled(10 + e), e));
+  }
+  for (size_t r = 2; r < runs.size(); ++r) expect_same(runs[r], runs[r % 2]);
+  // Another epoch number (same indices) or another seed gives other augmentations.
+  BatchLoader loader(rows(), targets(), o);
+  EXPECT_FALSE(at::equal(epoch(loader, shuffled(10), 1)[0].data, runs[0][0].data));
+  o.seed = 6;
+  BatchLoader reseeded(rows(), targets(), o);
+  EXPECT_FALSE(at::equal(epoch(reseeded, shuffled(10), 0)[0].data, runs[0][0].data));
+  EXPECT_TRUE(at::equal(epoch(reseeded, shuffled(10), 0)[0].target, runs[0][0].target));
+}
+
+TEST(BatchLoader, NewEpochDiscardsTheRest) {
+  BatchLoaderOptions o;
+  o.batch_size = 2;
+  o.prefetch = 3;
+  o.augment = noisy;
+  BatchLoader loader(rows(), targets(), o), fresh(rows(), targets(), o);
+  loader.start_epoch(shuffled(1), 0);
+  ASSERT_TRUE(loader.next().has_value());
+  expect_same(epoch(loader, shuffled(4), 1), epoch(fresh, shuffled(4), 1));
+  loader.start_epoch(shuffled(1), 2);  // destroyed with batches in flight: must not hang
+}
+
+TEST(BatchLoader, BadArguments) {
+  auto invalid = [](auto fn, const std::string& part) {
+    try {
+      fn();
+      ADD_FAILURE() << "expected InvalidArgument: " << part;
+    } catch (const ddp::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  BatchLoaderOptions o;
+  invalid([&] { BatchLoader(rows(), targets().narrow(0, 0, 5), o); }, "targets must have N = data.size(0) = 23 rows");
+  o.batch_size = 0;
+  invalid([&] { BatchLoader(rows(), targets(), o); }, "batch_size must be >= 1, got 0");
+  o.batch_size = 4;
+  BatchLoader loader(rows(), targets(), o);
+  invalid([&] { loader.next(); }, "before start_epoch");
+  invalid([&] { loader.start_epoch({0, 1, 23}, 0); }, "indices[2] = 23 is outside [0, 23)");
+  invalid([&] { loader.start_epoch({0, 1, 2, 3, 4}, 0, 3); }, "skip_batches 3 is outside [0, 2]");
+  o.augment = [](const at::Tensor& b, at::Generator&) { return b.narrow(0, 0, 1); };
+  BatchLoader shrinking(rows(), targets(), o);
+  shrinking.start_epoch({0, 1, 2}, 0);
+  try {
+    shrinking.next();
+    ADD_FAILURE() << "augment's wrong size was not reported";
+  } catch (const ddp::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("augment returned sizes [1, 3] for batch 0 of epoch 0; expected 3"),
+              std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ddp::testing
