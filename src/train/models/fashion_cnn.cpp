@@ -16,8 +16,9 @@ FashionCNNImpl::FashionCNNImpl() {
 }
 
 at::Tensor FashionCNNImpl::forward(const at::Tensor& x) {
-  at::Tensor h = at::max_pool2d(at::relu(bn1(conv1(x))), 2);
-  h = at::max_pool2d(at::relu(bn2(conv2(h))), 2);
+  // ReLU after the pooling: the same values as before it (max and ReLU commute), on 4x fewer elements.
+  at::Tensor h = at::relu(at::max_pool2d(bn1(conv1(x)), 2));
+  h = at::relu(at::max_pool2d(bn2(conv2(h)), 2));
   h = drop(fc1(h.flatten(1)));
   return fc3(fc2(h));
 }
