@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Installs, builds, and runs the main job on 2 ranks.
+# Installs, builds, and runs the main job: FashionCNN on Fashion-MNIST on 2
+# ranks (ddp-train fashion-mnist), ending with where its logs and checkpoint
+# are. Extra arguments go to ddp-train (e.g. --epochs 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 ./scripts/build.sh
-exec build/bin/ddprun --nproc-per-node 2 --standalone build/bin/matmul_partition "$@"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+exec build/bin/ddprun --nproc-per-node 2 --standalone build/bin/ddp-train fashion-mnist "$@"
