@@ -1,0 +1,104 @@
+// Checkpoints: one file per save, a pickled dict with string keys in PyTorch's
+// convention, that Python's torch.load() reads ("model" loads into a plain
+// module, "optimizer" into torch.optim.SGD). Rank 0 writes it atomically; the
+// last K are kept; every rank meets at a barrier.
+//
+//   ddp::train::CheckpointManager ckpt({"runs/a", /*keep_last=*/3});
+//   if (auto path = ckpt.latest()) {                       // --resume
+//     auto c = ddp::train::checkpoint_from_ivalue(ddp::train::load_checkpoint(*path), *path);
+//     ddp::train::load_state_dict(*net, c.model);
+//     ddp::train::load_optimizer_state_dict(opt, c.optimizer);
+//     ddp::train::set_rng_state(c.rng);
+//   }
+//   ckpt.save(epoch, step, [&] {                           // make() runs on rank 0 only
+//     ddp::train::CheckpointContents c;
+//     c.model = ddp::train::state_dict(*net);
+//     c.optimizer = ddp::train::optimizer_state_dict(opt);
+//     c.epoch = epoch; c.step = step; c.rng = ddp::train::get_rng_state();
+//     return ddp::train::to_ivalue(c);
+//   });
+//
+// File: {"model": {name: tensor}, "optimizer": {"state", "param_groups"}, "epoch": int, "step": int,
+//        "rng": {"cpu": uint8 tensor}, "sampler": {...}, "schedule": {...}, "config": {...}, "extra": {...}}
+// sampler, schedule and config hold ints, doubles, bools and strings only; extra anything picklable.
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+#include <torch/optim/sgd.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "ddp/dist/init.h"
+#include "ddp/dist/process_group.h"
+#include "ddp/train/state_dict.h"
+
+namespace ddp::train {
+
+// PyTorch's optimizer.state_dict() format for torch::optim::SGD (momentum_buffer per parameter index; param_groups
+// with lr, momentum, dampening, weight_decay, nesterov and params as indices), so Python's SGD.load_state_dict accepts it.
+c10::IValue optimizer_state_dict(const torch::optim::SGD& opt);
+// InvalidArgument on mismatch (group count, param count, shapes)
+void load_optimizer_state_dict(torch::optim::SGD& opt, const c10::IValue& state);
+// The CPU default generator's state (torch.get_rng_state() bytes) and back.
+at::Tensor get_rng_state();
+void set_rng_state(const at::Tensor& state);
+
+// Writes obj to path atomically: path + ".tmp.<pid>" in the same directory, write, fsync, rename, fsync the directory.
+// On any failure the temporary file is removed, path is untouched, and ddp::Error names the path and errno text.
+void save_atomic(const c10::IValue& obj, const std::string& path);
+c10::IValue load_checkpoint(const std::string& path);  // ddp::Error naming the path on missing/truncated/corrupt files
+
+struct CheckpointManagerOptions {
+  std::string dir;
+  int keep_last = 3;  // older checkpoints are deleted after a successful save (0: keep all)
+  GroupPtr group;     // null: the default group (none initialised: a world of one)
+};
+
+class CheckpointManager {
+ public:
+  explicit CheckpointManager(CheckpointManagerOptions options);
+  // Rank 0 writes <dir>/checkpoint-e<epoch 4 digits>-s<step 8 digits>.pt atomically and updates <dir>/latest (a text
+  // file naming the newest checkpoint, itself written atomically), prunes to keep_last; then every rank meets at a
+  // barrier. Returns the path. `make` is called on rank 0 only. If rank 0 fails, it rethrows its error and the other
+  // ranks throw ddp::Error.
+  std::string save(int64_t epoch, int64_t step, const std::function<c10::IValue()>& make);
+  // The newest complete checkpoint (from latest, else the highest-numbered file), or nullopt if none.
+  std::optional<std::string> latest() const;
+
+  // The file name save(epoch, step) writes, inside dir.
+  std::string path_for(int64_t epoch, int64_t step) const;
+  const CheckpointManagerOptions& options() const { return opts_; }
+
+ private:
+  void write_and_prune(int64_t epoch, int64_t step, const std::function<c10::IValue()>& make);
+  CheckpointManagerOptions opts_;
+};
+
+// --- Additions: the checkpoint dict, typed ---
+
+// A dict with string keys (Dict[str, Any]); like all c10 dicts, copies share their entries.
+using PlainDict = c10::impl::GenericDict;
+inline PlainDict plain_dict() { return PlainDict(c10::StringType::get(), c10::AnyType::get()); }
+
+struct CheckpointContents {
+  StateDict model;
+  c10::IValue optimizer;  // optimizer_state_dict(opt); None if absent
+  int64_t epoch = 0;
+  int64_t step = 0;
+  at::Tensor rng;         // get_rng_state(); undefined if absent
+  PlainDict sampler = plain_dict();   // values: ints, doubles, bools, strings
+  PlainDict schedule = plain_dict();  // ditto
+  PlainDict config = plain_dict();    // ditto
+  PlainDict extra = plain_dict();     // anything picklable
+};
+
+// The dict layout above. InvalidArgument if sampler/schedule/config hold anything but ints, doubles, bools, strings.
+c10::IValue to_ivalue(const CheckpointContents& contents);
+// The reverse; `where` (the file) starts the InvalidArgument message for a missing "model" or a wrongly typed entry.
+// Entries other than "model" may be absent (Python checkpoints); epoch and step then read 0.
+CheckpointContents checkpoint_from_ivalue(const c10::IValue& value, const std::string& where);
+
+}  // namespace ddp::train

@@ -1,0 +1,162 @@
+"""PyTorch side of the checkpoint interop tests (run with /usr/bin/python3, python3-torch 1.13).
+
+  keys             print Net().state_dict()'s keys, one per line
+  write DIR        train Net a little; save its state dict four ways (OrderedDict, "module."-prefixed as DDP
+                   saves it, plain dict, as if saved on a GPU) and a checkpoint; write the expected values to
+                   DIR/py_ref.{txt,bin}
+  check DIR        load the C++ files DIR/cpp_sd.pt and DIR/cpp_ckpt.pt into a plain Net and SGD, compare
+                   with DIR/cpp_ref.{txt,bin} exactly; exit 1 with a message on any difference
+
+Net is defined identically in checkpoint_test_util.cpp. Reference files: one line per tensor
+"name dtype ndim dims... offset nbytes" in .txt, raw little-endian bytes in .bin.
+"""
+import collections
+import pickletools
+import sys
+import zipfile
+
+import torch
+from torch import nn
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int64, "uint8": torch.uint8}
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, 3)
+        self.bn = nn.BatchNorm2d(2)
+        self.head = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Sequential(nn.Linear(4, 3)))
+        self.scale = nn.Parameter(torch.ones(3))
+        self.register_buffer("shift", torch.zeros(3))
+
+    def forward(self, x):
+        return self.head(self.bn(self.conv(x)).flatten(1)) * self.scale + self.shift
+
+
+def write_ref(stem, tensors):
+    offset = 0
+    with open(stem + ".txt", "w") as txt, open(stem + ".bin", "wb") as bin_:
+        for name, t in tensors:
+            t = t.detach().contiguous()
+            data = t.numpy().tobytes()
+            dtype = [k for k, v in DTYPES.items() if v == t.dtype][0]
+            dims = " ".join(str(d) for d in t.shape)
+            txt.write(f"{name} {dtype} {t.dim()}{' ' + dims if dims else ''} {offset} {len(data)}\n")
+            bin_.write(data)
+            offset += len(data)
+
+
+def read_ref(stem):
+    data = open(stem + ".bin", "rb").read()
+    out = {}
+    for line in open(stem + ".txt"):
+        f = line.split()
+        name, dtype, ndim = f[0], DTYPES[f[1]], int(f[2])
+        shape = [int(d) for d in f[3:3 + ndim]]
+        offset, nbytes = int(f[3 + ndim]), int(f[4 + ndim])
+        flat = torch.frombuffer(bytearray(data[offset:offset + nbytes]), dtype=dtype) if nbytes else torch.empty(0, dtype=dtype)
+        out[name] = flat.reshape(shape)
+    return out
+
+
+def same(what, got, want):
+    if got.dtype != want.dtype or got.shape != want.shape or not torch.equal(got, want):
+        sys.exit(f"MISMATCH {what}: got {got.dtype} {tuple(got.shape)} {got.flatten()[:4].tolist()}, "
+                 f"want {want.dtype} {tuple(want.shape)} {want.flatten()[:4].tolist()}")
+
+
+def write(d):
+    torch.manual_seed(0)
+    m = Net()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(2):
+        loss = m(torch.randn(4, 1, 4, 4)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    sd = m.state_dict()
+    torch.save(sd, f"{d}/py_ordered.pt")
+    # What DDP's state_dict() looks like: every key and metadata entry under "module".
+    prefixed = collections.OrderedDict(("module." + k, v) for k, v in sd.items())
+    prefixed._metadata = collections.OrderedDict([("", {"version": 1})])
+    for k, v in sd._metadata.items():
+        prefixed._metadata["module" + ("." + k if k else "")] = v
+    torch.save(prefixed, f"{d}/py_module.pt")
+    torch.save(dict(sd), f"{d}/py_plain.pt")
+    # As if saved on a GPU: the storages' location reads "cuda:0" (we load them on the CPU).
+    with zipfile.ZipFile(f"{d}/py_ordered.pt") as src, zipfile.ZipFile(f"{d}/py_cuda.pt", "w") as dst:
+        for name in src.namelist():
+            data = src.read(name)
+            if name.endswith("/data.pkl"):
+                data = data.replace(b"X\x03\x00\x00\x00cpu", b"X\x06\x00\x00\x00cuda:0")
+                assert b"cuda:0" in data
+            dst.writestr(name, data)
+    rng = torch.get_rng_state()
+    ckpt = {"model": sd, "optimizer": opt.state_dict(), "epoch": 7, "step": 2**33 + 5, "rng": {"cpu": rng},
+            "config": {"lr": 0.1, "name": "py", "neg": -3, "big": -2**40, "flag": True}, "sampler": {"epoch": 7}}
+    torch.save(ckpt, f"{d}/py_ckpt.pt")
+    draw = torch.rand(5)
+    ref = [("model/" + k, v) for k, v in sd.items()]
+    ref += [(f"momentum/{i}", opt.state[p]["momentum_buffer"]) for i, p in enumerate(m.parameters())]
+    ref.append(("rng_draw", draw))
+    write_ref(f"{d}/py_ref", ref)
+
+
+def check(d):
+    ref = read_ref(f"{d}/cpp_ref")
+    keys = list(Net().state_dict().keys())
+    sd = torch.load(f"{d}/cpp_sd.pt", weights_only=True)  # as PyTorch >= 2.6 loads by default
+    if type(sd) is not collections.OrderedDict or list(sd.keys()) != keys:
+        sys.exit(f"MISMATCH cpp_sd.pt: {type(sd).__name__} with keys {list(sd.keys()) if isinstance(sd, dict) else None}")
+    # The checkpoint names only globals weights_only=True allows (1.13's weights-only loader itself
+    # lacks BINFLOAT, which newer ones read, so the whole file cannot be loaded that way here).
+    with zipfile.ZipFile(f"{d}/cpp_ckpt.pt") as z:
+        pkl = z.read([n for n in z.namelist() if n.endswith("/data.pkl")][0])
+    allowed = torch._weights_only_unpickler._get_allowed_globals()
+    for op, arg, _ in pickletools.genops(pkl):
+        if op.name == "GLOBAL" and arg.replace(" ", ".") not in allowed:
+            sys.exit(f"MISMATCH cpp_ckpt.pt uses the global {arg}, which weights_only=True refuses")
+    m = Net()
+    m.load_state_dict(sd)  # strict
+    for k, v in m.state_dict().items():
+        same(f"cpp_sd.pt {k}", v, ref["model/" + k])
+
+    ckpt = torch.load(f"{d}/cpp_ckpt.pt")
+    if type(ckpt["model"]) is not collections.OrderedDict or type(ckpt["optimizer"]["state"][0]) is not dict:
+        sys.exit("MISMATCH cpp_ckpt.pt: model should be an OrderedDict, optimizer state plain dicts")
+    m2 = Net()
+    m2.load_state_dict(ckpt["model"])
+    for k, v in m2.state_dict().items():
+        same(f"cpp_ckpt.pt model {k}", v, ref["model/" + k])
+    want = {"epoch": 3, "step": 12, "config": {"lr": 0.05, "name": "interop", "flag": True},
+            "sampler": {"epoch": 3, "seed": 17}, "schedule": {"warmup": 0.5}, "extra": {"note": "from C++"}}
+    for k, v in want.items():
+        if ckpt[k] != v:
+            sys.exit(f"MISMATCH cpp_ckpt.pt[{k!r}]: {ckpt[k]!r} != {v!r}")
+    opt = torch.optim.SGD(m2.parameters(), lr=1.0)
+    opt.load_state_dict(ckpt["optimizer"])
+    g = opt.param_groups[0]
+    got = (g["lr"], g["momentum"], g["dampening"], g["weight_decay"], g["nesterov"])
+    if got != (0.05, 0.9, 0.0, 1e-4, True):
+        sys.exit(f"MISMATCH param group {got}")
+    for i, p in enumerate(m2.parameters()):
+        same(f"momentum_buffer {i}", opt.state[p]["momentum_buffer"], ref[f"momentum/{i}"])
+    torch.set_rng_state(ckpt["rng"]["cpu"])
+    same("rng draw", torch.rand(5), ref["rng_draw"])
+    # The loaded optimizer works: one step runs.
+    m2(torch.randn(2, 1, 4, 4)).sum().backward()
+    opt.step()
+    print("OK")
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode == "keys":
+        print("\n".join(Net().state_dict().keys()))
+    elif mode == "write":
+        write(sys.argv[2])
+    elif mode == "check":
+        check(sys.argv[2])
+    else:
+        sys.exit(f"unknown mode {mode}")

@@ -1,0 +1,133 @@
+// CheckpointManager: naming, keep_last, latest(), and rank 0 writing for ranks as threads.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include "checkpoint_test_util.h"
+#include "ddp/dist/errors.h"
+#include "ddp/train/checkpoint.h"
+#include "support/rank_threads.h"
+
+namespace ddp::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> listing(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+c10::IValue contents(int64_t epoch, int64_t step) {
+  train::CheckpointContents c;
+  c.model = {{"w", at::full({2}, static_cast<double>(epoch))}};
+  c.epoch = epoch;
+  c.step = step;
+  return train::to_ivalue(c);
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST(CheckpointManager, KeepsTheLastTwoAndLatestNamesTheNewest) {
+  TempDir dir;
+  train::CheckpointManager mgr({dir.file("run/ckpt"), /*keep_last=*/2});  // created on the first save
+  EXPECT_FALSE(mgr.latest().has_value());
+  std::string last;
+  for (int64_t e = 0; e < 4; ++e) last = mgr.save(e, e * 250, [&] { return contents(e, e * 250); });
+  EXPECT_EQ(last, dir.file("run/ckpt/checkpoint-e0003-s00000750.pt"));
+  EXPECT_EQ(listing(dir.file("run/ckpt")), (std::vector<std::string>{"checkpoint-e0002-s00000500.pt",
+                                                                     "checkpoint-e0003-s00000750.pt", "latest"}));
+  EXPECT_EQ(read_text(dir.file("run/ckpt/latest")), "checkpoint-e0003-s00000750.pt\n");
+  ASSERT_TRUE(mgr.latest().has_value());
+  EXPECT_EQ(*mgr.latest(), last);
+  const auto c = train::checkpoint_from_ivalue(train::load_checkpoint(*mgr.latest()), last);
+  EXPECT_EQ(c.epoch, 3);
+  EXPECT_EQ(c.step, 750);
+  EXPECT_EQ(c.model[0].second[0].item<double>(), 3.0);
+}
+
+TEST(CheckpointManager, LatestFallsBackToTheHighestNumberedFile) {
+  TempDir dir;
+  train::CheckpointManager mgr({dir.path(), /*keep_last=*/0});  // keep all
+  mgr.save(1, 10, [] { return contents(1, 10); });
+  mgr.save(10, 5, [] { return contents(10, 5); });
+  mgr.save(2, 99, [] { return contents(2, 99); });  // saved last, so "latest" names it
+  EXPECT_EQ(*mgr.latest(), dir.file("checkpoint-e0002-s00000099.pt"));
+  fs::remove(dir.file("checkpoint-e0002-s00000099.pt"));  // latest names a missing file
+  EXPECT_EQ(*mgr.latest(), dir.file("checkpoint-e0010-s00000005.pt"));
+  fs::remove(dir.file("latest"));
+  std::ofstream(dir.file("checkpoint-e0011-s00000000.pt.tmp.123")) << "partial";  // not complete: ignored
+  std::ofstream(dir.file("checkpoint-e0012-s00000000.pt")).close();             // empty: ignored
+  EXPECT_EQ(*mgr.latest(), dir.file("checkpoint-e0010-s00000005.pt"));
+}
+
+TEST(CheckpointManager, RejectsBadArguments) {
+  EXPECT_THROW(train::CheckpointManager({"", 3}), InvalidArgument);
+  EXPECT_THROW(train::CheckpointManager({"x", -1}), InvalidArgument);
+  TempDir dir;
+  train::CheckpointManager mgr({dir.path()});
+  EXPECT_THROW(mgr.save(-1, 0, [] { return contents(0, 0); }), InvalidArgument);
+  EXPECT_THROW(mgr.save(0, 0, nullptr), InvalidArgument);
+}
+
+// One save per rank thread; only rank 0 calls make and writes; every rank gets the same path.
+void ranks_save(const std::string& backend, int world) {
+  TempDir dir;
+  std::mutex mu;
+  std::vector<std::vector<std::string>> paths(static_cast<size_t>(world));
+  std::vector<int> makes(static_cast<size_t>(world), 0);
+  run_ranks(backend, world, [&](ProcessGroup& pg) {
+    const GroupPtr group(GroupPtr(), &pg);  // non-owning
+    train::CheckpointManager mgr({dir.path(), /*keep_last=*/2, group});
+    for (int64_t e = 0; e < 4; ++e) {
+      const std::string p = mgr.save(e, 100 + e, [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        ++makes[static_cast<size_t>(pg.rank())];
+        return contents(e, 100 + e);
+      });
+      // After save returns on any rank, the file is there.
+      EXPECT_TRUE(fs::exists(p)) << "rank " << pg.rank();
+      std::lock_guard<std::mutex> lock(mu);
+      paths[static_cast<size_t>(pg.rank())].push_back(p);
+    }
+    EXPECT_EQ(*mgr.latest(), dir.file("checkpoint-e0003-s00000103.pt"));
+    // A failure on rank 0 reaches every rank.
+    std::string msg;
+    try {
+      mgr.save(9, 9, []() -> c10::IValue { throw Error("disk on fire"); });
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+    if (pg.rank() == 0)
+      EXPECT_EQ(msg, "disk on fire");
+    else
+      EXPECT_NE(msg.find("rank 0 failed to save " + dir.file("checkpoint-e0009-s00000009.pt")), std::string::npos)
+          << msg;
+  });
+  EXPECT_EQ(makes[0], 4);
+  for (int r = 1; r < world; ++r) {
+    EXPECT_EQ(makes[static_cast<size_t>(r)], 0) << "rank " << r;
+    EXPECT_EQ(paths[static_cast<size_t>(r)], paths[0]) << "rank " << r;
+  }
+  EXPECT_EQ(listing(dir.path()), (std::vector<std::string>{"checkpoint-e0002-s00000102.pt",
+                                                           "checkpoint-e0003-s00000103.pt", "latest"}));
+}
+
+TEST(CheckpointManager, RankZeroWritesOnThreadRanksGloo) {
+  if (!is_backend_available("gloo")) GTEST_SKIP() << "gloo backend not built";
+  ranks_save("gloo", 3);
+}
+
+TEST(CheckpointManager, WorldOfOneLocal) { ranks_save("local", 1); }
+
+}  // namespace
+}  // namespace ddp::testing
