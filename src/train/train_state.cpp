@@ -9,23 +9,6 @@
 namespace ddp::train::detail {
 namespace {
 
-c10::impl::GenericDict to_dict(const StateDict& sd) {
-  c10::impl::GenericDict d(c10::StringType::get(), c10::TensorType::get());
-  for (const auto& [name, t] : sd) d.insert(name, t);
-  return d;
-}
-
-StateDict from_dict(const c10::IValue& v, const std::string& what, const std::string& path) {
-  if (!v.isGenericDict()) throw InvalidArgument("checkpoint " + path + ": '" + what + "' is not a dict of tensors");
-  StateDict sd;
-  for (const auto& e : v.toGenericDict()) {
-    if (!e.key().isString() || !e.value().isTensor())
-      throw InvalidArgument("checkpoint " + path + ": '" + what + "' holds a non-tensor entry");
-    sd.emplace_back(e.key().toStringRef(), e.value().toTensor());
-  }
-  return sd;
-}
-
 c10::IValue get(const c10::impl::GenericDict& d, const std::string& key, const std::string& path) {
   auto it = d.find(key);
   if (it == d.end())
@@ -48,9 +31,9 @@ c10::IValue make_checkpoint(const TrainConfig& cfg, const LoopState& s, const to
                             const torch::optim::SGD& opt, const torch::nn::Module* ema,
                             const std::vector<at::Tensor>& rng_states, int world, int64_t total_steps) {
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
-  d.insert("model", to_dict(state_dict(model)));
+  d.insert("model", state_dict_to_ivalue(state_dict(model)));
   d.insert("optimizer", optimizer_state_dict(opt));
-  if (ema) d.insert("ema", to_dict(state_dict(*ema)));
+  if (ema) d.insert("ema", state_dict_to_ivalue(state_dict(*ema)));
   d.insert("epoch", s.epoch);
   d.insert("micro", s.micro);
   d.insert("step", s.step);
@@ -85,16 +68,17 @@ LoopState restore_checkpoint(const c10::IValue& ckpt, const std::string& path, c
     throw InvalidArgument("checkpoint " + path + " was written by recipe '" +
                           (recipe == config.end() ? std::string("?") : recipe->value().toStringRef()) +
                           "', not '" + cfg.recipe + "'; use another --out-dir or the same recipe");
-  load_state_dict(model, from_dict(get(d, "model", path), "model", path));
+  load_state_dict(model, state_dict_from_ivalue(get(d, "model", path), path + " [model]"));
   load_optimizer_state_dict(opt, get(d, "optimizer", path));
   if (ema) {
     auto it = d.find("ema");
-    load_state_dict(*ema, it != d.end() ? from_dict(it->value(), "ema", path) : state_dict(model));
+    load_state_dict(*ema, it != d.end() ? state_dict_from_ivalue(it->value(), path + " [ema]") : state_dict(model));
   }
   const int64_t world = get(d, "world_size", path).toInt();
-  auto rng = get(d, "rng", path).toTensorList();
-  if (world == group.size() && static_cast<int64_t>(rng.size()) == world) {
-    set_rng_state(rng.get(group.rank()));
+  c10::IValue rng = get(d, "rng", path);  // a list with one generator state per rank
+  if (!rng.isList()) throw InvalidArgument("checkpoint " + path + ": 'rng' is not a list of per-rank generator states");
+  if (world == group.size() && static_cast<int64_t>(rng.toListRef().size()) == world) {
+    set_rng_state(rng.toListRef()[group.rank()].toTensor());
   } else if (group.rank() == 0) {
     std::fprintf(stderr,
                  "ddp-train: warning: checkpoint %s was written by %lld ranks, this run has %d: training continues, "
