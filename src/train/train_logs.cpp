@@ -30,13 +30,15 @@ void TrainLogs::end_epoch(const std::string& summary) {
 }
 
 void TrainLogs::scalars(const std::string& kind, int64_t step,
-                        const std::vector<std::pair<std::string, double>>& values) {
+                        const std::vector<std::pair<std::string, double>>& values,
+                        const std::vector<std::pair<std::string, double>>& extra) {
   if (!leader_) return;
   std::vector<std::pair<std::string, JsonlWriter::Value>> fields = {{"kind", kind}, {"step", step}};
   for (const auto& [tag, v] : values) {
     tb_->add_scalar(tag, v, step);
     fields.emplace_back(tag, v);
   }
+  for (const auto& [key, v] : extra) fields.emplace_back(key, v);
   jsonl_->write(fields);
 }
 

@@ -22,8 +22,9 @@ class TrainLogs {
   void begin_epoch(int64_t epoch, int64_t epochs, int64_t steps);
   void step(int64_t step_in_epoch, double loss, double lr, double samples_per_s);
   void end_epoch(const std::string& summary);
-  // A scalar into TensorBoard and, with the same step, a JSON line.
-  void scalars(const std::string& kind, int64_t step, const std::vector<std::pair<std::string, double>>& values);
+  // Scalars into TensorBoard and, with the same step, a JSON line (plus `extra`, JSON only).
+  void scalars(const std::string& kind, int64_t step, const std::vector<std::pair<std::string, double>>& values,
+               const std::vector<std::pair<std::string, double>>& extra = {});
   void flush();
   std::string tensorboard_dir() const { return tb_dir_; }
   std::string metrics_path() const { return jsonl_path_; }

@@ -241,7 +241,8 @@ TrainSummary run(TrainConfig cfg) {
     const int64_t epoch = s.epoch;
     j.logs.scalars("epoch", s.step,
                    {{"Loss/val", summary.eval.loss}, {"acc1/val", summary.eval.acc1}, {"acc5/val", summary.eval.acc5},
-                    {"throughput", throughput}, {"epoch", double(epoch + 1)}, {"Loss/train_epoch", train_loss}});
+                    {"throughput", throughput}, {"epoch", double(epoch + 1)}, {"Loss/train_epoch", train_loss}},
+                   {{"train_seconds", train_s}, {"wall_seconds", seconds_since(start)}});
     j.logs.flush();
     std::ostringstream line;
     line << "epoch " << epoch + 1 << "/" << cfg.epochs << " | train_loss " << train_loss << " | val_loss "

@@ -1,0 +1,23 @@
+// The training layer in one include: data readers and loaders, models,
+// trainer pieces, checkpoints and logs (ddp/ddp.h has the distributed core).
+#pragma once
+#include "ddp/data/batch_loader.h"
+#include "ddp/data/cifar10.h"
+#include "ddp/data/idx.h"
+#include "ddp/data/shards.h"
+#include "ddp/data/transforms.h"
+#include "ddp/train/checkpoint.h"
+#include "ddp/train/config.h"
+#include "ddp/train/ema.h"
+#include "ddp/train/evaluate.h"
+#include "ddp/train/losses.h"
+#include "ddp/train/metrics_log.h"
+#include "ddp/train/models/fashion_cnn.h"
+#include "ddp/train/models/mlp.h"
+#include "ddp/train/models/resnet.h"
+#include "ddp/train/progress.h"
+#include "ddp/train/recipe.h"
+#include "ddp/train/schedule.h"
+#include "ddp/train/state_dict.h"
+#include "ddp/train/tensorboard.h"
+#include "ddp/train/trainer.h"
