@@ -5,16 +5,12 @@
 set -euo pipefail
 ddprun=$1 train=$2 recipe=$3
 shift 3
-here=$(cd "$(dirname "$0")" && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-/usr/bin/python3 "$here/make_tiny_data.py" "$work/data"
+source "$(dirname "$0")/lib.sh"
 for backend in gloo mpi; do
-  "$ddprun" --nproc-per-node 2 --standalone --backend "$backend" "$train" "$recipe" --data-dir "$work/data/fashion" \
+  "$ddprun" --nproc-per-node 2 --standalone --backend "$backend" "$train" "$recipe" "${data[@]}" \
     --epochs 1 --no-progress --out-dir "$work/$backend" "$@" | grep "on $backend" \
     || { echo "FAIL: the $backend run did not report its backend"; exit 1; }
 done
-latest() { local c; c=$(cat "$1/checkpoints/latest"); case $c in /*) echo "$c" ;; *) echo "$1/checkpoints/$c" ;; esac; }
 /usr/bin/python3 - "$(latest "$work/gloo")" "$(latest "$work/mpi")" <<'PY'
 import sys, torch
 a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])

@@ -1,5 +1,7 @@
 #include "checkpoint_test_util.h"
 
+#include "ddp/dist/errors.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -124,6 +126,15 @@ std::pair<int, std::string> run_oracle(const std::string& args) {
   while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
   const int status = ::pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "(no InvalidArgument)";
 }
 
 }  // namespace ddp::testing

@@ -11,6 +11,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -61,5 +62,8 @@ std::string bitwise_difference(const at::Tensor& got, const at::Tensor& want);
 
 // Runs /usr/bin/python3 checkpoint_interop.py <args>; returns (exit status, stdout + stderr).
 std::pair<int, std::string> run_oracle(const std::string& args);
+
+// The message of the InvalidArgument that f throws, or "(no InvalidArgument)".
+std::string error_of(const std::function<void()>& f);
 
 }  // namespace ddp::testing

@@ -5,21 +5,12 @@
 set -euo pipefail
 ddprun=$1 train=$2 recipe=$3 np=$4
 shift 4
-here=$(cd "$(dirname "$0")" && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-/usr/bin/python3 "$here/make_tiny_data.py" "$work/data"
-case $recipe in
-  fashion-mnist) data=(--data-dir "$work/data/fashion") ;;
-  cifar10-*) data=(--data-dir "$work/data/cifar10") ;;
-  *) data=() ;;
-esac
+source "$(dirname "$0")/lib.sh"
 run() { "$ddprun" --nproc-per-node "$np" --standalone "$train" "$recipe" "${data[@]}" --epochs 2 --no-progress "$@"; }
 run --out-dir "$work/whole" "$@"
 run --out-dir "$work/parts" --stop-after 1 "$@"
 run --out-dir "$work/parts" --resume "$@" | tee "$work/log"
 grep -q "resumed from" "$work/log" || { echo "FAIL: the second part did not resume"; exit 1; }
-latest() { local c; c=$(cat "$1/checkpoints/latest"); case $c in /*) echo "$c" ;; *) echo "$1/checkpoints/$c" ;; esac; }
 /usr/bin/python3 - "$(latest "$work/whole")" "$(latest "$work/parts")" <<'PY'
 import sys, torch
 a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])

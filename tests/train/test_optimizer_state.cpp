@@ -25,15 +25,6 @@ void train_step(Net& net, SGD& opt, const at::Tensor& x) {
 
 SGDOptions options() { return SGDOptions(0.1).momentum(0.9).dampening(0.1).weight_decay(1e-3); }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "(no InvalidArgument)";
-}
-
 TEST(OptimizerState, ResumedRunIsBitIdentical) {
   at::manual_seed(9);
   std::vector<at::Tensor> batches;

@@ -19,15 +19,6 @@ std::vector<std::string> names(const StateDict& sd) {
   return out;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "(no InvalidArgument)";
-}
-
 TEST(StateDict, OrderAndNamesAreTorchs) {
   Net net;
   const StateDict sd = train::state_dict(*net);

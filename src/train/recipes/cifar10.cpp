@@ -13,14 +13,6 @@ namespace {
 const std::vector<double> kMean = {0.4914, 0.4822, 0.4465};
 const std::vector<double> kStd = {0.2470, 0.2435, 0.2616};  // the training set's (see the data set's README)
 
-template <typename T>
-void fill(T& field, T value) {
-  if constexpr (std::is_same_v<T, std::string>) {
-    if (field.empty()) field = value;
-  } else if (field < 0) {
-    field = value;
-  }
-}
 
 void load_cifar(Recipe& r, TrainConfig& cfg, ProcessGroup& group, const std::vector<double>& mean,
                 const std::vector<double>& std) {

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "ddp/train/recipe.h"
@@ -11,6 +12,16 @@
 namespace ddp::train::detail {
 
 using Source = std::function<std::pair<at::Tensor, at::Tensor>()>;
+
+// A recipe's default for a setting the user left unset (negative number, empty string).
+template <typename T>
+void fill(T& field, T value) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (field.empty()) field = value;
+  } else if (field < 0) {
+    field = value;
+  }
+}
 
 // Fills r.train_x / train_y. shards: rank 0 writes per-rank shard files of
 // `load()`'s samples under <out_dir>/shards once (again when source_id

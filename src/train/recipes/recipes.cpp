@@ -11,19 +11,6 @@
 
 namespace ddp::train {
 namespace detail {
-namespace {
-
-template <typename T>
-void fill(T& field, T value) {
-  if constexpr (std::is_same_v<T, std::string>) {
-    if (field.empty()) field = value;
-  } else if (field < 0) {
-    field = value;
-  }
-}
-
-}  // namespace
-
 // The course's MLP on its synthetic data set (make_classification, rand_state 0):
 // 9000 training samples, the last 1000 for testing.
 Recipe make_mlp(TrainConfig& cfg, ProcessGroup& group) {

@@ -1,0 +1,14 @@
+# Shared by the ddp-train test scripts (sourced): tiny data in a temporary
+# folder, the recipe's --data-dir, and the newest checkpoint of a run.
+# Expects $recipe; sets $work (removed at exit), $here and the array $data.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+/usr/bin/python3 "$here/make_tiny_data.py" "$work/data"
+case $recipe in
+  fashion-mnist) data=(--data-dir "$work/data/fashion") ;;
+  cifar10-*) data=(--data-dir "$work/data/cifar10") ;;
+  *) data=() ;;
+esac
+# latest OUT_DIR: the path of the newest checkpoint the run left.
+latest() { local c; c=$(cat "$1/checkpoints/latest"); case $c in /*) echo "$c" ;; *) echo "$1/checkpoints/$c" ;; esac; }
