@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "checkpoint_test_util.h"
+#include "test_files.h"
 #include "ddp/dist/errors.h"
 #include "ddp/train/checkpoint.h"
 #include "train/checkpoint/torch_format.h"
@@ -132,24 +133,6 @@ TEST(SaveAtomic, WritesOnlyTheTargetFile) {
   EXPECT_EQ(value_of(dir.file("c.pt")), 2.5);
 }
 
-// Makes this thread's file accesses unprivileged (fsuid nobody drops CAP_DAC_OVERRIDE), so that a
-// read-only directory is read-only even for root.
-class Unprivileged {
- public:
-  Unprivileged() {
-    if (::geteuid() == 0) {
-      ::setfsuid(65534);
-      active_ = ::setfsuid(static_cast<uid_t>(-1)) == 65534;
-    }
-  }
-  ~Unprivileged() {
-    if (active_) ::setfsuid(0);
-  }
-
- private:
-  bool active_ = false;
-};
-
 TEST(SaveAtomic, UnwritableDirectoryFailsAndLeavesNothing) {
   TempDir dir;
   const std::string ro = dir.file("ro");
@@ -159,7 +142,7 @@ TEST(SaveAtomic, UnwritableDirectoryFailsAndLeavesNothing) {
   ::chmod(ro.c_str(), 0555);
   std::string msg;
   {
-    Unprivileged guard;
+    test::Unprivileged guard;
     std::ofstream probe(ro + "/probe");
     if (probe) GTEST_SKIP() << "cannot drop the privilege to write anywhere";
     try {

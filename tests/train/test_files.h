@@ -1,5 +1,6 @@
-// Temporary directories and whole-file reads for the logging tests.
+// Temporary directories, whole-file reads, file-size limits and unprivileged file access for the train/ tests.
 #pragma once
+#include <sys/fsuid.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -86,5 +87,23 @@ inline int run_command(const std::string& cmd, std::string& output) {
   int status = ::pclose(p);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
+
+// Makes this thread's file accesses unprivileged (fsuid nobody drops CAP_DAC_OVERRIDE), so that a
+// read-only directory is read-only even for root.
+class Unprivileged {
+ public:
+  Unprivileged() {
+    if (::geteuid() == 0) {
+      ::setfsuid(65534);
+      active_ = ::setfsuid(static_cast<uid_t>(-1)) == 65534;
+    }
+  }
+  ~Unprivileged() {
+    if (active_) ::setfsuid(0);
+  }
+
+ private:
+  bool active_ = false;
+};
 
 }  // namespace ddp::test
