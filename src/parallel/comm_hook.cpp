@@ -20,7 +20,10 @@ TensorFuture AllReduceHook::run(ProcessGroup& group, GradBucket& bucket) {
   at::Tensor buffer = bucket.buffer;
   buffer.div_(group.size());
   AllReduceOptions o;
-  o.async_op = true;
+  // The last bucket is launched once backward has computed every gradient:
+  // nothing is left to overlap, and a blocking call lets a backend run it on
+  // this thread (mpi) instead of handing it to its communication thread.
+  o.async_op = !bucket.is_last();
   Work w = group.all_reduce(buffer, o);
   return TensorFuture(std::move(w), [buffer] { return buffer; });
 }

@@ -82,4 +82,24 @@ TEST(Failures, RankExitingWithCodeThreeEndsTheJob) {
   }
 }
 
+// A rank that never joins a collective: the others fail at the call's timeout.
+// gloo throws ddp::TimeoutError; mpi runs a blocking call on the caller's
+// thread, which MPI cannot abandon, so the process says so and exits 1.
+TEST(Failures, CollectiveTimeoutEndsTheJob) {
+  for (const auto& backend : backends()) {
+    for (int np : {2, 3}) {
+      Result r = run("DDP_TIMEOUT=60 " + launch(backend, np, "stall"));
+      SCOPED_TRACE(backend + " np=" + std::to_string(np) + "\n" + r.output);
+      EXPECT_NE(r.exit_code, 0);
+      EXPECT_LT(r.seconds, 15.0);
+      EXPECT_FALSE(has(r.output, "finished without error"));
+      const std::string who = "[" + backend + "] rank 0/" + std::to_string(np) + " all_reduce: timed out after 500 ms";
+      if (backend == "gloo")
+        EXPECT_TRUE(has(r.output, "[rank 0] caught ddp::CommError: " + who));
+      else
+        EXPECT_TRUE(has(r.output, who + ", blocked in MPI on the calling thread"));
+    }
+  }
+}
+
 }  // namespace

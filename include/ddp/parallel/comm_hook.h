@@ -48,7 +48,8 @@ class CommHook {
   virtual TensorFuture run(ProcessGroup& group, GradBucket& bucket) = 0;
 };
 
-// Divides by the world size, then one async all_reduce (SUM) of the buffer in place.
+// Divides by the world size, then one all_reduce (SUM) of the buffer in place:
+// asynchronous, except for the last bucket (see comm_hook.cpp).
 class AllReduceHook final : public CommHook {
  public:
   std::string name() const override { return "allreduce"; }

@@ -49,6 +49,13 @@ class GlooGroup final : public ProcessGroup {
     }
   }
 
+  // After a timed-out operation, c10d's destructor would join a worker thread
+  // that stays blocked until the group's own timeout (minutes): the process
+  // could not exit. The c10d group is left to the process's end instead.
+  ~GlooGroup() override {
+    if (broken_->load()) (void)pg_.release();
+  }
+
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "gloo"; }
@@ -63,7 +70,7 @@ class GlooGroup final : public ProcessGroup {
     co.rootRank = o.root;
     co.timeout = op_timeout(o);
     std::vector<at::Tensor> v{wire(t)};
-    return finish(call(c, [&] { return pg_->broadcast(v, co); }), o, timeout_);
+    return finish(call(c, broken_, [&] { return pg_->broadcast(v, co); }), o, timeout_);
   }
 
   Work all_reduce(at::Tensor& t, const AllReduceOptions& o) override {
@@ -76,7 +83,7 @@ class GlooGroup final : public ProcessGroup {
     co.timeout = op_timeout(o);
     at::Tensor buf = needs_float(t) ? t.to(at::kFloat) : t;
     std::vector<at::Tensor> v{buf};
-    Work w = call(c, [&] { return pg_->allreduce(v, co); });
+    Work w = call(c, broken_, [&] { return pg_->allreduce(v, co); });
     post_reduce(w, t, buf, o.op == ReduceOp::AVG);
     return finish(std::move(w), o, timeout_);
   }
@@ -97,7 +104,7 @@ class GlooGroup final : public ProcessGroup {
     co.timeout = op_timeout(o);
     at::Tensor buf = needs_float(t) ? t.to(at::kFloat) : t;
     std::vector<at::Tensor> v{buf};
-    Work w = call(c, [&] { return pg_->reduce(v, co); });
+    Work w = call(c, broken_, [&] { return pg_->reduce(v, co); });
     if (rank_ == o.root) post_reduce(w, t, buf, o.op == ReduceOp::AVG);
     return finish(std::move(w), o, timeout_);
   }
@@ -112,7 +119,7 @@ class GlooGroup final : public ProcessGroup {
     co.timeout = op_timeout(o);
     std::vector<std::vector<at::Tensor>> out{wires(outs)};
     std::vector<at::Tensor> inv{wire(in)};
-    return finish(call(c, [&] { return pg_->allgather(out, inv, co); }), o, timeout_);
+    return finish(call(c, broken_, [&] { return pg_->allgather(out, inv, co); }), o, timeout_);
   }
 
   Work gather(std::vector<at::Tensor>& outs, const at::Tensor& in, const RootOptions& o) override {
@@ -129,7 +136,7 @@ class GlooGroup final : public ProcessGroup {
     co.rootRank = o.root;
     co.timeout = op_timeout(o);
     std::vector<at::Tensor> inv{wire(in)};
-    return finish(call(c, [&] { return pg_->gather(out, inv, co); }), o, timeout_);
+    return finish(call(c, broken_, [&] { return pg_->gather(out, inv, co); }), o, timeout_);
   }
 
   Work scatter(at::Tensor& out, const std::vector<at::Tensor>& ins, const RootOptions& o) override {
@@ -146,7 +153,7 @@ class GlooGroup final : public ProcessGroup {
     co.rootRank = o.root;
     co.timeout = op_timeout(o);
     std::vector<at::Tensor> outv{wire(out)};
-    return finish(call(c, [&] { return pg_->scatter(outv, in, co); }), o, timeout_);
+    return finish(call(c, broken_, [&] { return pg_->scatter(outv, in, co); }), o, timeout_);
   }
 
   // Chunk r of every rank's inputs goes to rank r (all_to_all), which then
@@ -165,7 +172,7 @@ class GlooGroup final : public ProcessGroup {
     c10d::AllToAllOptions co;
     co.timeout = op_timeout(o);
     std::vector<int64_t> even;
-    Work w = call(c, [&] { return pg_->alltoall_base(recv, send, even, even, co); });
+    Work w = call(c, broken_, [&] { return pg_->alltoall_base(recv, send, even, even, co); });
     const int64_t n = out.numel();
     const int world = size_;
     const bool floaty = (out.scalar_type() == at::kHalf || out.scalar_type() == at::kBFloat16);
@@ -204,7 +211,7 @@ class GlooGroup final : public ProcessGroup {
     at::Tensor recv = wire(at::empty({total_out}, ins[0].options()));
     c10d::AllToAllOptions co;
     co.timeout = op_timeout(o);
-    Work w = call(c, [&] { return pg_->alltoall_base(recv, send, out_counts, in_counts, co); });
+    Work w = call(c, broken_, [&] { return pg_->alltoall_base(recv, send, out_counts, in_counts, co); });
     std::vector<at::Tensor> targets = outs;
     w.then([recv, targets, dtype]() mutable {
       at::Tensor r = recv.view(dtype);
@@ -221,7 +228,7 @@ class GlooGroup final : public ProcessGroup {
     auto c = ctx("barrier");
     c10d::BarrierOptions co;
     co.timeout = op_timeout(o);
-    return finish(call(c, [&] { return pg_->barrier(co); }), o, timeout_);
+    return finish(call(c, broken_, [&] { return pg_->barrier(co); }), o, timeout_);
   }
 
   Work send(const at::Tensor& t, int dst, const P2POptions& o) override {
@@ -230,7 +237,7 @@ class GlooGroup final : public ProcessGroup {
     detail::check_rank(c, dst, "dst");
     if (dst == rank_) detail::throw_invalid(c, "dst " + std::to_string(dst) + " is this rank");
     std::vector<at::Tensor> v{wire(t)};
-    return finish(call(c, [&] { return pg_->send(v, dst, o.tag); }), o, timeout_);
+    return finish(call(c, broken_, [&] { return pg_->send(v, dst, o.tag); }), o, timeout_);
   }
 
   Work recv(at::Tensor& t, int src, const P2POptions& o) override {
@@ -239,7 +246,7 @@ class GlooGroup final : public ProcessGroup {
     detail::check_rank(c, src, "src");
     if (src == rank_) detail::throw_invalid(c, "src " + std::to_string(src) + " is this rank");
     std::vector<at::Tensor> v{wire(t)};
-    return finish(call(c, [&] { return pg_->recv(v, src, o.tag); }), o, timeout_);
+    return finish(call(c, broken_, [&] { return pg_->recv(v, src, o.tag); }), o, timeout_);
   }
 
   GroupPtr new_group(const std::vector<int>& ranks) override {
@@ -281,6 +288,7 @@ class GlooGroup final : public ProcessGroup {
   std::string host_;
   std::shared_ptr<::gloo::transport::Device> device_;
   c10::intrusive_ptr<PG> pg_;
+  BrokenFlag broken_ = std::make_shared<std::atomic<bool>>(false);
   int next_group_ = 0;
 };
 

@@ -14,7 +14,8 @@ bool mentions_timeout(std::string s) {
 
 class GlooWork final : public Work::Impl {
  public:
-  GlooWork(ErrorContext ctx, c10::intrusive_ptr<c10d::Work> w) : ctx_(std::move(ctx)), w_(std::move(w)) {}
+  GlooWork(ErrorContext ctx, c10::intrusive_ptr<c10d::Work> w, BrokenFlag broken)
+      : ctx_(std::move(ctx)), w_(std::move(w)), broken_(std::move(broken)) {}
 
   bool is_completed() override { return w_->isCompleted(); }
 
@@ -23,6 +24,7 @@ class GlooWork final : public Work::Impl {
       // c10d: 0 waits forever; otherwise throws "Operation timed out!".
       w_->wait(timeout.count() > 0 ? timeout : Milliseconds(0));
     } catch (...) {
+      if (broken_ && !w_->isCompleted()) broken_->store(true);  // its worker is still blocked
       rethrow_mapped(ctx_, timeout);
     }
   }
@@ -30,6 +32,7 @@ class GlooWork final : public Work::Impl {
  private:
   ErrorContext ctx_;
   c10::intrusive_ptr<c10d::Work> w_;
+  BrokenFlag broken_;
 };
 
 }  // namespace
@@ -47,8 +50,8 @@ void rethrow_mapped(const ErrorContext& ctx, Milliseconds timeout) {
                   " (a peer process may have exited; check its log)");
 }
 
-Work wrap(const ErrorContext& ctx, c10::intrusive_ptr<c10d::Work> work) {
-  return Work(std::make_shared<GlooWork>(ctx, std::move(work)));
+Work wrap(const ErrorContext& ctx, c10::intrusive_ptr<c10d::Work> work, BrokenFlag broken) {
+  return Work(std::make_shared<GlooWork>(ctx, std::move(work), std::move(broken)));
 }
 
 }  // namespace ddp::gloo

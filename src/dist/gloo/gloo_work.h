@@ -3,24 +3,31 @@
 #pragma once
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <atomic>
+#include <memory>
+
 #include "ddp/dist/errors.h"
 #include "ddp/dist/work.h"
 
 namespace ddp::gloo {
 
-Work wrap(const ErrorContext& ctx, c10::intrusive_ptr<c10d::Work> work);
+// Set when an operation of a group timed out: its gloo worker thread may stay
+// blocked until the group's own timeout, so the group must not join it.
+using BrokenFlag = std::shared_ptr<std::atomic<bool>>;
+
+Work wrap(const ErrorContext& ctx, c10::intrusive_ptr<c10d::Work> work, BrokenFlag broken);
 // Runs `fn` (a c10d call that may throw synchronously) and maps its errors.
 template <typename Fn>
-Work call(const ErrorContext& ctx, Fn&& fn);
+Work call(const ErrorContext& ctx, const BrokenFlag& broken, Fn&& fn);
 
 // The message of the current exception, without c10's backtrace.
 std::string current_message();
 [[noreturn]] void rethrow_mapped(const ErrorContext& ctx, Milliseconds timeout);
 
 template <typename Fn>
-Work call(const ErrorContext& ctx, Fn&& fn) {
+Work call(const ErrorContext& ctx, const BrokenFlag& broken, Fn&& fn) {
   try {
-    return wrap(ctx, fn());
+    return wrap(ctx, fn(), broken);
   } catch (const std::invalid_argument&) {
     throw;
   } catch (...) {

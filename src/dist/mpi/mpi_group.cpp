@@ -16,11 +16,13 @@ MpiGroup::MpiGroup(Runtime& rt, CommPtr comm, int rank, int size, Milliseconds t
     : rt_(rt), comm_(std::move(comm)), rank_(rank), size_(size), timeout_(timeout) {}
 
 Work MpiGroup::submit(ErrorContext c, const CollectiveOptions& opts,
-                      std::function<void(Task&)> body) {
+                      std::function<void(Task&)> body, bool blocking) {
   auto task = std::make_shared<Task>(std::move(c), detail::effective_timeout(opts.timeout, timeout_),
                                      std::move(body));
-  rt_.enqueue(task);
-  return finish(Work(std::make_shared<TaskWork>(std::move(task))), opts, timeout_);
+  task->may_run_inline = blocking;
+  // A caller that would only wait runs the collective itself when it can.
+  if (opts.async_op || !rt_.try_run_inline(task, /*queued=*/false)) rt_.enqueue(task);
+  return finish(Work(std::make_shared<TaskWork>(std::move(task), &rt_)), opts, timeout_);
 }
 
 void MpiGroup::check_tag(const ErrorContext& c, int tag) const {
@@ -103,7 +105,7 @@ Work MpiGroup::send(const at::Tensor& t, int dst, const P2POptions& o) {
                     &task.request),
           "MPI_Isend");
     task.on_request_done = [](const MPI_Status&) {};
-  });
+  }, /*blocking=*/false);
 }
 
 Work MpiGroup::recv(at::Tensor& t, int src, const P2POptions& o) {
@@ -126,7 +128,7 @@ Work MpiGroup::recv(at::Tensor& t, int src, const P2POptions& o) {
                         " elements from src " + std::to_string(src) + " but the tensor has " +
                         std::to_string(n) + "; send and recv sizes must match");
     };
-  });
+  }, /*blocking=*/false);
 }
 
 GroupPtr MpiGroup::new_group(const std::vector<int>& ranks) {

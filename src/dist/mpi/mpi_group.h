@@ -59,8 +59,11 @@ class MpiGroup final : public ProcessGroup {
 
  private:
   ErrorContext ctx(const char* op) const { return {"mpi", rank_, size_, op}; }
-  // Queues `body` for the communication thread; waits for it unless async.
-  Work submit(ErrorContext c, const CollectiveOptions& opts, std::function<void(Task&)> body);
+  // Queues `body` for the communication thread, or runs it inline (see
+  // Runtime) when `blocking` (a collective, not a request) and not async;
+  // waits for it unless async.
+  Work submit(ErrorContext c, const CollectiveOptions& opts, std::function<void(Task&)> body,
+              bool blocking = true);
   void check_tag(const ErrorContext& c, int tag) const;
 
   Runtime& rt_;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 
 #include "dist/mpi/mpi_dtypes.h"
 
@@ -15,6 +16,8 @@ namespace {
 // Polling interval for pending send/recv requests while nothing is queued.
 constexpr auto kMinBackoff = std::chrono::microseconds(20);
 constexpr auto kMaxBackoff = std::chrono::microseconds(500);
+// How often the idle thread checks the deadline of an inline call.
+constexpr auto kWatchdogPeriod = std::chrono::milliseconds(50);
 
 std::mutex g_create_mu;
 std::atomic<Runtime*> g_runtime{nullptr};  // leaked on purpose: used until exit
@@ -79,6 +82,7 @@ Runtime::Runtime() {
   if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag) == MPI_SUCCESS && flag)
     tag_ub_ = *tag_ub;
   create_custom_ops();
+  if (const char* v = std::getenv("DDP_MPI_INLINE")) inline_enabled_ = std::string(v) != "0";
 
   // Stop the thread when MPI_Finalize runs (attributes of MPI_COMM_SELF are
   // deleted first thing in MPI_Finalize), whoever calls it.
@@ -117,6 +121,47 @@ void Runtime::post(std::function<void()> fn) {
     queue_.push_back(std::move(task));
   }
   work_cv_.notify_one();
+}
+
+bool Runtime::try_run_inline(const TaskPtr& task, bool queued) {
+  if (!inline_enabled_ || !task->may_run_inline) return false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || running_ || inline_ || requests_pending_ > 0) return false;
+    if (queued) {
+      if (queue_.empty() || queue_.front() != task) return false;
+      queue_.pop_front();
+    } else if (!queue_.empty()) {
+      return false;
+    }
+    inline_ = task.get();  // the thread now makes no MPI call until released
+  }
+  std::exception_ptr error;
+  try {
+    task->run(*task);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  bool queued_meanwhile;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inline_ = nullptr;
+    queued_meanwhile = !queue_.empty();
+  }
+  if (queued_meanwhile) work_cv_.notify_one();
+  task->complete(error);
+  return true;
+}
+
+void Runtime::inline_overdue(const Task& task) {
+  std::fprintf(stderr,
+               "%stimed out after %lld ms, blocked in MPI on the calling thread; a blocking MPI "
+               "call cannot be abandoned, so this process exits with status 1 (a rank did not "
+               "call %s, or failed)\n",
+               task.ctx.prefix().c_str(), static_cast<long long>(task.timeout.count()),
+               task.ctx.op.c_str());
+  std::fflush(nullptr);
+  _exit(1);
 }
 
 void Runtime::execute(const TaskPtr& task) {
@@ -179,6 +224,11 @@ void Runtime::loop() {
   auto backoff = kMinBackoff;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
+    if (inline_) {  // a caller is in MPI: no MPI call here; watch its deadline
+      if (inline_->overdue(Clock::now())) inline_overdue(*inline_);
+      work_cv_.wait_for(lock, kWatchdogPeriod);
+      continue;
+    }
     if (!queue_.empty()) {
       TaskPtr task = std::move(queue_.front());
       queue_.pop_front();
@@ -190,6 +240,7 @@ void Runtime::loop() {
       execute(task);
       lock.lock();
       running_ = nullptr;
+      requests_pending_ = active_.size();
       task.reset();  // may free a communicator: directly, on this thread
       backoff = kMinBackoff;
       continue;
@@ -198,6 +249,7 @@ void Runtime::loop() {
       lock.unlock();
       bool progressed = poll_requests();
       lock.lock();
+      requests_pending_ = active_.size();
       if (!queue_.empty()) continue;
       if (stopping_) {
         const auto now = Clock::now();
@@ -212,7 +264,7 @@ void Runtime::loop() {
       }
     }
     if (stopping_) break;
-    work_cv_.wait(lock);
+    work_cv_.wait_for(lock, kWatchdogPeriod);
   }
   abandoned_ = active_.size();
   finished_ = true;
@@ -237,9 +289,10 @@ std::string Runtime::stop(bool drain, Milliseconds grace) {
   const auto give_up = Clock::now() + grace;
   while (!finished_) {
     const auto now = Clock::now();
-    if (running_ && (drain ? running_->overdue(now) : now > give_up))
-      return running_->ctx.op + " is still blocked in MPI" +
-             (drain ? " after its timeout of " + std::to_string(running_->timeout.count()) + " ms"
+    const Task* busy = running_ ? running_ : inline_;
+    if (busy && (drain ? busy->overdue(now) : now > give_up))
+      return busy->ctx.op + " is still blocked in MPI" +
+             (drain ? " after its timeout of " + std::to_string(busy->timeout.count()) + " ms"
                     : std::string());
     idle_cv_.wait_for(lock, std::chrono::milliseconds(20));
   }

@@ -1,5 +1,7 @@
 #include "dist/mpi/mpi_task.h"
 
+#include "dist/mpi/mpi_runtime.h"
+
 #include <algorithm>
 #include <string>
 
@@ -52,6 +54,11 @@ void Task::wait(Milliseconds wait_timeout) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (error_) std::rethrow_exception(error_);
+}
+
+void TaskWork::wait(Milliseconds timeout) {
+  if (rt_ && task_->may_run_inline && !task_->done()) rt_->try_run_inline(task_, /*queued=*/true);
+  task_->wait(timeout);
 }
 
 bool TaskWork::is_completed() {

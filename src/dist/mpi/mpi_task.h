@@ -39,6 +39,8 @@ class Task {
   MPI_Request request = MPI_REQUEST_NULL;
   std::function<void(const MPI_Status&)> on_request_done;  // may throw
   bool cancel_sent = false;  // communication thread only: MPI_Cancel was called
+  // A blocking collective that may run on a waiting caller's thread.
+  bool may_run_inline = false;
 
   bool has_deadline() const { return deadline != Clock::time_point::max(); }
   bool overdue(Clock::time_point now) const { return now >= deadline; }
@@ -62,15 +64,20 @@ class Task {
 using TaskPtr = std::shared_ptr<Task>;
 
 // The Work::Impl handed to users.
+class Runtime;
+
+// The Work::Impl handed to users. Waiting on a task still first in the queue
+// of an idle runtime runs it on the waiting thread (see Runtime).
 class TaskWork final : public Work::Impl {
  public:
-  explicit TaskWork(TaskPtr task) : task_(std::move(task)) {}
+  TaskWork(TaskPtr task, Runtime* rt) : task_(std::move(task)), rt_(rt) {}
   // Done, or past its deadline (wait() then throws TimeoutError).
   bool is_completed() override;
-  void wait(Milliseconds timeout) override { task_->wait(timeout); }
+  void wait(Milliseconds timeout) override;
 
  private:
   TaskPtr task_;
+  Runtime* rt_;
 };
 
 }  // namespace ddp::mpi
