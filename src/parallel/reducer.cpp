@@ -53,6 +53,7 @@ Reducer::~Reducer() {
 
 void Reducer::set_comm_hook(std::shared_ptr<CommHook> hook) {
   if (!hook) throw InvalidArgument("DistributedDataParallel: register_comm_hook got a null hook");
+  predivide_ = dynamic_cast<AllReduceHook*>(hook.get()) != nullptr;
   hook_ = std::move(hook);
 }
 
@@ -165,8 +166,11 @@ void Reducer::mark_ready(size_t index, bool used) {
   const at::Tensor& grad = params_[index].grad();
   if (used && grad.defined()) {
     if (grad.data_ptr() != view.data_ptr()) {
-      view.copy_(grad);
+      if (predivide_) at::div_out(view, grad, group_->size());  // while grad is hot in cache
+      else view.copy_(grad);
       if (opts_.gradient_as_bucket_view) params_[index].mutable_grad() = view;
+    } else if (predivide_) {
+      view.div_(group_->size());
     }
   } else {
     view.zero_();
@@ -190,7 +194,7 @@ void Reducer::launch_ready_buckets() {
     gb.buffer = bucket.flat;
     gb.gradients = bucket.views;
     for (size_t i : bucket.params) gb.parameters.push_back(params_[i]);
-    bucket.future = hook_->run(*group_, gb);
+    bucket.future = predivide_ ? all_reduce_bucket(*group_, gb) : hook_->run(*group_, gb);
     ++next_launch_;
   }
 }

@@ -75,6 +75,9 @@ class Reducer {
   GroupPtr group_;
   ReducerOptions opts_;
   std::shared_ptr<CommHook> hook_;
+  // The hook is the default all_reduce: gradients are divided by the world
+  // size as they are copied into their bucket (one pass less over memory).
+  bool predivide_ = true;
   bool solo_;  // world of one: nothing to reduce
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive: they hold our hooks
   std::vector<uintptr_t> hook_keys_;

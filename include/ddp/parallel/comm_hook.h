@@ -56,4 +56,10 @@ class AllReduceHook final : public CommHook {
   TensorFuture run(ProcessGroup& group, GradBucket& bucket) override;
 };
 
+namespace detail {
+// AllReduceHook without the division: the all_reduce (SUM) of a bucket whose
+// gradients DDP already divided by the world size while filling it.
+TensorFuture all_reduce_bucket(ProcessGroup& group, GradBucket& bucket);
+}  // namespace detail
+
 }  // namespace ddp
