@@ -126,6 +126,12 @@ void gradient_equivalence(ProcessGroup& g) {
   tiny.first_bucket_cap_mb = 1e-6;
   equivalence(g, tiny, "tiny buckets");
   equivalence(g, DDPOptions{}, "default buckets");
+  // PyTorch's default: gradients copied into and out of the buckets.
+  tiny.gradient_as_bucket_view = false;
+  equivalence(g, tiny, "tiny buckets, gradients copied");
+  DDPOptions copies;
+  copies.gradient_as_bucket_view = false;
+  equivalence(g, copies, "default buckets, gradients copied");
 }
 
 void bucket_view_equivalence(ProcessGroup& g) {

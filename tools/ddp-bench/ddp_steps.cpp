@@ -2,6 +2,11 @@
 // with the communication time DDP spent and how much of it overlapped
 // backward. Synthetic data, fixed per rank, so only compute and
 // communication are measured.
+//
+// --pair: DDP's overhead measured in one process, free of the machine's
+// drift between runs: the same model plain and wrapped in DDP (same initial
+// weights) alternate in blocks of 10 steps; the medians of the block times
+// are compared.
 #include <ATen/Parallel.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/sgd.h>
@@ -23,7 +28,7 @@ struct Options {
   std::string model = "mlp";  // mlp | wide | cnn
   std::string backend = "auto";
   int steps = 300, warmup = 30, batch = 64;
-  bool use_ddp = true, bucket_view = false;
+  bool use_ddp = true, bucket_view = DDPOptions{}.gradient_as_bucket_view, pair = false;
   double bucket_cap_mb = 25, first_bucket_mb = 1;
   std::string json;
 };
@@ -42,13 +47,15 @@ Options parse(const std::vector<std::string>& args) {
     else if (a == "--warmup") o.warmup = std::stoi(value());
     else if (a == "--batch") o.batch = std::stoi(value());
     else if (a == "--no-ddp") o.use_ddp = false;
+    else if (a == "--pair") o.pair = true;
     else if (a == "--bucket-view") o.bucket_view = true;
+    else if (a == "--no-bucket-view") o.bucket_view = false;
     else if (a == "--bucket-cap-mb") o.bucket_cap_mb = std::stod(value());
     else if (a == "--first-bucket-mb") o.first_bucket_mb = std::stod(value());
     else if (a == "--json") o.json = value();
     else if (a == "-h" || a == "--help") {
       std::printf("ddp-bench ddp [--model mlp|wide|cnn] [--backend gloo|mpi|auto] [--steps 300] [--warmup 30]\n"
-                  "  [--batch 64] [--no-ddp] [--bucket-view] [--bucket-cap-mb 25] [--first-bucket-mb 1]\n"
+                  "  [--batch 64] [--no-ddp | --pair] [--bucket-view | --no-bucket-view] [--bucket-cap-mb 25] [--first-bucket-mb 1]\n"
                   "  [--json out.json]\n");
       std::exit(0);
     } else {
@@ -58,6 +65,7 @@ Options parse(const std::vector<std::string>& args) {
   if (o.model != "mlp" && o.model != "wide" && o.model != "cnn")
     throw std::invalid_argument("--model must be mlp, wide or cnn; got '" + o.model + "'");
   if (o.steps < 1 || o.warmup < 0 || o.batch < 1) throw std::invalid_argument("--steps, --batch must be positive");
+  if (o.pair && !o.use_ddp) throw std::invalid_argument("--pair already runs the plain loop; drop --no-ddp");
   return o;
 }
 
@@ -102,6 +110,84 @@ Run<Net> run(Net net, const at::Tensor& x, const at::Tensor& y, const Options& o
   return {ms, delta, params};
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+struct Pair {
+  double plain_ms, ddp_ms;
+  int64_t params;
+};
+
+// Two copies of the model with the same weights: one plain, one under DDP.
+template <typename Net>
+Pair run_pair(Net plain, Net wrapped, const at::Tensor& x, const at::Tensor& y, const Options& o, GroupPtr g) {
+  {
+    at::NoGradGuard no_grad;
+    auto src = plain->parameters(), dst = wrapped->parameters();
+    for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
+  }
+  torch::optim::SGD opt_plain(plain->parameters(), 0.01), opt_ddp(wrapped->parameters(), 0.01);
+  DDPOptions d;
+  d.group = g;
+  d.gradient_as_bucket_view = o.bucket_view;
+  d.bucket_cap_mb = o.bucket_cap_mb;
+  d.first_bucket_cap_mb = o.first_bucket_mb;
+  DistributedDataParallel<Net> model(wrapped, d);
+  auto step_plain = [&] {
+    opt_plain.zero_grad();
+    torch::nn::functional::cross_entropy(plain->forward(x), y).backward();
+    opt_plain.step();
+  };
+  auto step_ddp = [&] {
+    opt_ddp.zero_grad();
+    torch::nn::functional::cross_entropy(model(x), y).backward();
+    opt_ddp.step();
+  };
+  for (int i = 0; i < o.warmup; ++i) step_plain(), step_ddp();
+  constexpr int kBlock = 10;
+  std::vector<double> t_plain, t_ddp;
+  auto block = [&](auto& step) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kBlock; ++i) step();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / kBlock;
+  };
+  g->barrier();
+  for (int b = 0; b < std::max(1, o.steps / kBlock); ++b) {
+    if (b % 2 == 0) t_plain.push_back(block(step_plain)), t_ddp.push_back(block(step_ddp));
+    else t_ddp.push_back(block(step_ddp)), t_plain.push_back(block(step_plain));
+  }
+  int64_t params = 0;
+  for (auto& p : plain->parameters()) params += p.numel();
+  return {median(t_plain), median(t_ddp), params};
+}
+
+int pair_main(const Options& o, GroupPtr g, const at::Tensor& x, const at::Tensor& y) {
+  Pair r{};
+  if (o.model == "cnn") {
+    r = run_pair(models::FashionCNN(), models::FashionCNN(), x, y, o, g);
+  } else {
+    models::MLPOptions m;
+    if (o.model == "wide") m.dim_hidden = 2048;
+    r = run_pair(models::MLP(m), models::MLP(m), x, y, o, g);
+  }
+  if (g->rank() == 0) {
+    std::printf("ddp-bench ddp --pair: model %s (%.2fM parameters), batch %d per rank, %d ranks, DDP over %s, %d threads/rank\n",
+                o.model.c_str(), r.params / 1e6, o.batch, g->size(), g->backend().c_str(), at::get_num_threads());
+    std::printf("  plain %.3f ms/step | DDP %.3f ms/step | DDP/plain %.4f (medians of 10-step blocks, alternating)\n",
+                r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms);
+    if (!o.json.empty()) {
+      std::ofstream f(o.json);
+      f << "{\"tool\": \"ddp-bench ddp --pair\", \"model\": \"" << o.model << "\", \"world\": " << g->size()
+        << ", \"backend\": \"" << g->backend() << "\", \"batch\": " << o.batch << ", \"params\": " << r.params
+        << ", \"plain_ms_per_step\": " << r.plain_ms << ", \"ddp_ms_per_step\": " << r.ddp_ms << "}\n";
+    }
+  }
+  destroy_process_group();
+  return 0;
+}
+
 }  // namespace
 
 int ddp_main(const std::vector<std::string>& args) {
@@ -111,6 +197,17 @@ int ddp_main(const std::vector<std::string>& args) {
   auto g = init_process_group(init);
   torch::manual_seed(1 + g->rank());  // different data per rank, as in training
   at::Tensor x, y;
+  if (o.pair) {
+    if (o.model == "cnn") {
+      x = at::randn({o.batch, 1, 28, 28});
+      y = at::randint(10, {o.batch}, at::kLong);
+    } else {
+      models::MLPOptions m;
+      x = at::randn({o.batch, m.dim_in});
+      y = at::randint(m.n_classes, {o.batch}, at::kLong);
+    }
+    return pair_main(o, g, x, y);
+  }
   double ms = 0;
   DDPStats s;
   int64_t params = 0;

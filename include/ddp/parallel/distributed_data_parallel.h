@@ -29,7 +29,9 @@ struct DDPOptions {
   GroupPtr group;                   // null: the default group
   double bucket_cap_mb = 25;        // bucket size cap
   double first_bucket_cap_mb = 1;   // the first bucket is small, so reduction starts early
-  bool gradient_as_bucket_view = false;  // gradients alias bucket memory: no copies
+  // Gradients alias bucket memory: no copies, less memory. On by default,
+  // unlike PyTorch (false there): see docs/ddp.md.
+  bool gradient_as_bucket_view = true;
   bool find_unused_parameters = false;   // parameters may get no gradient on some ranks
   bool broadcast_buffers = true;    // rank 0's buffers (BatchNorm statistics) before each forward
   bool static_graph = false;        // the set of used parameters never changes
