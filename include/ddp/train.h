@@ -12,6 +12,7 @@
 #include "ddp/train/evaluate.h"
 #include "ddp/train/losses.h"
 #include "ddp/train/metrics_log.h"
+#include "ddp/train/precision.h"
 #include "ddp/train/models/fashion_cnn.h"
 #include "ddp/train/models/mlp.h"
 #include "ddp/train/models/resnet.h"

@@ -1,5 +1,7 @@
 #include "ddp/train/config.h"
 
+#include "ddp/train/precision.h"
+
 #include <functional>
 #include <map>
 #include <sstream>
@@ -38,7 +40,7 @@ std::string usage() {
          "recipes: " + join(recipe_names()) + "\n"
          "  --epochs N  --batch-size N (per rank)  --lr X  --momentum X  --weight-decay X\n"
          "  --schedule SPEC (constant | step:N:G | cosine[:F] | onecycle[:P[:F]] | piecewise:x:y,...)  --warmup STEPS\n"
-         "  --label-smoothing X  --accumulate N  --cutout N  --ema-every N (0: off)\n"
+         "  --label-smoothing X  --accumulate N  --cutout N  --ema-every N (0: off)  --precision fp32|bf16\n"
          "  --data-dir DIR  --data shards|sampler  --limit-train N  --limit-test N  --eval-batch N\n"
          "  --out-dir DIR (default runs/RECIPE)  --seed N  --resume  --checkpoint-every STEPS  --keep-last K\n"
          "  --stop-after EPOCHS  --log-every STEPS  --backend gloo|mpi|auto  --no-progress\n";
@@ -80,6 +82,7 @@ TrainConfig parse_args(int argc, const char* const* argv) {
       {"--eval-batch", [&](auto& v) { c.eval_batch = parse_number<int64_t>("--eval-batch", v); }},
       {"--cutout", [&](auto& v) { c.cutout = parse_number<int64_t>("--cutout", v); }},
       {"--ema-every", [&](auto& v) { c.ema_every = parse_number<int64_t>("--ema-every", v); }},
+      {"--precision", [&](auto& v) { c.precision = to_string(parse_precision(v)); }},
   };
   for (int i = 2; i < argc; ++i) {
     std::string flag = argv[i], value;
@@ -142,6 +145,7 @@ std::vector<std::pair<std::string, std::string>> describe(const TrainConfig& c) 
           {"backend", c.backend},
           {"cutout", std::to_string(c.cutout)},
           {"ema_every", std::to_string(c.ema_every)},
+          {"precision", c.precision},
           {"limit_train", std::to_string(c.limit_train)},
           {"limit_test", std::to_string(c.limit_test)}};
 }

@@ -2,6 +2,8 @@
 // train_epoch), distributed evaluation, logs and checkpoints.
 #include "ddp/train/trainer.h"
 
+#include "ddp/train/precision.h"
+
 #include <ATen/ATen.h>
 #include <torch/optim/sgd.h>
 
@@ -85,9 +87,11 @@ EvalResult evaluate_epoch(Job& j) {
   torch::nn::AnyModule& net = j.ema ? j.shadow : j.recipe.model;
   const bool flip = j.recipe.eval_flip;
   net.ptr()->eval();
+  const Precision precision = parse_precision(j.cfg.precision);
   auto forward = [&](const at::Tensor& x) {
-    at::Tensor logits = net.forward(x);
-    return flip ? (logits + net.forward(x.flip(3))) / 2 : logits;
+    Autocast autocast(precision);
+    at::Tensor logits = net.forward(x).to(at::kFloat);
+    return flip ? (logits + net.forward(x.flip(3)).to(at::kFloat)) / 2 : logits;
   };
   EvalResult r = evaluate(forward, j.recipe.test_x, j.recipe.test_y, j.cfg.eval_batch, *j.group);
   net.ptr()->train();
@@ -103,6 +107,7 @@ double train_epoch(Job& j, detail::LoopState& s) {
   int64_t counted = 0, window = 0;
   const auto t0 = Clock::now();
   const int64_t first_micro = s.micro;
+  const Precision precision = parse_precision(c.precision);
   while (s.micro < j.micro_per_epoch) {
     auto batch = j.loader->next();
     if (!batch) break;
@@ -113,7 +118,12 @@ double train_epoch(Job& j, detail::LoopState& s) {
     {
       std::optional<DistributedDataParallelBase::NoSyncGuard> no_sync;
       if (!sync) no_sync.emplace(*j.model);
-      loss = label_smoothing_cross_entropy((*j.model)(batch->data), batch->target, c.label_smoothing).mean();
+      at::Tensor logits;
+      {
+        Autocast autocast(precision);  // bf16: the forward pass only
+        logits = (*j.model)(batch->data).to(at::kFloat);
+      }
+      loss = label_smoothing_cross_entropy(logits, batch->target, c.label_smoothing).mean();
       (loss / double(c.accumulate)).backward();  // gradients averaged across ranks here when sync
     }
     ++s.micro;

@@ -3,6 +3,9 @@
 
 #include "ddp/train/models/fashion_cnn.h"
 #include "ddp/train/models/resnet.h"
+#include "ddp/train/precision.h"
+
+#include <ATen/autocast_mode.h>
 
 namespace ddp::models {
 namespace {
@@ -63,6 +66,51 @@ TEST(ResNet9BagOfTricks, ShapesFrozenLayersAndGhostBatchNorm) {
   EXPECT_THROW(net->forward(at::randn({6, 3, 32, 32})), std::invalid_argument);  // 6 does not divide by 4
   net->eval();
   EXPECT_EQ(net->forward(at::randn({3, 3, 32, 32})).sizes(), (std::vector<int64_t>{3, 10}));
+}
+
+// --precision bf16: the forward pass runs in bfloat16 (autocast) inside the
+// scope only; weights and gradients stay float32; the logits agree with
+// float32 to bfloat16's precision.
+TEST(Precision, Bf16AutocastScopesTheForwardPass) {
+  at::manual_seed(3);
+  at::Tensor w = patch_whitening(at::randn({32, 3, 8, 8}));
+  ResNet9BagOfTricks net(w, 10, 0.125, 1);
+  net->eval();
+  at::Tensor x = at::randn({4, 3, 32, 32});
+  at::Tensor fp32 = net->forward(x);
+  at::Tensor bf16;
+  {
+    train::Autocast autocast(train::Precision::BF16);
+    EXPECT_TRUE(at::autocast::is_cpu_enabled());
+    bf16 = net->forward(x);
+  }
+  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  EXPECT_EQ(fp32.scalar_type(), at::kFloat);
+  EXPECT_EQ(bf16.scalar_type(), at::kBFloat16);
+  const double scale = fp32.abs().max().item<double>();
+  const double err = (bf16.to(at::kFloat) - fp32).abs().max().item<double>() / scale;
+  EXPECT_GT(err, 0.0) << "autocast changed nothing";
+  EXPECT_LT(err, 0.05) << "bfloat16 logits far from float32 ones";
+  EXPECT_TRUE(at::equal(net->forward(x), fp32)) << "float32 again after the scope";
+
+  net->train();
+  {
+    train::Autocast autocast(train::Precision::BF16);
+    net->forward(at::randn({4, 3, 32, 32})).to(at::kFloat).sum().backward();
+  }
+  for (const auto& p : net->parameters()) {
+    EXPECT_EQ(p.scalar_type(), at::kFloat);
+    if (p.grad().defined()) EXPECT_EQ(p.grad().scalar_type(), at::kFloat);
+  }
+  train::Autocast off(train::Precision::FP32);
+  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  EXPECT_EQ(train::parse_precision("bf16"), train::Precision::BF16);
+  try {
+    train::parse_precision("fp16");
+    ADD_FAILURE() << "expected InvalidArgument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "ddp-train: --precision must be fp32 or bf16, got 'fp16'");
+  }
 }
 
 // Ghost batch norm over 2 splits equals plain batch norm on each slice: slice s holds
