@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Collective bandwidth of ddp's backends beside their peers, in one run:
-# gloo against PyTorch's Python gloo (python3-torch), mpi against plain
+# gloo against PyTorch's Python gloo (python3-torch) and against c10d's
+# ProcessGroupGloo called directly in the same processes, mpi against plain
 # OpenMPI calls in the same processes (alternating per size, best of 3).
 # Usage: bench/collectives.sh [nproc] [out dir]
 set -euo pipefail
@@ -19,6 +20,12 @@ done
 echo "## gloo: ddp vs PyTorch (Python)"
 /usr/bin/python3 bench/compare_collectives.py "$OUT/ddp-gloo-1.json,$OUT/ddp-gloo-2.json" \
   "$OUT/torch-gloo-1.json,$OUT/torch-gloo-2.json"
+# The same engine without Python, in the same processes, alternating per size:
+# what ddp's gloo backend adds to c10d's ProcessGroupGloo, free of run-to-run drift.
+$RUN --backend gloo build/bin/ddp-bench collectives --backend gloo --raw-c10d --min-bytes 1K \
+  --json "$OUT/ddp-gloo-c10d.json" >/dev/null
+echo "## gloo: ddp vs c10d's ProcessGroupGloo called directly"
+/usr/bin/python3 bench/compare_collectives.py "$OUT/ddp-gloo-c10d.json"
 if build/bin/ddp-bench collectives --help >/dev/null 2>&1 && [ -x "$(command -v mpirun)" ]; then
   $RUN --backend mpi build/bin/ddp-bench collectives --backend mpi --raw-mpi --json "$OUT/ddp-mpi.json" >/dev/null
   echo "## mpi: ddp vs plain OpenMPI calls"

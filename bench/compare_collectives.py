@@ -23,11 +23,12 @@ def load(paths):
 def main():
     ours_d, ours = load(sys.argv[1])
     peer_d, peer = load(sys.argv[2]) if len(sys.argv) > 2 else ({}, {})
-    print(f"# ours: {ours_d['backend']} x{ours_d['world']}; peer: {peer_d.get('tool', 'raw MPI in the same run')}")
+    in_run = "raw c10d ProcessGroupGloo in the same run" if ours_d["backend"] == "gloo" else "raw MPI in the same run"
+    print(f"# ours: {ours_d['backend']} x{ours_d['world']}; peer: {peer_d.get('tool', in_run)}")
     print(f"{'op':<15}{'size(B)':>10}{'ours(us)':>11}{'busbw':>8}{'peer(us)':>11}{'busbw':>8}{'peer/ours':>11}")
     for key, r in ours.items():
         p = peer.get(key)
-        p_us = p["time_us"] if p else r.get("raw_mpi_time_us")
+        p_us = p["time_us"] if p else r.get("raw_mpi_time_us", r.get("raw_c10d_time_us"))
         p_bw = p["busbw_gbps"] if p else None
         line = f"{key[0]:<15}{key[1]:>10}{r['time_us']:>11.1f}{r['busbw_gbps']:>8.3f}"
         if p_us:

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -23,6 +24,7 @@ struct Options {
   std::vector<std::string> ops = {"all_reduce", "all_gather", "broadcast", "reduce_scatter"};
   std::string json;
   bool raw_mpi = false;
+  bool raw_c10d = false;
   int rounds = 3;  // per size, ours and the raw peer alternate; the best round counts
 };
 
@@ -50,6 +52,7 @@ Options parse(const std::vector<std::string>& args) {
     else if (a == "--max-bytes") o.max_bytes = parse_bytes(a, value());
     else if (a == "--json") o.json = value();
     else if (a == "--raw-mpi") o.raw_mpi = true;
+    else if (a == "--raw-c10d") o.raw_c10d = true;
     else if (a == "--rounds") {
       o.rounds = std::stoi(value());
       if (o.rounds < 1) throw std::invalid_argument("--rounds must be at least 1");
@@ -64,7 +67,7 @@ Options parse(const std::vector<std::string>& args) {
       }
     } else if (a == "-h" || a == "--help") {
       std::printf("ddp-bench collectives [--backend gloo|mpi|auto] [--min-bytes 4] [--max-bytes 64M]\n"
-                  "  [--ops all_reduce,all_gather,broadcast,reduce_scatter] [--json out.json] [--raw-mpi] [--rounds 3]\n");
+                  "  [--ops all_reduce,all_gather,broadcast,reduce_scatter] [--json out.json] [--raw-mpi | --raw-c10d] [--rounds 3]\n");
       std::exit(0);
     } else {
       throw std::invalid_argument("unknown option '" + a + "' (see --help)");
@@ -116,16 +119,37 @@ int collectives_main(const std::vector<std::string>& args) {
   Options o = parse(args);
   InitOptions init;
   init.backend = o.backend;
+  std::shared_ptr<RawGloo> raw_gloo;
+#ifdef DDP_HAVE_GLOO
+  if (o.raw_c10d) {
+    // One store for both: ours rendezvous on it, the raw peer under a prefix.
+    if (o.backend != "gloo") throw std::invalid_argument("--raw-c10d needs --backend gloo");
+    auto env = [](const char* n) {
+      const char* v = std::getenv(n);
+      if (!v) throw std::invalid_argument(std::string("--raw-c10d runs under ddprun: ") + n + " is not set");
+      return std::string(v);
+    };
+    init.rank = std::stoi(env("RANK"));
+    init.world_size = std::stoi(env("WORLD_SIZE"));
+    init.store = make_tcp_store(env("MASTER_ADDR"), std::stoi(env("MASTER_PORT")), init.rank == 0, init.world_size,
+                                std::chrono::minutes(2));
+  }
+#endif
   auto g = init_process_group(init);
   const int w = g->size();
   const bool lead = g->rank() == 0;
   if (o.raw_mpi && g->backend() != "mpi")
     throw std::invalid_argument("--raw-mpi needs --backend mpi (it times MPI_COMM_WORLD directly)");
+#ifdef DDP_HAVE_GLOO
+  if (o.raw_c10d) raw_gloo = make_raw_gloo(init.store, g->rank(), w);
+#else
+  if (o.raw_c10d) throw std::invalid_argument("--raw-c10d: this build has no gloo");
+#endif
   if (lead) {
     std::printf("# ddp-bench collectives: backend %s, %d ranks, float32, time = max over ranks\n",
                 g->backend().c_str(), w);
     std::printf("# %-14s %12s %10s %12s %12s%s\n", "op", "size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
-                o.raw_mpi ? "  mpi-raw(us)   ours/raw" : "");
+                o.raw_mpi ? "  mpi-raw(us)   ours/raw" : o.raw_c10d ? " c10d-raw(us)   ours/raw" : "");
   }
   std::vector<Row> rows;
   for (const auto& op : o.ops) {
@@ -136,12 +160,14 @@ int collectives_main(const std::vector<std::string>& args) {
       at::Tensor out = at::ones({count});
       int iters = iterations(bytes);
       // Rounds alternate ours and the raw peer, so both see the same machine.
-      double us = 1e300, raw = o.raw_mpi ? 1e300 : -1;
+      const bool peer = o.raw_mpi || (raw_gloo && op != "reduce_scatter");
+      double us = 1e300, raw = peer ? 1e300 : -1;
       for (int round = 0; round < o.rounds; ++round) {
         us = std::min(us, time_op(*g, op, count, iters, in, out));
 #ifdef DDP_HAVE_MPI
         if (o.raw_mpi) raw = std::min(raw, raw_mpi_time_us(op, in.data_ptr(), out.data_ptr(), count, iters));
 #endif
+        if (peer && raw_gloo) raw = std::min(raw, raw_gloo_time_us(*raw_gloo, op, in, out, count, iters));
       }
       double algbw = bytes / us / 1e3;
       Row r{op, bytes, us, algbw, algbw * bus_factor(op, w), raw};
@@ -162,7 +188,7 @@ int collectives_main(const std::vector<std::string>& args) {
       const Row& r = rows[i];
       f << "  {\"op\": \"" << r.op << "\", \"bytes\": " << r.bytes << ", \"time_us\": " << r.us
         << ", \"algbw_gbps\": " << r.algbw << ", \"busbw_gbps\": " << r.busbw;
-      if (r.raw_us > 0) f << ", \"raw_mpi_time_us\": " << r.raw_us;
+      if (r.raw_us > 0) f << (o.raw_c10d ? ", \"raw_c10d_time_us\": " : ", \"raw_mpi_time_us\": ") << r.raw_us;
       f << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
     }
     f << "]}\n";
