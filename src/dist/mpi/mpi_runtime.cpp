@@ -18,6 +18,9 @@ constexpr auto kMinBackoff = std::chrono::microseconds(20);
 constexpr auto kMaxBackoff = std::chrono::microseconds(500);
 // How often the idle thread checks the deadline of an inline call.
 constexpr auto kWatchdogPeriod = std::chrono::milliseconds(50);
+// How long a caller waits for a just-completed task to be released before it
+// gives up running inline (the call is then queued as usual).
+constexpr auto kSettleWait = std::chrono::milliseconds(20);
 
 std::mutex g_create_mu;
 std::atomic<Runtime*> g_runtime{nullptr};  // leaked on purpose: used until exit
@@ -126,7 +129,10 @@ void Runtime::post(std::function<void()> fn) {
 bool Runtime::try_run_inline(const TaskPtr& task, bool queued) {
   if (!inline_enabled_ || !task->may_run_inline) return false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    // A task that has just completed (its caller may be this thread) is still
+    // being released by the thread, which may free a communicator: wait.
+    settle_cv_.wait_for(lock, kSettleWait, [this] { return !(running_ && running_->done()); });
     if (stopping_ || running_ || inline_ || requests_pending_ > 0) return false;
     if (queued) {
       if (queue_.empty() || queue_.front() != task) return false;
@@ -242,6 +248,7 @@ void Runtime::loop() {
       running_ = nullptr;
       requests_pending_ = active_.size();
       task.reset();  // may free a communicator: directly, on this thread
+      settle_cv_.notify_all();  // a caller may wait to run inline
       backoff = kMinBackoff;
       continue;
     }

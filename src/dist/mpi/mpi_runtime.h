@@ -94,6 +94,7 @@ class Runtime {
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // the thread waits for tasks
   std::condition_variable idle_cv_;  // stop() waits for the thread
+  std::condition_variable settle_cv_;  // try_run_inline waits for running_ to clear
   std::deque<TaskPtr> queue_;
   Task* running_ = nullptr;       // the task the thread runs now (guarded by mu_)
   Task* inline_ = nullptr;        // the task a caller runs inline now (guarded by mu_)
