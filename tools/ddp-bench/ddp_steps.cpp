@@ -69,6 +69,15 @@ Options parse(const std::vector<std::string>& args) {
   return o;
 }
 
+DDPOptions ddp_options(const Options& o, GroupPtr g) {
+  DDPOptions d;
+  d.group = std::move(g);
+  d.gradient_as_bucket_view = o.bucket_view;
+  d.bucket_cap_mb = o.bucket_cap_mb;
+  d.first_bucket_cap_mb = o.first_bucket_mb;
+  return d;
+}
+
 template <typename Net>
 struct Run {
   double ms_per_step;
@@ -81,12 +90,7 @@ Run<Net> run(Net net, const at::Tensor& x, const at::Tensor& y, const Options& o
   torch::optim::SGD opt(net->parameters(), 0.01);
   std::unique_ptr<DistributedDataParallel<Net>> model;
   if (o.use_ddp) {
-    DDPOptions d;
-    d.group = g;
-    d.gradient_as_bucket_view = o.bucket_view;
-    d.bucket_cap_mb = o.bucket_cap_mb;
-    d.first_bucket_cap_mb = o.first_bucket_mb;
-    model = std::make_unique<DistributedDataParallel<Net>>(net, d);
+    model = std::make_unique<DistributedDataParallel<Net>>(net, ddp_options(o, g));
   }
   auto step = [&] {
     opt.zero_grad();
@@ -129,12 +133,7 @@ Pair run_pair(Net plain, Net wrapped, const at::Tensor& x, const at::Tensor& y, 
     for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
   }
   torch::optim::SGD opt_plain(plain->parameters(), 0.01), opt_ddp(wrapped->parameters(), 0.01);
-  DDPOptions d;
-  d.group = g;
-  d.gradient_as_bucket_view = o.bucket_view;
-  d.bucket_cap_mb = o.bucket_cap_mb;
-  d.first_bucket_cap_mb = o.first_bucket_mb;
-  DistributedDataParallel<Net> model(wrapped, d);
+  DistributedDataParallel<Net> model(wrapped, ddp_options(o, g));
   auto step_plain = [&] {
     opt_plain.zero_grad();
     torch::nn::functional::cross_entropy(plain->forward(x), y).backward();
