@@ -182,7 +182,11 @@ void Reducer::mark_ready(size_t index, bool used) {
 // sequence of collectives whatever the order its gradients arrived in.
 void Reducer::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
-    if (next_launch_ == 0) first_launch_ = Clock::now();
+    const auto now = Clock::now();
+    if (next_launch_ == 0) first_launch_ = now;
+    // The last bucket is launched once every gradient is in: backward's
+    // computation ends here (its reduction may block inside this hook).
+    if (next_launch_ + 1 == buckets_.size()) last_launch_ = now;
     Bucket& bucket = buckets_[next_launch_];
     if (solo_) {
       ++next_launch_;
@@ -217,6 +221,7 @@ void Reducer::fail_unfinished() {
 // Runs at the end of backward (queued on the autograd engine).
 void Reducer::finalize() {
   backward_end_ = Clock::now();
+  if (next_launch_ == buckets_.size()) backward_end_ = std::min(backward_end_, last_launch_);
   std::vector<char> globally_used(params_.size(), 1);
   Work used_work;
   at::Tensor used_counts;

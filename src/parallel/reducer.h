@@ -97,7 +97,7 @@ class Reducer {
   bool rebuilt_ = false, rebuild_due_ = false;
 
   DDPStats stats_;
-  Clock::time_point first_launch_, backward_end_;
+  Clock::time_point first_launch_, last_launch_, backward_end_;
 };
 
 }  // namespace ddp::detail

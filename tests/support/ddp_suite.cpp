@@ -393,6 +393,31 @@ void comm_hook_sees_every_bucket(ProcessGroup& g) {
   EXPECT_EQ(hook->calls, g.size() > 1 ? 3 : 0) << tag(g, "one call per bucket");
 }
 
+// The last bucket's reduction starts when backward's computation ends, so
+// all of it is exposed: with a single bucket nothing overlaps.
+void stats_count_exposed_communication(ProcessGroup& g) {
+  for (bool many : {false, true}) {
+    auto net = seeded<Net>(1);
+    DDPOptions o;
+    o.group = handle(g);
+    if (many) o.bucket_cap_mb = o.first_bucket_cap_mb = 1e-6;
+    DistributedDataParallel model(net, o);
+    for (int step = 0; step < 3; ++step)
+      torch::mse_loss(model(torch::ones({1, 2})), torch::zeros({1, 4})).backward();
+    const DDPStats& s = model.stats();
+    const std::string what = tag(g, many ? "three buckets" : "one bucket");
+    EXPECT_EQ(s.iterations, 3) << what;
+    EXPECT_EQ(model.bucket_parameter_names().size(), many ? 3u : 1u) << what;
+    if (many) {
+      EXPECT_GE(s.comm_ms, s.exposed_ms) << what;
+    } else {
+      EXPECT_EQ(s.comm_ms, s.exposed_ms) << what;
+      EXPECT_EQ(s.overlapped_ms(), 0.0) << what;
+    }
+    if (g.size() > 1) EXPECT_GT(s.exposed_ms, 0.0) << what;
+  }
+}
+
 }  // namespace
 
 const std::vector<SuiteCase>& ddp_suite() {
@@ -406,6 +431,7 @@ const std::vector<SuiteCase>& ddp_suite() {
       {"DdpMismatchedModels", mismatched_models_fail_everywhere},
       {"DdpCommHook", comm_hook_sees_every_bucket},
       {"DdpEvaluationForwardOnOneRank", evaluation_forward_on_one_rank},
+      {"DdpStatsCountExposedCommunication", stats_count_exposed_communication},
   };
   return cases;
 }
