@@ -17,7 +17,7 @@ std::string to_string(Precision p) { return p == Precision::BF16 ? "bf16" : "fp3
 Autocast::Autocast(Precision p) : active_(p == Precision::BF16) {
   if (!active_) return;
   was_enabled_ = at::autocast::is_cpu_enabled();
-  previous_dtype_ = static_cast<int>(at::autocast::get_autocast_cpu_dtype());
+  previous_dtype_ = at::autocast::get_autocast_cpu_dtype();
   at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
   at::autocast::set_cpu_enabled(true);
 }
@@ -25,7 +25,7 @@ Autocast::Autocast(Precision p) : active_(p == Precision::BF16) {
 Autocast::~Autocast() {
   if (!active_) return;
   at::autocast::set_cpu_enabled(was_enabled_);
-  at::autocast::set_autocast_cpu_dtype(static_cast<at::ScalarType>(previous_dtype_));
+  at::autocast::set_autocast_cpu_dtype(previous_dtype_);
   if (!was_enabled_) at::autocast::clear_cache();  // casts of weights are cached per forward
 }
 

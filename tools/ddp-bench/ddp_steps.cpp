@@ -78,26 +78,32 @@ DDPOptions ddp_options(const Options& o, GroupPtr g) {
   return d;
 }
 
-template <typename Net>
 struct Run {
   double ms_per_step;
   DDPStats stats;
   int64_t params;
 };
 
+int64_t count_params(torch::nn::Module& m) {
+  int64_t n = 0;
+  for (auto& p : m.parameters()) n += p.numel();
+  return n;
+}
+
+// One SGD step on the fixed batch; `forward` is the plain model or DDP.
+template <typename Forward>
+void sgd_step(torch::optim::SGD& opt, Forward&& forward, const at::Tensor& x, const at::Tensor& y) {
+  opt.zero_grad();
+  torch::nn::functional::cross_entropy(forward(x), y).backward();
+  opt.step();
+}
+
 template <typename Net>
-Run<Net> run(Net net, const at::Tensor& x, const at::Tensor& y, const Options& o, GroupPtr g) {
+Run run(Net net, const at::Tensor& x, const at::Tensor& y, const Options& o, GroupPtr g) {
   torch::optim::SGD opt(net->parameters(), 0.01);
   std::unique_ptr<DistributedDataParallel<Net>> model;
-  if (o.use_ddp) {
-    model = std::make_unique<DistributedDataParallel<Net>>(net, ddp_options(o, g));
-  }
-  auto step = [&] {
-    opt.zero_grad();
-    at::Tensor out = model ? (*model)(x) : net->forward(x);
-    torch::nn::functional::cross_entropy(out, y).backward();
-    opt.step();
-  };
+  if (o.use_ddp) model = std::make_unique<DistributedDataParallel<Net>>(net, ddp_options(o, g));
+  auto step = [&] { sgd_step(opt, [&](const at::Tensor& in) { return model ? (*model)(in) : net->forward(in); }, x, y); };
   for (int i = 0; i < o.warmup; ++i) step();
   DDPStats before = model ? model->stats() : DDPStats{};
   g->barrier();
@@ -109,9 +115,7 @@ Run<Net> run(Net net, const at::Tensor& x, const at::Tensor& y, const Options& o
   delta.iterations = after.iterations - before.iterations;
   delta.comm_ms = after.comm_ms - before.comm_ms;
   delta.exposed_ms = after.exposed_ms - before.exposed_ms;
-  int64_t params = 0;
-  for (auto& p : net->parameters()) params += p.numel();
-  return {ms, delta, params};
+  return {ms, delta, count_params(*net)};
 }
 
 double median(std::vector<double> v) {
@@ -134,16 +138,8 @@ Pair run_pair(Net plain, Net wrapped, const at::Tensor& x, const at::Tensor& y, 
   }
   torch::optim::SGD opt_plain(plain->parameters(), 0.01), opt_ddp(wrapped->parameters(), 0.01);
   DistributedDataParallel<Net> model(wrapped, ddp_options(o, g));
-  auto step_plain = [&] {
-    opt_plain.zero_grad();
-    torch::nn::functional::cross_entropy(plain->forward(x), y).backward();
-    opt_plain.step();
-  };
-  auto step_ddp = [&] {
-    opt_ddp.zero_grad();
-    torch::nn::functional::cross_entropy(model(x), y).backward();
-    opt_ddp.step();
-  };
+  auto step_plain = [&] { sgd_step(opt_plain, [&](const at::Tensor& in) { return plain->forward(in); }, x, y); };
+  auto step_ddp = [&] { sgd_step(opt_ddp, model, x, y); };
   for (int i = 0; i < o.warmup; ++i) step_plain(), step_ddp();
   constexpr int kBlock = 10;
   std::vector<double> t_plain, t_ddp;
@@ -157,20 +153,27 @@ Pair run_pair(Net plain, Net wrapped, const at::Tensor& x, const at::Tensor& y, 
     if (b % 2 == 0) t_plain.push_back(block(step_plain)), t_ddp.push_back(block(step_ddp));
     else t_ddp.push_back(block(step_ddp)), t_plain.push_back(block(step_plain));
   }
-  int64_t params = 0;
-  for (auto& p : plain->parameters()) params += p.numel();
-  return {median(t_plain), median(t_ddp), params};
+  return {median(t_plain), median(t_ddp), count_params(*plain)};
+}
+
+// Calls fn with a factory of fresh models of --model.
+template <typename Fn>
+auto with_model(const Options& o, Fn fn) {
+  if (o.model == "cnn") return fn([] { return models::FashionCNN(); });
+  models::MLPOptions m;
+  if (o.model == "wide") m.dim_hidden = 2048;
+  return fn([m] { return models::MLP(m); });
+}
+
+// A fixed synthetic batch for --model, different per rank (seeded by the caller).
+std::pair<at::Tensor, at::Tensor> make_batch(const Options& o) {
+  if (o.model == "cnn") return {at::randn({o.batch, 1, 28, 28}), at::randint(10, {o.batch}, at::kLong)};
+  models::MLPOptions m;
+  return {at::randn({o.batch, m.dim_in}), at::randint(m.n_classes, {o.batch}, at::kLong)};
 }
 
 int pair_main(const Options& o, GroupPtr g, const at::Tensor& x, const at::Tensor& y) {
-  Pair r{};
-  if (o.model == "cnn") {
-    r = run_pair(models::FashionCNN(), models::FashionCNN(), x, y, o, g);
-  } else {
-    models::MLPOptions m;
-    if (o.model == "wide") m.dim_hidden = 2048;
-    r = run_pair(models::MLP(m), models::MLP(m), x, y, o, g);
-  }
+  Pair r = with_model(o, [&](auto make) { return run_pair(make(), make(), x, y, o, g); });
   if (g->rank() == 0) {
     std::printf("ddp-bench ddp --pair: model %s (%.2fM parameters), batch %d per rank, %d ranks, DDP over %s, %d threads/rank\n",
                 o.model.c_str(), r.params / 1e6, o.batch, g->size(), g->backend().c_str(), at::get_num_threads());
@@ -195,34 +198,12 @@ int ddp_main(const std::vector<std::string>& args) {
   init.backend = o.backend;
   auto g = init_process_group(init);
   torch::manual_seed(1 + g->rank());  // different data per rank, as in training
-  at::Tensor x, y;
-  if (o.pair) {
-    if (o.model == "cnn") {
-      x = at::randn({o.batch, 1, 28, 28});
-      y = at::randint(10, {o.batch}, at::kLong);
-    } else {
-      models::MLPOptions m;
-      x = at::randn({o.batch, m.dim_in});
-      y = at::randint(m.n_classes, {o.batch}, at::kLong);
-    }
-    return pair_main(o, g, x, y);
-  }
-  double ms = 0;
-  DDPStats s;
-  int64_t params = 0;
-  if (o.model == "cnn") {
-    x = at::randn({o.batch, 1, 28, 28});
-    y = at::randint(10, {o.batch}, at::kLong);
-    auto r = run(models::FashionCNN(), x, y, o, g);
-    ms = r.ms_per_step, s = r.stats, params = r.params;
-  } else {
-    models::MLPOptions m;
-    if (o.model == "wide") m.dim_hidden = 2048;
-    x = at::randn({o.batch, m.dim_in});
-    y = at::randint(m.n_classes, {o.batch}, at::kLong);
-    auto r = run(models::MLP(m), x, y, o, g);
-    ms = r.ms_per_step, s = r.stats, params = r.params;
-  }
+  auto [x, y] = make_batch(o);
+  if (o.pair) return pair_main(o, g, x, y);
+  Run r = with_model(o, [&](auto make) { return run(make(), x, y, o, g); });
+  double ms = r.ms_per_step;
+  const DDPStats& s = r.stats;
+  const int64_t params = r.params;
   at::Tensor worst = at::full({1}, ms, at::kDouble);  // the slowest rank sets the pace
   g->all_reduce(worst, ddp::op(ReduceOp::MAX));
   ms = worst.item<double>();

@@ -11,6 +11,8 @@
 // native bfloat16 (AVX512-BF16, AMX) oneDNN runs such convolutions several
 // times faster (ResNet-9 here: 2.6x per step); elsewhere it may be slower.
 #pragma once
+#include <c10/core/ScalarType.h>
+
 #include <string>
 
 namespace ddp::train {
@@ -33,7 +35,7 @@ class Autocast {
  private:
   bool active_;
   bool was_enabled_ = false;
-  int previous_dtype_ = 0;
+  at::ScalarType previous_dtype_ = at::kBFloat16;
 };
 
 }  // namespace ddp::train
