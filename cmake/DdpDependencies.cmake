@@ -1,5 +1,5 @@
 # Finds LibTorch (Debian's libtorch-dev layout or a LibTorch tree via Torch_ROOT),
-# Gloo (through c10d) and OpenMPI. Defines ddp_torch, ddp_gloo, ddp_mpi targets
+# Gloo (through c10d) and OpenMPI. Defines the imported targets ddp::torch and ddp::c10d_gloo
 # and DDP_HAVE_GLOO / DDP_HAVE_MPI. Shared with ddpConfig.cmake.
 include_guard(GLOBAL)
 find_package(Threads REQUIRED)
@@ -13,9 +13,9 @@ if(NOT DDP_TORCH_INCLUDE_DIR OR NOT DDP_TORCH_CPU_LIB OR NOT DDP_C10_LIB)
   message(FATAL_ERROR "LibTorch not found: install libtorch-dev (./scripts/install-deps.sh) "
                       "or point Torch_ROOT at an unpacked LibTorch")
 endif()
-if(NOT TARGET ddp_torch)
-  add_library(ddp_torch INTERFACE IMPORTED)
-  set_target_properties(ddp_torch PROPERTIES
+if(NOT TARGET ddp::torch)
+  add_library(ddp::torch INTERFACE IMPORTED)
+  set_target_properties(ddp::torch PROPERTIES
     INTERFACE_INCLUDE_DIRECTORIES "${DDP_TORCH_INCLUDE_DIR};${DDP_TORCH_INCLUDE_DIR}/torch/csrc/api/include"
     INTERFACE_LINK_LIBRARIES "${DDP_TORCH_LIB};${DDP_TORCH_CPU_LIB};${DDP_C10_LIB};Threads::Threads")
 endif()
@@ -27,9 +27,9 @@ if(DDP_WITH_GLOO)
   if(DDP_GLOO_INCLUDE_DIR AND DDP_GLOO_LIB AND
      EXISTS "${DDP_TORCH_INCLUDE_DIR}/torch/csrc/distributed/c10d/ProcessGroupGloo.hpp")
     set(DDP_HAVE_GLOO ON)
-    if(NOT TARGET ddp_gloo)
-      add_library(ddp_gloo INTERFACE IMPORTED)
-      set_target_properties(ddp_gloo PROPERTIES
+    if(NOT TARGET ddp::c10d_gloo)
+      add_library(ddp::c10d_gloo INTERFACE IMPORTED)
+      set_target_properties(ddp::c10d_gloo PROPERTIES
         INTERFACE_INCLUDE_DIRECTORIES "${DDP_GLOO_INCLUDE_DIR}"
         INTERFACE_COMPILE_DEFINITIONS "USE_C10D_GLOO"
         INTERFACE_LINK_LIBRARIES "${DDP_GLOO_LIB}")
@@ -48,4 +48,13 @@ if(DDP_WITH_MPI)
   else()
     message(STATUS "ddp: MPI backend disabled (need libopenmpi-dev)")
   endif()
+endif()
+
+# The process-group backends this build has, in the order ddp_BACKENDS lists them.
+set(DDP_BACKENDS_LIST local)
+if(DDP_HAVE_GLOO)
+  list(APPEND DDP_BACKENDS_LIST gloo)
+endif()
+if(DDP_HAVE_MPI)
+  list(APPEND DDP_BACKENDS_LIST mpi)
 endif()

@@ -1,11 +1,13 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
-install(TARGETS ddp EXPORT ddpTargets
+install(TARGETS ddp ddp_dist ddp_data ddp_parallel ddp_train EXPORT ddpTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY include/ddp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT ddpTargets NAMESPACE ddp:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ddp)
+# ddpConfig.cmake reports DDP_BACKENDS_LIST (DdpDependencies.cmake) as ddp_BACKENDS.
+file(WRITE ${CMAKE_BINARY_DIR}/ddp_backends.txt "ddp backends: ${DDP_BACKENDS_LIST}\n")  # for the install test
 configure_package_config_file(cmake/ddpConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/ddpConfig.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ddp)

@@ -1,4 +1,4 @@
-// C = A @ B computed across ranks two ways (the course's exercise 2), each
+// C = A @ B computed across ranks two ways, each
 // checked against the single-process product.
 //
 //   build/bin/ddprun --nproc-per-node 2 --standalone build/bin/matmul_partition [m k n]

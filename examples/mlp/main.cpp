@@ -1,11 +1,10 @@
-// The course's MLP (seed 003, exercises 1, 3 and 4): a 4-layer tanh MLP on
-// synthetic data, single-process or data-parallel with DDP.
+// A 4-layer tanh MLP on synthetic data, single-process or data-parallel with DDP.
 //
 //   build/bin/mlp                                                        # one process
 //   build/bin/ddprun --nproc-per-node 2 --standalone build/bin/mlp --data skip
 //   build/bin/ddprun --nproc-per-node 2 --standalone build/bin/mlp --data sampler
 //
-// --data skip: rank r trains on the batches i with i % world == r (the course's way);
+// --data skip: rank r trains on the batches i with i % world == r;
 // --data sampler: each rank draws its batches through a DistributedSampler.
 // Prints the config, then every 100 steps:
 //   step 100 | train_loss 2.9051 | test_loss 3.1213 | step time 1.62 ms
@@ -87,9 +86,8 @@ int main(int argc, char** argv) try {
                 (long long)c.train_size, (long long)c.batch_size, c.learning_rate, (long long)c.niters, world,
                 c.data.c_str());
 
-  // The same data set on every rank (rand_state 0). As in the course, the
-  // first 10% is the training set; the last 10%, never trained on, is the test set
-  // (the course printed the training loss twice).
+  // The same data set on every rank (rand_state 0): the first 10% is the
+  // training set; the last 10%, never trained on, is the test set.
   ddp::ClassificationOptions d;
   d.n_samples = c.train_size;
   d.n_features = c.dim_in;
@@ -138,7 +136,7 @@ int main(int argc, char** argv) try {
     optimizer.step();
     step_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     ++timed;
-    // Linear decay of the learning rate to 0.3x over niters (the course's LinearLR).
+    // Linear decay of the learning rate to 0.3x over niters.
     double factor = 1.0 - 0.7 * double(step + 1) / double(c.niters);
     for (auto& group : optimizer.param_groups())
       static_cast<torch::optim::SGDOptions&>(group.options()).lr(c.learning_rate * factor);

@@ -10,7 +10,7 @@
 #include <string>
 #include <thread>
 
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 
 namespace ddp::data {
 namespace {

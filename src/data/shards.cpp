@@ -11,7 +11,7 @@
 #include <regex>
 
 #include "byte_reader.h"
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 #include "shard_manifest.h"
 #include "tensor_file.h"
 

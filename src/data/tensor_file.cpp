@@ -15,7 +15,7 @@
 
 #include "byte_reader.h"
 #include "ddp/data/data_error.h"
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 
 namespace ddp::data::detail {
 namespace {

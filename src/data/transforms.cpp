@@ -5,7 +5,7 @@
 #include <cmath>
 #include <string>
 
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 
 namespace ddp::data {
 namespace {

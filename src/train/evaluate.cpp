@@ -3,7 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "ddp/data/distributed_sampler.h"
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 
 namespace ddp::train {
 

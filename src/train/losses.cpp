@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 
 namespace ddp::train {
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 
 namespace ddp::train {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 #include "ddp/train/checkpoint.h"
 #include "ddp/train/state_dict.h"
 

@@ -9,7 +9,11 @@ trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 test -f "$tmp/prefix/include/ddp/ddp.h"
 test -f "$tmp/prefix/bin/ddprun"
-cmake -S "$src/tests/install/consumer" -B "$tmp/build" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
+# The package exports only ddp::-prefixed targets.
+targets=$(sed -n 's/^add_library(\([^ ]*\) .*/\1/p' "$tmp"/prefix/lib*/cmake/ddp/ddpTargets.cmake | sort | tr '\n' ' ')
+test "$targets" = "ddp::data ddp::ddp ddp::dist ddp::parallel ddp::train " || { echo "exported targets: $targets"; exit 1; }
+cmake -S "$src/tests/install/consumer" -B "$tmp/build" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+  -DEXPECTED_BACKENDS="$(sed -n 's/^ddp backends: //p' "$build/ddp_backends.txt")" >/dev/null
 cmake --build "$tmp/build" >/dev/null
 "$tmp/build/consumer"
 "$tmp/prefix/bin/ddp-bench" --help >/dev/null

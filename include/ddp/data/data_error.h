@@ -10,7 +10,7 @@
 //
 // Bad arguments (a negative padding, a rank out of range) are ddp::InvalidArgument instead.
 #pragma once
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 
 namespace ddp::data {
 

@@ -1,5 +1,5 @@
 // Synthetic classification data, generated the way scikit-learn's
-// make_classification does (the course's MLP data set): Gaussian clusters
+// make_classification does: Gaussian clusters
 // around the vertices of a hypercube in the informative dimensions, linear
 // mixes of them as redundant features, noise for the rest, some labels
 // flipped, rows and columns shuffled. The same seed gives the same data on

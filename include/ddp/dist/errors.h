@@ -1,25 +1,14 @@
-// Errors thrown by ddp. Messages are prefixed with where it happened:
+// Errors of process groups. Messages are prefixed with where it happened:
 //   "[gloo] rank 2/4 all_reduce: ..."
-// Bad arguments are std::invalid_argument (via ddp::InvalidArgument); failures
-// of communication (a peer died, a connection closed) are ddp::CommError;
-// an operation that outlived its timeout is ddp::TimeoutError.
+// Bad arguments are ddp::InvalidArgument (ddp/errors.h); failures of
+// communication (a peer died, a connection closed) are ddp::CommError; an
+// operation that outlived its timeout is ddp::TimeoutError.
 #pragma once
-#include <stdexcept>
 #include <string>
 
+#include "ddp/errors.h"
+
 namespace ddp {
-
-// Any runtime failure of ddp that is not a bad argument.
-class Error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// A caller passed something invalid: a rank out of range, mismatched sizes...
-class InvalidArgument : public std::invalid_argument {
- public:
-  using std::invalid_argument::invalid_argument;
-};
 
 // Communication with peers failed; the group is unusable afterwards.
 class CommError : public Error {

@@ -1,6 +1,5 @@
 // Are the replicas still identical? Rank 0 gathers every parameter from
-// every rank and reports the largest difference per parameter (the course's
-// check_parameter_closeness).
+// every rank and reports the largest difference per parameter.
 #pragma once
 #include <torch/nn/module.h>
 

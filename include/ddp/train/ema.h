@@ -1,6 +1,5 @@
-// An exponential moving average of a model's weights (the course's seed 000
-// update_ema): a second model of the same architecture whose floating-point
-// parameters and buffers follow ema = rho * ema + (1 - rho) * model; integer
+// An exponential moving average of a model's weights: a second model of the
+// same architecture whose floating-point parameters and buffers follow ema = rho * ema + (1 - rho) * model; integer
 // buffers (BatchNorm's num_batches_tracked) are copied.
 //
 //   ddp::train::ModelEma ema(ResNet9(...).ptr(), 0.99);   // same architecture as net

@@ -3,8 +3,7 @@
 //   at::Tensor loss = ddp::train::label_smoothing_cross_entropy(logits, target, 0.2).mean();
 //
 // With alpha = 0 it is the cross-entropy; otherwise (1 - alpha) * NLL + alpha *
-// mean over classes of -log p, the course's (seed 000) label_smoothing_loss and
-// PyTorch's F.cross_entropy(..., label_smoothing=alpha, reduction="none").
+// mean over classes of -log p, as PyTorch's F.cross_entropy(..., label_smoothing=alpha, reduction="none").
 #pragma once
 #include <ATen/core/Tensor.h>
 

@@ -9,8 +9,8 @@
 //   step:N:G                   G^floor(step / N)
 //   cosine[:F]                 from 1 to F (default 0) along half a cosine
 //   onecycle[:P[:F]]           linear 0 -> 1 over the first fraction P (0.25), then -> F (0)
-//   piecewise:x0:y0,x1:y1,...  linear between knots at fractions x of the run (the course's
-//                              bag-of-tricks schedule is piecewise:0:0,0.25:1,1:0.1)
+//   piecewise:x0:y0,x1:y1,...  linear between knots at fractions x of the run (the
+//                              cifar10-resnet9 schedule is piecewise:0:0,0.25:1,1:0.1)
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -1,7 +1,7 @@
 // The checkpoint dict: CheckpointContents <-> {"model", "optimizer", "epoch", ...}.
 #include <ATen/ATen.h>
 
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 #include "ddp/train/checkpoint.h"
 
 namespace ddp::train {

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 #include "ddp/train/checkpoint.h"
 #include "train/checkpoint/torch_format.h"
 

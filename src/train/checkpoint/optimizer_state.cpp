@@ -7,7 +7,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 #include "ddp/train/checkpoint.h"
 
 namespace ddp::train {

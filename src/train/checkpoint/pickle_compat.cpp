@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 
 namespace ddp::train::detail {
 namespace {

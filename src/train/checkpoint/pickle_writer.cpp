@@ -9,7 +9,7 @@
 #include <map>
 #include <utility>
 
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 
 namespace ddp::train::detail {
 namespace {

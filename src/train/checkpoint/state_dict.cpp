@@ -8,7 +8,7 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 #include "ddp/train/checkpoint.h"
 #include "train/checkpoint/torch_format.h"
 

@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 #include "ddp/train/checkpoint.h"
 
 namespace ddp::train {

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 
 namespace ddp::train::detail {
 

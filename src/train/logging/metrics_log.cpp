@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <set>
 
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 #include "train/logging/file_io.h"
 
 namespace ddp::train {

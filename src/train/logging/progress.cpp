@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 
 namespace ddp::train {
 namespace {

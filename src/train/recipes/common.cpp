@@ -3,7 +3,7 @@
 #include <sys/stat.h>
 
 #include "ddp/data/shards.h"
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 #include "ddp/train/evaluate.h"
 
 namespace ddp::train::detail {

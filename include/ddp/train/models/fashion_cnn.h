@@ -1,4 +1,4 @@
-// FashionCNN (seed 004) for 28x28 grey images: conv 1-32 k3 p1, BN, ReLU,
+// FashionCNN for 28x28 grey images: conv 1-32 k3 p1, BN, ReLU,
 // maxpool 2; conv 32-64 k3, BN, ReLU, maxpool 2; linear 2304-600,
 // dropout 0.25, linear 600-120, linear 120-10. forward returns logits.
 #pragma once

@@ -1,4 +1,4 @@
-// The course's MLP (seed 003): n_layers bias-free linear layers
+// A plain MLP: n_layers bias-free linear layers
 // dim_in -> dim_hidden -> ... -> n_classes, tanh between them, Kaiming-uniform
 // initialisation. forward returns logits.
 #pragma once

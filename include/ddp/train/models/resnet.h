@@ -1,11 +1,11 @@
 // ResNets for CIFAR-10 (32x32 RGB, 10 classes).
 //
 // ResNet18: torchvision's resnet18 layout and parameter names (conv1, bn1,
-// layer1..4 of BasicBlocks, fc), as the course's seed 002 trains it; with
+// layer1..4 of BasicBlocks, fc); with
 // cifar_stem the 7x7/2 stem and max-pool become one 3x3/1 conv (the usual
 // CIFAR variant: 16x the compute, several points more accuracy).
 //
-// ResNet9BagOfTricks: the course's seed 000 network ("ResNet bag of tricks"):
+// ResNet9BagOfTricks: the "ResNet bag of tricks" network for CIFAR-10:
 // a frozen first layer of patch-whitening filters computed from training
 // data, ghost batch norm (statistics over 16 slices of the batch, frozen
 // scale), CELU(0.3), max over the spatial dims, logits scaled by 0.125.
