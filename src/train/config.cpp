@@ -6,7 +6,7 @@
 #include <map>
 #include <sstream>
 
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 
 namespace ddp::train {
 namespace {
@@ -40,7 +40,7 @@ std::string usage() {
          "recipes: " + join(recipe_names()) + "\n"
          "  --epochs N  --batch-size N (per rank)  --lr X  --momentum X  --weight-decay X\n"
          "  --schedule SPEC (constant | step:N:G | cosine[:F] | onecycle[:P[:F]] | piecewise:x:y,...)  --warmup STEPS\n"
-         "  --label-smoothing X  --accumulate N  --cutout N  --ema-every N (0: off)  --precision fp32|bf16\n"
+         "  --label-smoothing X  --accumulate N  --cutout N  --ema-every N (0: off)  --precision fp32|bf16|auto\n"
          "  --data-dir DIR  --data shards|sampler  --limit-train N  --limit-test N  --eval-batch N\n"
          "  --out-dir DIR (default runs/RECIPE)  --seed N  --resume  --checkpoint-every STEPS  --keep-last K\n"
          "  --stop-after EPOCHS  --log-every STEPS  --backend gloo|mpi|auto  --no-progress\n";
@@ -82,7 +82,7 @@ TrainConfig parse_args(int argc, const char* const* argv) {
       {"--eval-batch", [&](auto& v) { c.eval_batch = parse_number<int64_t>("--eval-batch", v); }},
       {"--cutout", [&](auto& v) { c.cutout = parse_number<int64_t>("--cutout", v); }},
       {"--ema-every", [&](auto& v) { c.ema_every = parse_number<int64_t>("--ema-every", v); }},
-      {"--precision", [&](auto& v) { c.precision = to_string(parse_precision(v)); }},
+      {"--precision", [&](auto& v) { c.precision = v == "auto" ? v : to_string(parse_precision(v)); }},
   };
   for (int i = 2; i < argc; ++i) {
     std::string flag = argv[i], value;

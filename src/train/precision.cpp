@@ -1,21 +1,89 @@
 #include "ddp/train/precision.h"
 
+#include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
 
-#include "ddp/dist/errors.h"
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "ddp/errors.h"
+#include "ddp/train/machine.h"
 
 namespace ddp::train {
 
 Precision parse_precision(const std::string& name, const std::string& flag) {
   if (name == "fp32") return Precision::FP32;
   if (name == "bf16") return Precision::BF16;
-  throw InvalidArgument("ddp-train: " + flag + " must be fp32 or bf16, got '" + name + "'");
+  throw InvalidArgument("ddp-train: " + flag + " must be fp32, bf16 or auto, got '" + name + "'");
 }
 
 std::string to_string(Precision p) { return p == Precision::BF16 ? "bf16" : "fp32"; }
 
+Bf16Support bf16_support(const std::string& cpu_flags, const std::string& onednn_max_isa) {
+  std::set<std::string> flags;
+  std::istringstream in(cpu_flags);
+  for (std::string f; in >> f;) flags.insert(f);
+  std::string have;
+  for (const char* f : {"amx_bf16", "avx512_bf16"})
+    if (flags.count(f)) have += (have.empty() ? "" : " and ") + std::string(f);
+  if (have.empty()) return {false, "no avx512_bf16 or amx_bf16 in the CPU's flags, so bfloat16 would be emulated"};
+  if (!onednn_max_isa.empty()) {
+    std::string isa = onednn_max_isa;
+    std::transform(isa.begin(), isa.end(), isa.begin(), [](unsigned char c) { return std::toupper(c); });
+    // oneDNN's ISA names at or above the first with bfloat16 instructions.
+    static const std::set<std::string> with_bf16 = {"AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX",
+                                                    "AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX", "ALL", "DEFAULT"};
+    if (!with_bf16.count(isa))
+      return {false, "this CPU has " + have + ", but ONEDNN_MAX_CPU_ISA=" + onednn_max_isa +
+                         " keeps oneDNN below its bfloat16 instructions"};
+  }
+  return {true, "this CPU has " + have};
+}
+
+namespace {
+
+const char* onednn_max_isa() {
+  const char* isa = std::getenv("ONEDNN_MAX_CPU_ISA");
+  return isa ? isa : std::getenv("DNNL_MAX_CPU_ISA");
+}
+
+// oneDNN 2.x (LibTorch 1.13's) has bfloat16 convolutions from AVX512_CORE up, but
+// ATen sends them to oneDNN by the CPU's flags, not by ONEDNN_MAX_CPU_ISA: with
+// oneDNN capped lower, each one throws "could not create a primitive descriptor
+// iterator". Then bfloat16 runs on ATen's own kernels, as on a CPU without AVX-512.
+void avoid_capped_onednn_for_bf16() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* isa = onednn_max_isa();
+    if (!isa) return;
+    std::string name = isa;
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::toupper(c); });
+    static const std::set<std::string> below = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2"};
+    if (below.count(name)) at::globalContext().setUserEnabledMkldnn(false);
+  });
+}
+
+}  // namespace
+
+Bf16Support bf16_support() {
+  std::string flags;
+  for (const auto& f : cpu_info().flags) flags += f + " ";
+  const char* isa = onednn_max_isa();
+  return bf16_support(flags, isa ? isa : "");
+}
+
+PrecisionChoice choose_precision(const std::string& name, const Bf16Support& cpu, const std::string& flag) {
+  if (name != "auto") return {parse_precision(name, flag), "as asked"};
+  return {cpu.native ? Precision::BF16 : Precision::FP32, "auto: " + cpu.why};
+}
+
 Autocast::Autocast(Precision p) : active_(p == Precision::BF16) {
   if (!active_) return;
+  avoid_capped_onednn_for_bf16();
   was_enabled_ = at::autocast::is_cpu_enabled();
   previous_dtype_ = at::autocast::get_autocast_cpu_dtype();
   at::autocast::set_autocast_cpu_dtype(at::kBFloat16);

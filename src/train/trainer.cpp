@@ -1,5 +1,5 @@
-// The training loop of ddp-train: set-up, resume, epochs (the step itself is
-// train_epoch), distributed evaluation, logs and checkpoints.
+// The training loop of ddp-train: set_up, resume, epochs of train_epoch (one
+// micro-batch is forward_backward), distributed evaluation, logs and checkpoints.
 #include "ddp/train/trainer.h"
 
 #include "ddp/train/precision.h"
@@ -14,12 +14,13 @@
 
 #include "ddp/data/batch_loader.h"
 #include "ddp/data/distributed_sampler.h"
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 #include "ddp/dist/init.h"
 #include "ddp/parallel/distributed_data_parallel.h"
 #include "ddp/train/checkpoint.h"
 #include "ddp/train/ema.h"
 #include "ddp/train/losses.h"
+#include "ddp/train/machine.h"
 #include "ddp/train/recipe.h"
 #include "train_logs.h"
 #include "train_state.h"
@@ -52,7 +53,21 @@ struct Job {
   detail::TrainLogs logs;
   int64_t micro_per_epoch = 0, steps_per_epoch = 0, total_steps = 0;
   std::string last_checkpoint;
+  PrecisionChoice precision;  // fp32 or bf16 and why (auto resolves by the CPU)
 };
+
+// Every random stream of a run, derived from --seed in one place.
+enum class Stream { Weights, Dropout, ShardOrder, Augment };
+uint64_t stream_seed(uint64_t seed, Stream stream, int rank, int64_t epoch = 0) {
+  const uint64_t base = seed * 1000003, r = uint64_t(rank);
+  switch (stream) {
+    case Stream::Weights: return seed;                            // the same initial weights on every rank
+    case Stream::Dropout: return base + 1 + r;                    // differs across ranks
+    case Stream::ShardOrder: return base + uint64_t(epoch) * 7919 + r;  // a shard's shuffle, per epoch
+    case Stream::Augment: return base + 17 * r + 5;               // the loader's crops and flips
+  }
+  return seed;
+}
 
 // This rank's sample order for an epoch: the DistributedSampler's, or a seeded shuffle of its shard.
 std::vector<int64_t> epoch_order(Job& j, int64_t epoch) {
@@ -61,8 +76,7 @@ std::vector<int64_t> epoch_order(Job& j, int64_t epoch) {
     auto idx = j.sampler->indices();
     return std::vector<int64_t>(idx.begin(), idx.end());
   }
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(j.cfg.seed * 1000003 + uint64_t(epoch) * 7919 +
-                                                      uint64_t(j.group->rank()));
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(stream_seed(j.cfg.seed, Stream::ShardOrder, j.group->rank(), epoch));
   at::Tensor perm = at::randperm(j.recipe.train_y.size(0), gen, at::kLong);
   return std::vector<int64_t>(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + perm.numel());
 }
@@ -87,15 +101,29 @@ EvalResult evaluate_epoch(Job& j) {
   torch::nn::AnyModule& net = j.ema ? j.shadow : j.recipe.model;
   const bool flip = j.recipe.eval_flip;
   net.ptr()->eval();
-  const Precision precision = parse_precision(j.cfg.precision);
   auto forward = [&](const at::Tensor& x) {
-    Autocast autocast(precision);
+    Autocast autocast(j.precision.precision);
     at::Tensor logits = net.forward(x).to(at::kFloat);
     return flip ? (logits + net.forward(x.flip(3)).to(at::kFloat)) / 2 : logits;
   };
   EvalResult r = evaluate(forward, j.recipe.test_x, j.recipe.test_y, j.cfg.eval_batch, *j.group);
   net.ptr()->train();
   return r;
+}
+
+// One micro-batch: forward (under autocast for bf16), loss, backward. DDP averages
+// the gradients across ranks during backward unless `sync` is false (accumulating).
+at::Tensor forward_backward(Job& j, const data::Batch& batch, bool sync) {
+  std::optional<DistributedDataParallelBase::NoSyncGuard> no_sync;
+  if (!sync) no_sync.emplace(*j.model);
+  at::Tensor logits;
+  {
+    Autocast autocast(j.precision.precision);  // bf16: the forward pass only
+    logits = (*j.model)(batch.data).to(at::kFloat);
+  }
+  at::Tensor loss = label_smoothing_cross_entropy(logits, batch.target, j.cfg.label_smoothing).mean();
+  (loss / double(j.cfg.accumulate)).backward();
+  return loss;
 }
 
 // One epoch from micro-batch s.micro on. Returns the mean training loss of this rank.
@@ -107,25 +135,13 @@ double train_epoch(Job& j, detail::LoopState& s) {
   int64_t counted = 0, window = 0;
   const auto t0 = Clock::now();
   const int64_t first_micro = s.micro;
-  const Precision precision = parse_precision(c.precision);
   while (s.micro < j.micro_per_epoch) {
     auto batch = j.loader->next();
     if (!batch) break;
     const bool sync = (s.micro + 1) % c.accumulate == 0;  // the last micro-batch of a step reduces gradients
     const double lr = set_lr(j, s.step);
     if (s.micro % c.accumulate == 0) j.opt->zero_grad();
-    at::Tensor loss;
-    {
-      std::optional<DistributedDataParallelBase::NoSyncGuard> no_sync;
-      if (!sync) no_sync.emplace(*j.model);
-      at::Tensor logits;
-      {
-        Autocast autocast(precision);  // bf16: the forward pass only
-        logits = (*j.model)(batch->data).to(at::kFloat);
-      }
-      loss = label_smoothing_cross_entropy(logits, batch->target, c.label_smoothing).mean();
-      (loss / double(c.accumulate)).backward();  // gradients averaged across ranks here when sync
-    }
+    at::Tensor loss = forward_backward(j, *batch, sync);
     ++s.micro;
     window_sum += loss.item<double>();
     ++window;
@@ -151,6 +167,16 @@ double train_epoch(Job& j, detail::LoopState& s) {
   return counted ? loss_sum / double(counted) : 0.0;
 }
 
+// "auto" takes bf16 only where every rank's CPU has it natively: the ranks of a job compute alike.
+PrecisionChoice decide_precision(const std::string& name, bool asked, ProcessGroup& group) {
+  if (name != "auto") return {parse_precision(name), asked ? "as asked" : "the recipe's default"};
+  Bf16Support cpu = bf16_support();
+  at::Tensor native = at::tensor({cpu.native ? 1 : 0}, at::kInt);
+  group.all_reduce(native, op(ReduceOp::MIN)).wait();
+  if (cpu.native && native.item<int>() == 0) cpu = {false, "another rank's CPU has no native bfloat16"};
+  return choose_precision(name, cpu);
+}
+
 std::string percent(double v) {
   std::ostringstream o;
   o.setf(std::ios::fixed);
@@ -159,47 +185,32 @@ std::string percent(double v) {
   return o.str();
 }
 
-}  // namespace
-
-TrainSummary run(TrainConfig cfg) {
-  const auto start = Clock::now();
-  InitOptions init;
-  init.backend = cfg.backend;
-  Job j;
-  j.group = is_initialized() ? default_group() : init_process_group(init);
-  const int rank = j.group->rank(), world = j.group->size();
-  at::manual_seed(cfg.seed);  // the same initial weights everywhere (DDP also broadcasts rank 0's)
-  j.recipe = make_recipe(cfg, *j.group);  // fills cfg's unset fields with the recipe's defaults
-  j.cfg = cfg;
-  at::manual_seed(cfg.seed * 1000003 + 1 + uint64_t(rank));  // dropout differs across ranks
-
+// SGD over the recipe's parameter groups (each with its own lr scale and weight decay).
+std::unique_ptr<torch::optim::SGD> make_optimizer(const TrainConfig& cfg, const Recipe& recipe) {
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  for (const auto& g : j.recipe.groups)
+  for (const auto& g : recipe.groups)
     groups.emplace_back(g.params, std::make_unique<torch::optim::SGDOptions>(
                                       torch::optim::SGDOptions(cfg.lr * g.lr_scale)
                                           .momentum(cfg.momentum)
                                           .weight_decay(g.weight_decay)
-                                          .nesterov(j.recipe.nesterov && cfg.momentum > 0)));
-  j.opt = std::make_unique<torch::optim::SGD>(std::move(groups), torch::optim::SGDOptions(cfg.lr));
-  DDPOptions ddp_options;
-  ddp_options.group = j.group;
-  j.model = std::make_unique<DistributedDataParallel<Net>>(Net{j.recipe.model}, ddp_options);
-  if (j.recipe.make_shadow && cfg.ema_every > 0) {
-    j.shadow = j.recipe.make_shadow();
-    j.ema = std::make_unique<ModelEma>(j.shadow.ptr(), j.recipe.ema_rho);
-    j.ema->copy_from(*j.recipe.model.ptr());  // rank 0's weights, after DDP's broadcast
-  }
+                                          .nesterov(recipe.nesterov && cfg.momentum > 0)));
+  return std::make_unique<torch::optim::SGD>(std::move(groups), torch::optim::SGDOptions(cfg.lr));
+}
 
+// The background loader and, in sampler mode, the DistributedSampler; the epoch's step counts.
+void set_up_data(Job& j) {
+  const TrainConfig& cfg = j.cfg;
+  const int rank = j.group->rank();
   data::BatchLoaderOptions lo;
   lo.batch_size = cfg.batch_size;
   lo.drop_last = true;
-  lo.seed = cfg.seed * 1000003 + 17 * uint64_t(rank) + 5;
+  lo.seed = stream_seed(cfg.seed, Stream::Augment, rank);
   lo.augment = j.recipe.augment;
   j.loader = std::make_unique<data::BatchLoader>(j.recipe.train_x, j.recipe.train_y, lo);
   int64_t per_rank = j.recipe.train_y.size(0);
   if (!j.recipe.train_sharded) {
     DistributedSamplerOptions so;
-    so.num_replicas = world;
+    so.num_replicas = j.group->size();
     so.rank = rank;
     so.seed = cfg.seed;
     j.sampler = std::make_unique<DistributedSampler>(static_cast<size_t>(per_rank), so);
@@ -212,32 +223,98 @@ TrainSummary run(TrainConfig cfg) {
                           "one step of --batch-size " + std::to_string(cfg.batch_size) + " x --accumulate " +
                           std::to_string(cfg.accumulate) + "; lower them or use more data");
   j.total_steps = j.steps_per_epoch * cfg.epochs;
+}
 
+// Everything before the first step: group, recipe (data, model), precision,
+// optimizer, DDP, EMA, loader, logs, checkpoints.
+Job set_up(TrainConfig cfg) {
+  Job j;
+  InitOptions init;
+  init.backend = cfg.backend;
+  j.group = is_initialized() ? default_group() : init_process_group(init);
+  const int rank = j.group->rank();
+  at::manual_seed(stream_seed(cfg.seed, Stream::Weights, rank));  // DDP also broadcasts rank 0's
+  const bool precision_asked = !cfg.precision.empty();
+  j.recipe = make_recipe(cfg, *j.group);  // fills cfg's unset fields with the recipe's defaults
+  j.precision = decide_precision(cfg.precision, precision_asked, *j.group);
+  cfg.precision = to_string(j.precision.precision);  // logs and checkpoints record what ran
+  j.cfg = cfg;
+  at::manual_seed(stream_seed(cfg.seed, Stream::Dropout, rank));
+
+  j.opt = make_optimizer(cfg, j.recipe);
+  DDPOptions ddp_options;
+  ddp_options.group = j.group;
+  j.model = std::make_unique<DistributedDataParallel<Net>>(Net{j.recipe.model}, ddp_options);
+  if (j.recipe.make_shadow && cfg.ema_every > 0) {
+    j.shadow = j.recipe.make_shadow();
+    j.ema = std::make_unique<ModelEma>(j.shadow.ptr(), j.recipe.ema_rho);
+    j.ema->copy_from(*j.recipe.model.ptr());  // rank 0's weights, after DDP's broadcast
+  }
+  set_up_data(j);
+
+  j.logs.open(cfg.out_dir, rank == 0, cfg.progress);
+  if (rank == 0) {
+    std::cout << "ddp-train " << cfg.recipe << ": " << j.group->size() << " rank(s) on " << j.group->backend() << ", "
+              << j.recipe.train_total << " training samples (" << (j.recipe.train_sharded ? "shards" : "sampler")
+              << "), " << j.recipe.test_total << " test samples, batch " << cfg.batch_size << " per rank, "
+              << j.steps_per_epoch << " steps per epoch, lr " << cfg.lr << " (" << j.recipe.schedule.spec() << "), "
+              << cfg.precision << " (" << j.precision.reason << ")\n  cpu: " << describe(cpu_info()) << std::endl;
+  }
   CheckpointManagerOptions co;
   co.dir = cfg.out_dir + "/checkpoints";
   co.keep_last = cfg.keep_last;
   co.group = j.group;
   j.checkpoints = std::make_unique<CheckpointManager>(co);
-  detail::LoopState s;
-  if (cfg.resume) {
-    if (auto path = j.checkpoints->latest()) {
-      s = detail::restore_checkpoint(load_checkpoint(*path), *path, cfg, *j.group, *j.recipe.model.ptr(), *j.opt,
-                                     j.ema ? &j.ema->module() : nullptr);
-      if (rank == 0)
-        std::cout << "resumed from " << *path << " at epoch " << s.epoch + 1 << ", step " << s.step << std::endl;
-    } else if (rank == 0) {
-      std::cout << "no checkpoint in " << co.dir << ": starting from scratch" << std::endl;
-    }
-  }
+  return j;
+}
 
-  j.logs.open(cfg.out_dir, rank == 0, cfg.progress);
-  if (rank == 0) {
-    std::cout << "ddp-train " << cfg.recipe << ": " << world << " rank(s) on " << j.group->backend() << ", "
-              << j.recipe.train_total << " training samples (" << (j.recipe.train_sharded ? "shards" : "sampler")
-              << "), " << j.recipe.test_total << " test samples, batch " << cfg.batch_size << " per rank, "
-              << j.steps_per_epoch << " steps per epoch, lr " << cfg.lr << " (" << j.recipe.schedule.spec() << ")"
-              << std::endl;
+// With --resume: the state of the latest checkpoint, else a fresh start.
+detail::LoopState resume_or_start(Job& j) {
+  detail::LoopState s;
+  if (!j.cfg.resume) return s;
+  const bool leader = j.group->rank() == 0;
+  if (auto path = j.checkpoints->latest()) {
+    s = detail::restore_checkpoint(load_checkpoint(*path), *path, j.cfg, *j.group, *j.recipe.model.ptr(), *j.opt,
+                                   j.ema ? &j.ema->module() : nullptr);
+    if (leader) std::cout << "resumed from " << *path << " at epoch " << s.epoch + 1 << ", step " << s.step << std::endl;
+  } else if (leader) {
+    std::cout << "no checkpoint in " << j.cfg.out_dir << "/checkpoints: starting from scratch" << std::endl;
   }
+  return s;
+}
+
+// The epoch's scalars (TensorBoard, metrics.jsonl) and its line on rank 0.
+void log_epoch(Job& j, int64_t epoch, int64_t step, double train_loss, double throughput, double train_s,
+               const EvalResult& eval, double wall_s) {
+  j.logs.scalars("epoch", step,
+                 {{"Loss/val", eval.loss}, {"acc1/val", eval.acc1}, {"acc5/val", eval.acc5},
+                  {"throughput", throughput}, {"epoch", double(epoch + 1)}, {"Loss/train_epoch", train_loss}},
+                 {{"train_seconds", train_s}, {"wall_seconds", wall_s}});
+  j.logs.flush();
+  std::ostringstream line;
+  line << "epoch " << epoch + 1 << "/" << j.cfg.epochs << " | train_loss " << train_loss << " | val_loss " << eval.loss
+       << " | acc1 " << percent(eval.acc1) << " | acc5 " << percent(eval.acc5) << " | " << int64_t(throughput)
+       << " samples/s | " << train_s << " s";
+  j.logs.end_epoch(line.str());
+}
+
+void print_done(Job& j, const TrainSummary& summary) {
+  if (j.group->rank() != 0) return;
+  std::cout << "done: acc1 " << percent(summary.eval.acc1) << " on " << summary.eval.count << " test samples after "
+            << summary.epochs_done << " epoch(s), " << summary.seconds << " s\n"
+            << "  logs: " << j.logs.tensorboard_dir() << " (tensorboard --logdir " << j.logs.tensorboard_dir() << "), "
+            << j.logs.metrics_path() << "\n"
+            << "  checkpoint: " << summary.checkpoint << std::endl;
+}
+
+}  // namespace
+
+TrainSummary run(TrainConfig config) {
+  const auto start = Clock::now();
+  Job j = set_up(std::move(config));
+  detail::LoopState s = resume_or_start(j);
+  const TrainConfig& cfg = j.cfg;
+  const int rank = j.group->rank(), world = j.group->size();
 
   TrainSummary summary;
   const int64_t first_epoch = s.epoch;
@@ -248,17 +325,7 @@ TrainSummary run(TrainConfig cfg) {
     const double train_s = seconds_since(t0);
     const double throughput = double((s.micro - micro0) * cfg.batch_size * world) / train_s;
     summary.eval = evaluate_epoch(j);
-    const int64_t epoch = s.epoch;
-    j.logs.scalars("epoch", s.step,
-                   {{"Loss/val", summary.eval.loss}, {"acc1/val", summary.eval.acc1}, {"acc5/val", summary.eval.acc5},
-                    {"throughput", throughput}, {"epoch", double(epoch + 1)}, {"Loss/train_epoch", train_loss}},
-                   {{"train_seconds", train_s}, {"wall_seconds", seconds_since(start)}});
-    j.logs.flush();
-    std::ostringstream line;
-    line << "epoch " << epoch + 1 << "/" << cfg.epochs << " | train_loss " << train_loss << " | val_loss "
-         << summary.eval.loss << " | acc1 " << percent(summary.eval.acc1) << " | acc5 " << percent(summary.eval.acc5)
-         << " | " << int64_t(throughput) << " samples/s | " << train_s << " s";
-    j.logs.end_epoch(line.str());
+    log_epoch(j, s.epoch, s.step, train_loss, throughput, train_s, summary.eval, seconds_since(start));
     s.epoch += 1;
     s.micro = 0;
     save_checkpoint(j, s);
@@ -271,13 +338,7 @@ TrainSummary run(TrainConfig cfg) {
   summary.steps = s.step;
   summary.checkpoint = j.last_checkpoint;
   summary.seconds = seconds_since(start);
-  if (rank == 0) {
-    std::cout << "done: acc1 " << percent(summary.eval.acc1) << " on " << summary.eval.count << " test samples after "
-              << summary.epochs_done << " epoch(s), " << summary.seconds << " s\n"
-              << "  logs: " << j.logs.tensorboard_dir() << " (tensorboard --logdir " << j.logs.tensorboard_dir()
-              << "), " << j.logs.metrics_path() << "\n"
-              << "  checkpoint: " << summary.checkpoint << std::endl;
-  }
+  print_done(j, summary);
   return summary;
 }
 

@@ -4,6 +4,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <set>
 
 #include "ddp/data/transforms.h"
@@ -40,7 +42,10 @@ TEST(Transforms, NormalizeExact) {
   at::Tensor flat = y.contiguous().view({-1});
   for (int i = 0; i < 8; ++i) {
     const int c = (i / 2) % 2;
-    EXPECT_NEAR(flat[i].item<double>(), (v[i] / 255 - mean[c]) / std[c], 1e-6) << "element " << i;
+    // float32 rounds v/255 (<= 1), the difference (<= 1) and the quotient: each error
+    // <= u = 2^-24 of its value, the first two magnified by 1/std.
+    const double want = (v[i] / 255 - mean[c]) / std[c];
+    EXPECT_NEAR(flat[i].item<double>(), want, (2 / std[c] + std::abs(want)) * std::ldexp(1.0, -24)) << "element " << i;
   }
   EXPECT_FLOAT_EQ(flat[0].item<float>(), -1.0f);  // (0 - 0.5) / 0.5
   EXPECT_FLOAT_EQ(flat[1].item<float>(), 1.0f);   // (1 - 0.5) / 0.5

@@ -3,7 +3,7 @@
 //                     all_reduces; the others must get ddp::CommError.
 //   dist_probe exit3  the last rank exits with code 3 after init; the others
 //                     block in an all_reduce and must fail, not hang.
-//   dist_probe stall  the last rank never calls the all_reduce (it sleeps 60 s);
+//   dist_probe stall  the last rank never calls the all_reduce (it sleeps 600 s);
 //                     the others call it with a 500 ms timeout and must fail
 //                     at that timeout, not hang.
 // Surviving ranks ignore SIGTERM so that the error they print is their own,
@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
     std::_Exit(3);
   }
   if (mode == "stall" && g->rank() == last) {
-    std::this_thread::sleep_for(std::chrono::seconds(60));
+    std::this_thread::sleep_for(std::chrono::seconds(600));
     return 0;
   }
   try {

@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
       sigaction(SIGTERM, &action, nullptr);
     }
     say("ready");
-    sleep_seconds(60);
+    sleep_seconds(600);  // far beyond any deadline: a test that waits for it has found a hang
     return 0;
   }
   if (mode == "orphan") {
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
     sigaction(SIGTERM, &action, nullptr);
     sigaction(SIGINT, &action, nullptr);
     say("ready");
-    sleep_seconds(60);
+    sleep_seconds(600);  // far beyond any deadline: a test that waits for it has found a hang
     return 0;
   }
   return usage();

@@ -60,8 +60,8 @@ TEST(Supervisor, FirstFailureStopsTheOthers) {
   Collect lines;
   Supervisor supervisor(5, &lines);
   auto start = std::chrono::steady_clock::now();
-  SupervisorResult r = supervisor.run({sh("sleep 30"), sh("sleep 0.1; exit 5"), sh("sleep 30")});
-  EXPECT_LT(seconds_since(start), 4.0);
+  SupervisorResult r = supervisor.run({sh("sleep 300"), sh("sleep 0.1; exit 5"), sh("sleep 300")});
+  EXPECT_LT(seconds_since(start), 4.0);  // ~0.15 s: a hang detector with 20x headroom (unstopped: 300 s)
   EXPECT_EQ(r.first_failed, 1);
   EXPECT_EQ(r.stop_signal, SIGTERM);
   EXPECT_EQ(WEXITSTATUS(r.children[1].status), 5);
@@ -78,10 +78,10 @@ TEST(Supervisor, SigkillAfterGrace) {
   Supervisor supervisor(0.3, &lines);
   auto start = std::chrono::steady_clock::now();
   // The shell and its sleep both ignore SIGTERM; SIGKILL to the group ends both.
-  SupervisorResult r = supervisor.run({sh("trap '' TERM; sleep 30; echo survived"), sh("sleep 0.1; exit 2")});
+  SupervisorResult r = supervisor.run({sh("trap '' TERM; sleep 300; echo survived"), sh("sleep 0.1; exit 2")});
   double elapsed = seconds_since(start);
   EXPECT_GE(elapsed, 0.3);
-  EXPECT_LT(elapsed, 4.0);
+  EXPECT_LT(elapsed, 5.0);  // ~0.45 s (0.1 + the 0.3 s grace): 10x headroom; never killed: 300 s
   EXPECT_EQ(r.first_failed, 1);
   EXPECT_TRUE(r.children[0].sent_stop);
   EXPECT_TRUE(r.children[0].sent_kill);

@@ -5,6 +5,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "ddp/parallel/consistency.h"
@@ -77,6 +78,14 @@ std::string tag(ProcessGroup& g, const std::string& what) {
   return g.backend() + " rank " + std::to_string(g.rank()) + "/" + std::to_string(g.size()) + " " + what;
 }
 
+// DDP against one process on the global batch. Each gradient element is a sum of
+// at most W <= 4 per-sample terms grouped differently (per rank, then the
+// all-reduce, against one batch): float32 regrouping moves it by at most
+// 2 gamma_4 S ~ 5e-7 S (gamma_4 = 4u, u = 2^-24, S the sum of the terms'
+// magnitudes, O(1-10) for these small nets), a few 1e-6 after 2-3 steps. So
+// rtol 1.3e-6 (11 ulps: PyTorch's float32 default) and atol 5e-5 hold on any
+// kernel path, while a wrong average (a missing or doubled 1/W) moves weights
+// by a whole update: equivalence() checks the updates dwarf atol.
 void expect_close(torch::nn::Module& a, torch::nn::Module& b, const std::string& what) {
   auto pa = a.named_parameters(), pb = b.named_parameters();
   for (const auto& p : pa) {
@@ -104,6 +113,8 @@ void equivalence(ProcessGroup& g, DDPOptions opts, const std::string& what) {
   const int r = g.rank(), w = g.size();
   auto net = seeded<Net>(100 + r);
   auto ref = seeded<Net>(100);
+  std::vector<at::Tensor> initial;
+  for (const auto& p : ref->parameters()) initial.push_back(p.detach().clone());
   opts.group = handle(g);
   DistributedDataParallel model(net, opts);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
@@ -118,6 +129,12 @@ void equivalence(ProcessGroup& g, DDPOptions opts, const std::string& what) {
   }
   expect_close(*net, *ref, tag(g, what));
   EXPECT_TRUE(parameters_consistent(*net, 0, handle(g))) << tag(g, what);
+  // The check can tell: a gradient summed instead of averaged over W ranks would
+  // move the weights by (W - 1) x the update, far beyond atol 5e-5.
+  double update = 0;
+  auto params = ref->parameters();
+  for (size_t i = 0; i < params.size(); ++i) update = std::max(update, (params[i] - initial[i]).abs().max().item<double>());
+  if (w > 1) EXPECT_GT(double(w - 1) * update, 100 * 5e-5) << tag(g, what) << ": updates too small to tell";
 }
 
 void gradient_equivalence(ProcessGroup& g) {
@@ -239,6 +256,8 @@ void batchnorm_cnn(ProcessGroup& g) {
   expect_close(*net, *ref, tag(g, "BatchNorm CNN"));
   // Rank 0's running statistics followed rank 0's batches, as the reference's did
   // (the others restart from rank 0's at every forward).
+  // Running statistics are float32 means of at most a batch of values: the same
+  // regrouping argument as expect_close's, without the steps' growth.
   if (r == 0) {
     EXPECT_TRUE(at::allclose(net->bn->running_mean, ref->bn->running_mean, 1e-5, 1e-6)) << tag(g, "running_mean");
     EXPECT_TRUE(at::allclose(net->bn->running_var, ref->bn->running_var, 1e-5, 1e-6)) << tag(g, "running_var");
@@ -299,6 +318,7 @@ void unused_parameters(ProcessGroup& g) {
       for (auto name : {"a.weight", "a.bias", "b.weight", "b.bias"}) {
         at::Tensor mine = net->named_parameters()[name].grad(), want = ref->named_parameters()[name].grad();
         if (!want.defined()) continue;
+        // Gradients summed over W <= 4 ranks in another grouping: expect_close's bound.
         EXPECT_TRUE(mine.defined() && at::allclose(mine, want, 1.3e-6, 5e-5))
             << tag(g, what + ", step " + std::to_string(step) + ": grad of " + name);
       }

@@ -3,9 +3,6 @@
 
 #include "ddp/train/models/fashion_cnn.h"
 #include "ddp/train/models/resnet.h"
-#include "ddp/train/precision.h"
-
-#include <ATen/autocast_mode.h>
 
 namespace ddp::models {
 namespace {
@@ -46,6 +43,10 @@ TEST(PatchWhitening, DecorrelatesPatches) {
   at::Tensor x = patches.to(at::kDouble) / std::sqrt(double(patches.size(0) - 1));
   at::Tensor lambda = std::get<0>(at::linalg_eigh(x.t().mm(x))).flip(0);
   at::Tensor expected = at::diag(lambda / (lambda + 1e-2));
+  // The filters come from a float32 eigendecomposition of a 27x27 covariance:
+  // backward error ~ 27 u |C| (u = 6e-8), magnified up to 1/(lambda_min + 0.01)
+  // <= 100 by the whitening: ~1.6e-4 on entries <= 1. Without the whitening (or
+  // with the wrong eigenvectors) off-diagonal entries are of order 0.1-1.
   EXPECT_TRUE(at::allclose(cov, expected, 0, 2e-4)) << (cov - expected).abs().max();
 }
 
@@ -68,51 +69,6 @@ TEST(ResNet9BagOfTricks, ShapesFrozenLayersAndGhostBatchNorm) {
   EXPECT_EQ(net->forward(at::randn({3, 3, 32, 32})).sizes(), (std::vector<int64_t>{3, 10}));
 }
 
-// --precision bf16: the forward pass runs in bfloat16 (autocast) inside the
-// scope only; weights and gradients stay float32; the logits agree with
-// float32 to bfloat16's precision.
-TEST(Precision, Bf16AutocastScopesTheForwardPass) {
-  at::manual_seed(3);
-  at::Tensor w = patch_whitening(at::randn({32, 3, 8, 8}));
-  ResNet9BagOfTricks net(w, 10, 0.125, 1);
-  net->eval();
-  at::Tensor x = at::randn({4, 3, 32, 32});
-  at::Tensor fp32 = net->forward(x);
-  at::Tensor bf16;
-  {
-    train::Autocast autocast(train::Precision::BF16);
-    EXPECT_TRUE(at::autocast::is_cpu_enabled());
-    bf16 = net->forward(x);
-  }
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());
-  EXPECT_EQ(fp32.scalar_type(), at::kFloat);
-  EXPECT_EQ(bf16.scalar_type(), at::kBFloat16);
-  const double scale = fp32.abs().max().item<double>();
-  const double err = (bf16.to(at::kFloat) - fp32).abs().max().item<double>() / scale;
-  EXPECT_GT(err, 0.0) << "autocast changed nothing";
-  EXPECT_LT(err, 0.05) << "bfloat16 logits far from float32 ones";
-  EXPECT_TRUE(at::equal(net->forward(x), fp32)) << "float32 again after the scope";
-
-  net->train();
-  {
-    train::Autocast autocast(train::Precision::BF16);
-    net->forward(at::randn({4, 3, 32, 32})).to(at::kFloat).sum().backward();
-  }
-  for (const auto& p : net->parameters()) {
-    EXPECT_EQ(p.scalar_type(), at::kFloat);
-    if (p.grad().defined()) EXPECT_EQ(p.grad().scalar_type(), at::kFloat);
-  }
-  train::Autocast off(train::Precision::FP32);
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());
-  EXPECT_EQ(train::parse_precision("bf16"), train::Precision::BF16);
-  try {
-    train::parse_precision("fp16");
-    ADD_FAILURE() << "expected InvalidArgument";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "ddp-train: --precision must be fp32 or bf16, got 'fp16'");
-  }
-}
-
 // Ghost batch norm over 2 splits equals plain batch norm on each slice: slice s holds
 // the samples s, s + 2, s + 4 (the [N, C] -> [N / 2, 2C] reshape interleaves them).
 TEST(GhostBatchNorm, EqualsBatchNormPerSlice) {
@@ -124,6 +80,8 @@ TEST(GhostBatchNorm, EqualsBatchNormPerSlice) {
     at::Tensor half = x.view({3, 2, 5, 4, 4}).select(1, s);
     at::Tensor rm = at::zeros({5}), rv = at::ones({5});
     at::Tensor ref = at::batch_norm(half, {}, {}, rm, rv, true, 0.1, 1e-5, false);
+    // Both float32 batch norms over 48 values per channel: sums within gamma_48 = 2.9e-6
+    // of exact, so normalised outputs (of order 1) agree to a few 1e-6.
     EXPECT_TRUE(at::allclose(ours.view({3, 2, 5, 4, 4}).select(1, s), ref, 1e-5, 1e-5));
     EXPECT_TRUE(at::allclose(gbn->running_mean.view({2, 5}).select(0, s), rm, 1e-6, 1e-6));
   }

@@ -18,6 +18,7 @@ TEST(LabelSmoothing, ClosedForm) {
   at::Tensor logits = at::tensor({0.0, std::log(3.0)}, at::kDouble).view({1, 2});
   at::Tensor target = at::tensor({int64_t{1}});
   const double nll = std::log(4.0 / 3.0), smooth = (std::log(4.0) + std::log(4.0 / 3.0)) / 2;
+  // float64 on values below 1.5: a softmax of 2, logs, a mean: under 10 roundings of 2^-53 (1.1e-16) each.
   EXPECT_NEAR(label_smoothing_cross_entropy(logits, target, 0).item<double>(), nll, 1e-15);
   EXPECT_NEAR(label_smoothing_cross_entropy(logits, target, 0.2).item<double>(), 0.8 * nll + 0.2 * smooth, 1e-15);
 }
@@ -28,6 +29,8 @@ TEST(LabelSmoothing, EqualsPyTorchCrossEntropyWithLabelSmoothing) {
   at::Tensor target = at::randint(10, {17}, at::kLong);
   at::Tensor ours = label_smoothing_cross_entropy(logits, target, 0.2);
   at::Tensor theirs = at::cross_entropy_loss(logits, target, {}, at::Reduction::None, -100, 0.2);
+  // Both in float64 (10 classes: ~30 roundings of 1.1e-16 on values below 10, so
+  // under 1e-13); a float32 step anywhere would show at 1e-7.
   EXPECT_TRUE(at::allclose(ours, theirs, 1e-12, 1e-12)) << (ours - theirs).abs().max();
 }
 
@@ -44,6 +47,7 @@ TEST(Schedule, Shapes) {
   EXPECT_DOUBLE_EQ(one(25, T), 1);
   EXPECT_DOUBLE_EQ(one(100, T), 0);
   EXPECT_DOUBLE_EQ(one(50, T), 2.0 / 3.0);
+  // float64: a cos and three operations on values <= 1, a few 1.1e-16 each; 1e-15 bounds them.
   auto cos = LrSchedule::parse("cosine:0.1");
   EXPECT_DOUBLE_EQ(cos(0, T), 1);
   EXPECT_NEAR(cos(50, T), 0.55, 1e-15);
@@ -84,6 +88,8 @@ TEST(ModelEma, AveragesFloatsAndCopiesIntegers) {
     a->weight.add_(4.0);
   }
   ema.update(*a);
+  // float32, weights below 5: ema and the expected value each take 2-3 roundings of at
+  // most half an ulp of 5 (2.4e-7): their difference stays under 1e-6.
   EXPECT_TRUE(at::allclose(b->weight, w0 * 0.75 + (w0 + 4.0) * 0.25, 0, 1e-6));
   torch::nn::Linear c(4, 2);
   EXPECT_THROW(ema.update(*c), std::invalid_argument);
@@ -95,7 +101,11 @@ TEST(Evaluate, ExactCountsAcrossThreeRanks) {
   at::Tensor x = at::randn({10, 7});
   at::Tensor y = at::tensor({0, 1, 2, 3, 4, 5, 6, 0, 1, 2}, at::kLong);
   auto forward = [](const at::Tensor& in) { return in; };  // logits = inputs: 7 classes
-  at::Tensor loss = at::cross_entropy_loss(x, y, {}, at::Reduction::Mean);
+  // The reference in float64; ours computes each sample's loss in float32 (a
+  // log-softmax of 7: ~10 roundings of 2^-24 on values below the largest loss).
+  at::Tensor losses64 = at::cross_entropy_loss(x.to(at::kDouble), y, {}, at::Reduction::None);
+  at::Tensor loss = losses64.mean();
+  const double loss_tol = 10 * std::ldexp(1.0, -24) * losses64.abs().max().item<double>();
   at::Tensor top1 = x.argmax(1).eq(y).to(at::kDouble).mean();
   at::Tensor top5 = std::get<1>(x.topk(5, 1)).eq(y.unsqueeze(1)).any(1).to(at::kDouble).mean();
   for (int world : {1, 3}) {
@@ -104,7 +114,7 @@ TEST(Evaluate, ExactCountsAcrossThreeRanks) {
       EXPECT_EQ(shard.numel(), g.rank() == 0 ? (world == 3 ? 4 : 10) : 3);
       EvalResult r = evaluate(forward, x.index_select(0, shard), y.index_select(0, shard), 2, g);
       EXPECT_EQ(r.count, 10);
-      EXPECT_NEAR(r.loss, loss.item<double>(), 1e-6);
+      EXPECT_NEAR(r.loss, loss.item<double>(), loss_tol);
       EXPECT_DOUBLE_EQ(r.acc1, top1.item<double>());
       EXPECT_DOUBLE_EQ(r.acc5, top5.item<double>());
     });

@@ -14,6 +14,7 @@
 
 #include "bench.h"
 #include "ddp/dist.h"
+#include "ddp/train/machine.h"
 
 namespace ddp::bench {
 namespace {
@@ -148,6 +149,7 @@ int collectives_main(const std::vector<std::string>& args) {
   if (lead) {
     std::printf("# ddp-bench collectives: backend %s, %d ranks, float32, time = max over ranks\n",
                 g->backend().c_str(), w);
+    std::printf("# cpu: %s\n", train::describe(train::cpu_info()).c_str());
     std::printf("# %-14s %12s %10s %12s %12s%s\n", "op", "size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
                 o.raw_mpi ? "  mpi-raw(us)   ours/raw" : o.raw_c10d ? " c10d-raw(us)   ours/raw" : "");
   }
@@ -182,7 +184,8 @@ int collectives_main(const std::vector<std::string>& args) {
   }
   if (lead && !o.json.empty()) {
     std::ofstream f(o.json);
-    f << "{\"tool\": \"ddp-bench collectives\", \"backend\": \"" << g->backend() << "\", \"world\": " << w
+    f << "{\"tool\": \"ddp-bench collectives\", \"cpu\": \"" << train::describe(train::cpu_info())
+      << "\", \"backend\": \"" << g->backend() << "\", \"world\": " << w
       << ", \"dtype\": \"float32\", \"results\": [\n";
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];

@@ -19,6 +19,7 @@
 #include "bench.h"
 #include "ddp/ddp.h"
 #include "ddp/train/models/fashion_cnn.h"
+#include "ddp/train/machine.h"
 #include "ddp/train/models/mlp.h"
 
 namespace ddp::bench {
@@ -175,13 +176,15 @@ std::pair<at::Tensor, at::Tensor> make_batch(const Options& o) {
 int pair_main(const Options& o, GroupPtr g, const at::Tensor& x, const at::Tensor& y) {
   Pair r = with_model(o, [&](auto make) { return run_pair(make(), make(), x, y, o, g); });
   if (g->rank() == 0) {
+    std::printf("# cpu: %s\n", train::describe(train::cpu_info()).c_str());
     std::printf("ddp-bench ddp --pair: model %s (%.2fM parameters), batch %d per rank, %d ranks, DDP over %s, %d threads/rank\n",
                 o.model.c_str(), r.params / 1e6, o.batch, g->size(), g->backend().c_str(), at::get_num_threads());
     std::printf("  plain %.3f ms/step | DDP %.3f ms/step | DDP/plain %.4f (medians of 10-step blocks, alternating)\n",
                 r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms);
     if (!o.json.empty()) {
       std::ofstream f(o.json);
-      f << "{\"tool\": \"ddp-bench ddp --pair\", \"model\": \"" << o.model << "\", \"world\": " << g->size()
+      f << "{\"tool\": \"ddp-bench ddp --pair\", \"cpu\": \"" << train::describe(train::cpu_info())
+        << "\", \"model\": \"" << o.model << "\", \"world\": " << g->size()
         << ", \"backend\": \"" << g->backend() << "\", \"batch\": " << o.batch << ", \"params\": " << r.params
         << ", \"plain_ms_per_step\": " << r.plain_ms << ", \"ddp_ms_per_step\": " << r.ddp_ms << "}\n";
     }
@@ -209,6 +212,7 @@ int ddp_main(const std::vector<std::string>& args) {
   ms = worst.item<double>();
   const double n = std::max<int64_t>(1, s.iterations);
   if (g->rank() == 0) {
+    std::printf("# cpu: %s\n", train::describe(train::cpu_info()).c_str());
     std::printf("ddp-bench ddp: model %s (%.2fM parameters), batch %d per rank, %d ranks, %s, %d threads/rank\n",
                 o.model.c_str(), params / 1e6, o.batch, g->size(), o.use_ddp ? ("DDP over " + g->backend()).c_str() : "no DDP",
                 at::get_num_threads());
@@ -217,7 +221,7 @@ int ddp_main(const std::vector<std::string>& args) {
                 s.comm_ms > 0 ? 100.0 * (s.comm_ms - s.exposed_ms) / s.comm_ms : 0.0);
     if (!o.json.empty()) {
       std::ofstream f(o.json);
-      f << "{\"tool\": \"ddp-bench ddp\", \"model\": \"" << o.model << "\", \"world\": " << g->size()
+      f << "{\"tool\": \"ddp-bench ddp\", \"cpu\": \"" << train::describe(train::cpu_info()) << "\", \"model\": \"" << o.model << "\", \"world\": " << g->size()
         << ", \"ddp\": " << (o.use_ddp ? "true" : "false") << ", \"backend\": \"" << g->backend()
         << "\", \"batch\": " << o.batch << ", \"params\": " << params << ", \"ms_per_step\": " << ms
         << ", \"comm_ms_per_step\": " << s.comm_ms / n << ", \"exposed_ms_per_step\": " << s.exposed_ms / n << "}\n";

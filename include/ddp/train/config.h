@@ -36,7 +36,7 @@ struct TrainConfig {
   int64_t eval_batch = 500;
   int64_t cutout = -1;            // cutout square size (0: off)
   int64_t ema_every = -1;         // 0: no weight averaging
-  std::string precision = "fp32"; // fp32 | bf16 (CPU autocast in forward passes; see precision.h)
+  std::string precision;          // fp32 | bf16 | auto (bf16 where the CPU has it natively; see precision.h)
   bool progress = true;           // rank 0's progress line
 };
 

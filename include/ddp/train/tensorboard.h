@@ -8,7 +8,7 @@
 //
 // The file is named like PyTorch's (events.out.tfevents.<unix seconds>.<host>.<pid>.<n>)
 // so ranks and runs never collide; in a distributed job usually only rank 0 writes.
-// Records reach the disk at the latest 2 s after add_scalar (a background thread),
+// Records reach the disk at the latest flush_secs (default 2 s) after add_scalar (a background thread),
 // at once every 100 records, and on flush()/close()/destruction. A failed write
 // (disk full, unwritable directory) throws ddp::Error naming the file and errno
 // text, from the call that hit it or, if the background thread hit it, from the
@@ -24,7 +24,8 @@ class SummaryWriter {
  public:
   // Creates log_dir (like mkdir -p) and opens events.out.tfevents.<unix seconds>.<hostname>.<pid>.<counter>
   // (PyTorch's naming), writing first an Event with file_version "brain.Event:2".
-  explicit SummaryWriter(const std::string& log_dir);
+  // flush_secs: the longest a record waits in memory (PyTorch's flush_secs; > 0).
+  explicit SummaryWriter(const std::string& log_dir, double flush_secs = 2);
   ~SummaryWriter();                       // flushes and closes
   void add_scalar(const std::string& tag, double value, int64_t step, double wall_time = -1);  // -1: now
   void flush();

@@ -1,6 +1,6 @@
 // SummaryWriter: framed Event records buffered in memory, written by the
-// calling thread every 100 records and by a flusher thread 2 s after the
-// oldest unwritten record was added.
+// calling thread every 100 records and by a flusher thread flush_secs after
+// the oldest unwritten record was added.
 #include "ddp/train/tensorboard.h"
 
 #include <fcntl.h>
@@ -18,7 +18,7 @@
 #include <mutex>
 #include <thread>
 
-#include "ddp/dist/errors.h"
+#include "ddp/errors.h"
 #include "train/logging/event_format.h"
 #include "train/logging/file_io.h"
 
@@ -26,7 +26,6 @@ namespace ddp::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr auto kMaxDelay = std::chrono::seconds(2);
 constexpr size_t kMaxPending = 100;
 const char* const kWho = "SummaryWriter";
 
@@ -52,6 +51,7 @@ struct SummaryWriter::Impl {
   std::string pending;  // framed records not yet written
   size_t pending_records = 0;
   Clock::time_point oldest;  // when the oldest pending record was added
+  Clock::duration max_delay;  // flush_secs
   bool closing = false;
   std::string error;  // the first failure; the writer is unusable afterwards
   bool error_reported = false;
@@ -88,7 +88,7 @@ struct SummaryWriter::Impl {
         wake.wait(lock);
         continue;
       }
-      auto due = oldest + kMaxDelay;
+      auto due = oldest + max_delay;
       if (Clock::now() < due) {
         wake.wait_until(lock, due);
         continue;
@@ -102,9 +102,13 @@ struct SummaryWriter::Impl {
   }
 };
 
-SummaryWriter::SummaryWriter(const std::string& log_dir) : impl_(std::make_unique<Impl>()) {
+SummaryWriter::SummaryWriter(const std::string& log_dir, double flush_secs) : impl_(std::make_unique<Impl>()) {
   if (log_dir.empty())
     throw InvalidArgument("SummaryWriter: log_dir is empty; give a directory such as \"runs/exp1\"");
+  if (!(flush_secs > 0) || !std::isfinite(flush_secs))
+    throw InvalidArgument("SummaryWriter: flush_secs must be a positive number of seconds, got " +
+                          std::to_string(flush_secs));
+  impl_->max_delay = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(flush_secs));
   detail::make_dirs(log_dir, kWho);
   std::string dir = log_dir.back() == '/' ? log_dir : log_dir + "/";
   const std::string host = hostname();

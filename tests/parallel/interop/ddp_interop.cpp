@@ -1,5 +1,8 @@
 // ddp's DDP on the problem of ddp_interop.py; rank 0 compares its parameters
-// after 5 steps with PyTorch's (file argv[1]) and fails above 1e-5.
+// after 5 steps with PyTorch's (file argv[1]) and fails on any difference: both
+// run the same ATen kernels (one thread each) on the same inputs, and both
+// reductions add the same two gradients and divide by 2, so the results are
+// equal to the bit by construction, on any CPU (0 on AVX-512 and on AVX2 paths).
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
@@ -59,7 +62,7 @@ int main(int argc, char** argv) {
       ++seen;
     }
     std::printf("compared %zu parameters with PyTorch's DDP: largest difference %.3g\n", seen, worst);
-    rc = (seen == named.size() && worst <= 1e-5) ? 0 : 1;
+    rc = (seen == named.size() && worst == 0) ? 0 : 1;
   }
   ddp::destroy_process_group();
   return rc;
