@@ -1,4 +1,7 @@
-// Everything of ddp in one include.
+// The distributed core in one include: process groups, collectives, init and
+// backends (ddp/dist.h), DistributedSampler, DistributedDataParallel with its
+// comm hooks, and the replica-consistency check. The training layer (readers,
+// models, checkpoints, logs) is ddp/train.h.
 #pragma once
 #include "ddp/data/distributed_sampler.h"
 #include "ddp/dist.h"

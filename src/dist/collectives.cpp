@@ -4,8 +4,10 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "ddp/dist/errors.h"
+#include "dist/pack.h"
 
 namespace ddp {
 namespace {
@@ -52,23 +54,21 @@ Work barrier(GroupPtr g) { return resolve(g)->barrier(); }
 
 void broadcast_coalesced(std::vector<at::Tensor>& tensors, int root, GroupPtr g) {
   g = resolve(g);
-  std::vector<at::ScalarType> order;
-  for (auto& t : tensors)
-    if (std::find(order.begin(), order.end(), t.scalar_type()) == order.end()) order.push_back(t.scalar_type());
   BroadcastOptions o;
   o.root = root;
-  for (auto dtype : order) {
-    std::vector<at::Tensor> views;
-    for (auto& t : tensors)
-      if (t.scalar_type() == dtype) views.push_back(t.detach().reshape({-1}));
-    at::Tensor flat = at::cat(views);
-    g->broadcast(flat, o);
-    int64_t offset = 0;
-    for (auto& t : tensors) {
-      if (t.scalar_type() != dtype) continue;
-      t.detach().copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
-      offset += t.numel();
-    }
+  std::vector<at::Tensor> detached;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (!tensors[i].defined() || !tensors[i].is_contiguous())
+      throw InvalidArgument("[" + g->backend() + "] rank " + std::to_string(g->rank()) + "/" + std::to_string(g->size()) +
+                            " broadcast_coalesced: tensors[" + std::to_string(i) + "] is " +
+                            (tensors[i].defined() ? "not contiguous" : "undefined") + "; pass contiguous tensors");
+    detached.push_back(tensors[i].detach());
+  }
+  for (const auto& indices : detail::group_by_dtype(detached)) {
+    std::vector<at::Tensor> group = detail::select(detached, indices);
+    detail::Flat flat = detail::flatten(group, /*fill=*/true);
+    g->broadcast(flat.buffer, o);
+    detail::unflatten(flat, group);
   }
 }
 

@@ -1,4 +1,4 @@
-#include "ddp/dist/errors.h"
+#include "dist/error_context.h"
 
 #include "ddp/dist/types.h"
 

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "ddp/dist/errors.h"
+#include "dist/error_context.h"
 #include "dist/env.h"
 #include "dist/message.h"
 

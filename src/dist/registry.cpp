@@ -3,9 +3,10 @@
 
 #include "ddp/dist/backend.h"
 #include "ddp/dist/errors.h"
-#include "ddp/dist/gloo/gloo.h"
-#include "ddp/dist/local/local.h"
-#include "ddp/dist/mpi/mpi.h"
+#include "dist/backend_impl.h"
+#include "dist/gloo/gloo.h"
+#include "dist/local/local.h"
+#include "dist/mpi/mpi.h"
 
 namespace ddp {
 namespace {
@@ -14,7 +15,7 @@ struct Entry {
   const char* name;
   bool built;
   bool (*is_available)();
-  GroupPtr (*create)(const BackendOptions&);
+  std::unique_ptr<detail::Backend> (*create)(const BackendOptions&);
 };
 
 const std::vector<Entry>& entries() {
@@ -67,7 +68,7 @@ GroupPtr create_backend(const std::string& name, const BackendOptions& opts) {
     if (!e.built || !e.is_available())
       throw Error("backend '" + name + "' is not available in this build (available: " +
                   join(available_backends()) + "); install its dependency and rebuild");
-    return e.create(opts);
+    return std::make_shared<ProcessGroup>(e.create(opts), opts.timeout);
   }
   throw InvalidArgument("unknown backend '" + name + "'; valid backends: " +
                         join(backend_names()) + " (or auto)");

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "ddp/dist/errors.h"
+#include "dist/error_context.h"
 #include "ddp/dist/types.h"
 
 namespace ddp::detail {

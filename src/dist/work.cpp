@@ -107,9 +107,4 @@ Work combine(std::vector<Work> works) {
   return Work(std::make_shared<CombinedWork>(std::move(works)));
 }
 
-Work finish(Work w, const CollectiveOptions& opts, Milliseconds group_timeout) {
-  if (!opts.async_op) w.wait(opts.timeout.count() > 0 ? opts.timeout : group_timeout);
-  return w;
-}
-
 }  // namespace ddp

@@ -17,23 +17,12 @@ at::Tensor TensorFuture::wait() {
 }
 
 TensorFuture AllReduceHook::run(ProcessGroup& group, GradBucket& bucket) {
-  bucket.buffer.div_(group.size());
-  return detail::all_reduce_bucket(group, bucket);
-}
-
-namespace detail {
-
-TensorFuture all_reduce_bucket(ProcessGroup& group, GradBucket& bucket) {
   at::Tensor buffer = bucket.buffer;
+  buffer.div_(group.size());
   AllReduceOptions o;
-  // The last bucket is launched once backward has computed every gradient:
-  // nothing is left to overlap, and a blocking call lets a backend run it on
-  // this thread (mpi) instead of handing it to its communication thread.
-  o.async_op = !bucket.is_last();
+  o.async_op = !bucket.is_last();  // the last one has nothing left to overlap with
   Work w = group.all_reduce(buffer, o);
   return TensorFuture(std::move(w), [buffer] { return buffer; });
 }
-
-}  // namespace detail
 
 }  // namespace ddp

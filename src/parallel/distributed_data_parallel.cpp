@@ -6,6 +6,7 @@
 
 #include "ddp/dist/collectives.h"
 #include "ddp/dist/errors.h"
+#include "dist/error_context.h"
 #include "parallel/reducer.h"
 
 namespace ddp {

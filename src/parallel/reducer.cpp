@@ -9,12 +9,26 @@
 #include <unordered_set>
 
 #include "ddp/dist/errors.h"
+#include "dist/error_context.h"
 #include "parallel/bucketing.h"
 
 namespace ddp::detail {
 namespace {
 
 double ms(std::chrono::steady_clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// The built-in reduction: one all_reduce (SUM) of a bucket whose gradients were
+// divided by the world size while it was filled. The last bucket is launched
+// once backward has computed every gradient: nothing is left to overlap, and a
+// blocking call lets a backend run it on this thread (mpi) instead of handing
+// it to its communication thread.
+TensorFuture all_reduce_bucket(ProcessGroup& group, GradBucket& bucket) {
+  at::Tensor buffer = bucket.buffer;
+  AllReduceOptions o;
+  o.async_op = !bucket.is_last();
+  Work w = group.all_reduce(buffer, o);
+  return TensorFuture(std::move(w), [buffer] { return buffer; });
+}
 
 }  // namespace
 
@@ -24,8 +38,7 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
       names_(std::move(names)),
       group_(std::move(group)),
       opts_(opts),
-      hook_(std::make_shared<AllReduceHook>()),
-      solo_(group_->size() == 1) {
+      world_of_one_(group_->size() == 1) {
   const size_t n = params_.size();
   ready_.assign(n, 0);
   used_.assign(n, 0);
@@ -40,7 +53,7 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
     auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
     hook_keys_.push_back(acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
         [this, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
-          add(i);
+          on_gradient_accumulated(i);
           return outputs;
         })));
     accumulators_.push_back(std::move(acc));
@@ -53,18 +66,17 @@ Reducer::~Reducer() {
 
 void Reducer::set_comm_hook(std::shared_ptr<CommHook> hook) {
   if (!hook) throw InvalidArgument("DistributedDataParallel: register_comm_hook got a null hook");
-  predivide_ = dynamic_cast<AllReduceHook*>(hook.get()) != nullptr;
   hook_ = std::move(hook);
 }
 
 // Buckets hold a flat buffer each; every parameter has a view into one.
 void Reducer::build(const std::vector<size_t>& order) {
-  plan_ = assign_buckets(params_, order, opts_.first_bucket_cap_bytes, opts_.bucket_cap_bytes);
+  bucket_params_ = assign_buckets(params_, order, opts_.first_bucket_cap_bytes, opts_.bucket_cap_bytes);
   buckets_.clear();
-  where_.assign(params_.size(), {0, 0});
-  for (size_t b = 0; b < plan_.size(); ++b) {
+  bucket_slot_.assign(params_.size(), {0, 0});
+  for (size_t b = 0; b < bucket_params_.size(); ++b) {
     Bucket bucket;
-    bucket.params = plan_[b];
+    bucket.params = bucket_params_[b];
     int64_t total = 0;
     for (size_t i : bucket.params) total += params_[i].numel();
     bucket.flat = at::zeros({total}, params_[bucket.params[0]].options().requires_grad(false));
@@ -76,15 +88,15 @@ void Reducer::build(const std::vector<size_t>& order) {
       at::Tensor alias = at::empty({0}, bucket.flat.options());
       alias.set_(bucket.flat.storage(), bucket.flat.storage_offset() + offset, p.sizes());
       bucket.views.push_back(alias);
-      where_[bucket.params[slot]] = {b, slot};
+      bucket_slot_[bucket.params[slot]] = {b, slot};
       offset += p.numel();
     }
     bucket.pending = bucket.params.size();
     buckets_.push_back(std::move(bucket));
   }
-  if (opts_.gradient_as_bucket_view && !solo_) {
+  if (opts_.gradient_as_bucket_view && !world_of_one_) {
     for (size_t i = 0; i < params_.size(); ++i) {
-      at::Tensor& view = buckets_[where_[i].first].views[where_[i].second];
+      at::Tensor& view = buckets_[bucket_slot_[i].first].views[bucket_slot_[i].second];
       at::Tensor& grad = params_[i].mutable_grad();
       if (grad.defined()) {
         view.copy_(grad);
@@ -104,7 +116,7 @@ void Reducer::prepare_for_forward(bool grad_enabled) {
       if (std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);
     // Ranks may have seen different orders (unused parameters differ per
     // rank); every rank must build the same buckets, so rank 0's order wins.
-    if (!solo_) {
+    if (!world_of_one_) {
       at::Tensor shared = at::empty({static_cast<int64_t>(order.size())}, at::kLong);
       int64_t* o = shared.data_ptr<int64_t>();
       for (size_t k = 0; k < order.size(); ++k) o[k] = static_cast<int64_t>(order[k]);
@@ -120,6 +132,8 @@ void Reducer::prepare_for_forward(bool grad_enabled) {
 // Walks the autograd graph from the outputs; parameters whose accumulators
 // are not reached cannot get a gradient in this backward.
 void Reducer::prepare_for_backward(const std::vector<at::Tensor>& outputs) {
+  forward_seen_ = true;
+  expect_gradients_ = true;
   if (!opts_.find_unused_parameters || !sync_ || outputs.empty()) return;
   if (opts_.static_graph && have_unused_known_) return;
   std::unordered_set<torch::autograd::Node*> seen;
@@ -137,28 +151,50 @@ void Reducer::prepare_for_backward(const std::vector<at::Tensor>& outputs) {
   have_unused_known_ = true;
 }
 
-void Reducer::add(size_t index) {
+void Reducer::on_gradient_accumulated(size_t index) {
   if (!sync_) return;
+  // After DDP reduced this forward's gradients, another gradient: a nested
+  // (reentrant) backward such as activation checkpointing, or a second
+  // backward() of one forward. Reducing it again would give wrong gradients.
+  if (!in_backward_ && forward_seen_ && !expect_gradients_) fail_gradient_twice(index);
   if (!in_backward_) {
     // First gradient of this backward: reduce at its end, and let known
     // unused parameters contribute zeros right away.
     in_backward_ = true;
     torch::autograd::Engine::get_default_engine().queue_callback([this] { finalize(); });
-    if (opts_.find_unused_parameters && have_unused_known_)
+    if (unused_allowed() && have_unused_known_)
       for (size_t i = 0; i < params_.size(); ++i)
         if (unused_known_[i] && !ready_[i] && i != index) mark_ready(i, false);
   }
-  if (ready_[index]) return;  // a parameter used twice: its accumulator fires once
+  // A parameter used twice in one graph gets one accumulated gradient: a second
+  // one means a reentrant backward, or a static graph that changed.
+  if (ready_[index]) fail_gradient_twice(index);
   mark_ready(index, true);
+}
+
+void Reducer::fail_gradient_twice(size_t index) {
+  const bool was_unused = ready_[index] && !used_[index];
+  reset_iteration();
+  expect_gradients_ = true;  // the next forward starts afresh
+  ErrorContext ctx{group_->backend(), group_->rank(), group_->size(), "DistributedDataParallel backward"};
+  if (was_unused)
+    throw Error(ctx.prefix() + "parameter '" + names_[index] +
+                "' got a gradient although static_graph learned in the first iteration that it is unused; with "
+                "static_graph the set of used parameters must stay the same");
+  throw Error(ctx.prefix() + "parameter '" + names_[index] +
+              "' got a second gradient after DDP had reduced it in this backward pass. A nested (reentrant) "
+              "backward, as activation checkpointing runs, or a second backward() of one forward would leave "
+              "wrong gradients; DDP reduces each parameter's gradient once per forward. Recompute without a "
+              "nested backward, or accumulate under no_sync() and reduce in the last backward.");
 }
 
 void Reducer::mark_ready(size_t index, bool used) {
   ready_[index] = 1;
   used_[index] = used;
   if (used && !rebuilt_ && !rebuild_due_) arrival_.push_back(index);
-  auto [b, slot] = where_[index];
+  auto [b, slot] = bucket_slot_[index];
   Bucket& bucket = buckets_[b];
-  if (solo_) {  // a world of one: gradients are already the average
+  if (world_of_one_) {  // a world of one: gradients are already the average
     if (--bucket.pending == 0) launch_ready_buckets();
     return;
   }
@@ -166,10 +202,10 @@ void Reducer::mark_ready(size_t index, bool used) {
   const at::Tensor& grad = params_[index].grad();
   if (used && grad.defined()) {
     if (grad.data_ptr() != view.data_ptr()) {
-      if (predivide_) at::div_out(view, grad, group_->size());  // while grad is hot in cache
+      if (!hook_) at::div_out(view, grad, group_->size());  // while grad is hot in cache
       else view.copy_(grad);
       if (opts_.gradient_as_bucket_view) params_[index].mutable_grad() = view;
-    } else if (predivide_) {
+    } else if (!hook_) {
       view.div_(group_->size());
     }
   } else {
@@ -188,7 +224,7 @@ void Reducer::launch_ready_buckets() {
     // computation ends here (its reduction may block inside this hook).
     if (next_launch_ + 1 == buckets_.size()) last_launch_ = now;
     Bucket& bucket = buckets_[next_launch_];
-    if (solo_) {
+    if (world_of_one_) {
       ++next_launch_;
       continue;
     }
@@ -198,7 +234,7 @@ void Reducer::launch_ready_buckets() {
     gb.buffer = bucket.flat;
     gb.gradients = bucket.views;
     for (size_t i : bucket.params) gb.parameters.push_back(params_[i]);
-    bucket.future = predivide_ ? all_reduce_bucket(*group_, gb) : hook_->run(*group_, gb);
+    bucket.future = hook_ ? hook_->run(*group_, gb) : all_reduce_bucket(*group_, gb);
     ++next_launch_;
   }
 }
@@ -225,20 +261,24 @@ void Reducer::finalize() {
   std::vector<char> globally_used(params_.size(), 1);
   Work used_work;
   at::Tensor used_counts;
-  if (opts_.find_unused_parameters) {
+  if (unused_allowed()) {
     for (size_t i = 0; i < params_.size(); ++i)
       if (!ready_[i]) mark_ready(i, false);
-    if (opts_.static_graph && !have_unused_known_) {
-      for (size_t i = 0; i < params_.size(); ++i) unused_known_[i] = !used_[i];
-      have_unused_known_ = true;
+    if (opts_.static_graph && !globally_used_.empty()) {
+      globally_used = globally_used_;  // learned in the first iteration: no collective
+    } else {
+      if (opts_.static_graph) {
+        for (size_t i = 0; i < params_.size(); ++i) unused_known_[i] = !used_[i];
+        have_unused_known_ = true;
+      }
+      // Which parameters were used on some rank: after the buckets, same order everywhere.
+      used_counts = at::empty({static_cast<int64_t>(params_.size())}, at::kInt);
+      int* counts = used_counts.data_ptr<int>();
+      for (size_t i = 0; i < params_.size(); ++i) counts[i] = used_[i];
+      AllReduceOptions o;
+      o.async_op = true;
+      used_work = group_->all_reduce(used_counts, o);
     }
-    // Which parameters were used on some rank: after the buckets, same order everywhere.
-    used_counts = at::empty({static_cast<int64_t>(params_.size())}, at::kInt);
-    int* counts = used_counts.data_ptr<int>();
-    for (size_t i = 0; i < params_.size(); ++i) counts[i] = used_[i];
-    AllReduceOptions o;
-    o.async_op = true;
-    used_work = group_->all_reduce(used_counts, o);
   } else if (next_launch_ < buckets_.size()) {
     fail_unfinished();
   }
@@ -251,15 +291,16 @@ void Reducer::finalize() {
       used_work.wait();
       const int* counts = used_counts.data_ptr<int>();
       for (size_t i = 0; i < params_.size(); ++i) globally_used[i] = counts[i] > 0;
+      if (opts_.static_graph) globally_used_ = globally_used;
     }
   } catch (...) {
     reset_iteration();
     throw;
   }
   // Averaged gradients back into param.grad(); a parameter no rank used keeps its grad.
-  for (size_t i = 0; i < params_.size() && !solo_; ++i) {
+  for (size_t i = 0; i < params_.size() && !world_of_one_; ++i) {
     if (!globally_used[i]) continue;
-    const at::Tensor& view = buckets_[where_[i].first].views[where_[i].second];
+    const at::Tensor& view = buckets_[bucket_slot_[i].first].views[bucket_slot_[i].second];
     at::Tensor& grad = params_[i].mutable_grad();
     if (opts_.gradient_as_bucket_view) grad = view;
     else if (grad.defined()) grad.copy_(view);
@@ -271,6 +312,7 @@ void Reducer::finalize() {
   stats_.exposed_ms += ms(done - backward_end_);
   if (!rebuilt_) rebuild_due_ = true;
   reset_iteration();
+  expect_gradients_ = false;  // until the next forward
 }
 
 void Reducer::reset_iteration() {

@@ -1,4 +1,4 @@
-// The reducer behind DistributedDataParallel. Autograd hooks call add() as
+// The reducer behind DistributedDataParallel. Autograd hooks call on_gradient_accumulated() as
 // each gradient is accumulated; a bucket whose gradients are all in is
 // reduced at once (asynchronously, in bucket order on every rank); finalize(),
 // queued on the autograd engine, waits for the reductions at the end of
@@ -49,7 +49,7 @@ class Reducer {
   bool sync() const { return sync_; }
   void set_comm_hook(std::shared_ptr<CommHook> hook);
   // Parameter indices per bucket.
-  const std::vector<std::vector<size_t>>& buckets() const { return plan_; }
+  const std::vector<std::vector<size_t>>& buckets() const { return bucket_params_; }
   const DDPStats& stats() const { return stats_; }
 
  private:
@@ -63,28 +63,32 @@ class Reducer {
   };
 
   void build(const std::vector<size_t>& order);
-  void add(size_t index);  // the autograd hook
+  void on_gradient_accumulated(size_t index);  // the autograd hook of parameter `index`
   void mark_ready(size_t index, bool used);
   void launch_ready_buckets();
   void finalize();
   void reset_iteration();
   [[noreturn]] void fail_unfinished();
+  [[noreturn]] void fail_gradient_twice(size_t index);
+  // Parameters may get no gradient: find_unused_parameters, or static_graph
+  // (which learns the unused ones in its first iteration).
+  bool unused_allowed() const { return opts_.find_unused_parameters || opts_.static_graph; }
 
   std::vector<at::Tensor> params_;
   std::vector<std::string> names_;
   GroupPtr group_;
   ReducerOptions opts_;
+  // The registered comm hook; none: the built-in path, where gradients are divided
+  // by the world size as they are copied into their bucket (one pass less over
+  // memory), then each bucket is all-reduced (SUM).
   std::shared_ptr<CommHook> hook_;
-  // The hook is the default all_reduce: gradients are divided by the world
-  // size as they are copied into their bucket (one pass less over memory).
-  bool predivide_ = true;
-  bool solo_;  // world of one: nothing to reduce
+  bool world_of_one_;  // nothing to reduce
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive: they hold our hooks
   std::vector<uintptr_t> hook_keys_;
 
-  std::vector<std::vector<size_t>> plan_;
+  std::vector<std::vector<size_t>> bucket_params_;
   std::vector<Bucket> buckets_;
-  std::vector<std::pair<size_t, size_t>> where_;  // parameter -> (bucket, slot)
+  std::vector<std::pair<size_t, size_t>> bucket_slot_;  // parameter -> (bucket, slot in it)
   size_t next_launch_ = 0;
 
   bool sync_ = true;
@@ -93,6 +97,9 @@ class Reducer {
   std::vector<char> used_;          // got a gradient in this backward
   std::vector<char> unused_known_;  // known unused before backward (graph walk or static graph)
   bool have_unused_known_ = false;
+  std::vector<char> globally_used_;  // static_graph: used on some rank, learned in the first iteration
+  bool forward_seen_ = false;        // DDP's forward ran at least once
+  bool expect_gradients_ = false;    // a forward ran since the last reduction
   std::vector<size_t> arrival_;     // order of the first synchronised backward
   bool rebuilt_ = false, rebuild_due_ = false;
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "ddp/dist/mpi/mpi.h"
+#include "ddp/dist/backend.h"
 #include "mpi_test_util.h"
 
 namespace ddp::mpitest {
@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   opts.rank = -1;  // take rank and size from MPI
   opts.world_size = -1;
   opts.timeout = std::chrono::seconds(60);
-  ddp::mpitest::g_world = ddp::mpi::create(opts);
+  ddp::mpitest::g_world = ddp::create_backend("mpi", opts);
   auto& g = *ddp::mpitest::g_world;
 
   int rc = RUN_ALL_TESTS();

@@ -4,7 +4,7 @@
 #include <climits>
 #include <cstdlib>
 
-#include "ddp/dist/mpi/mpi.h"
+#include "ddp/dist/backend.h"
 #include "mpi_test_util.h"
 
 namespace ddp::mpitest {
@@ -18,7 +18,7 @@ int env_int(const char* name, int fallback) {
 }
 
 TEST(MpiBackend, RankAndSizeComeFromMpi) {
-  EXPECT_TRUE(mpi::is_available());
+  EXPECT_TRUE(is_backend_available("mpi"));
   EXPECT_EQ(world().backend(), "mpi");
   EXPECT_EQ(world().rank(), env_int("OMPI_COMM_WORLD_RANK", 0));
   EXPECT_EQ(world().size(), env_int("OMPI_COMM_WORLD_SIZE", 1));
@@ -31,7 +31,7 @@ TEST(MpiBackend, CreateChecksRequestedRankAndSize) {
   o.rank = r + 1;
   o.world_size = -1;
   try {
-    mpi::create(o);
+    create_backend("mpi", o);
     ADD_FAILURE() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
     std::string msg = e.what();
@@ -42,7 +42,7 @@ TEST(MpiBackend, CreateChecksRequestedRankAndSize) {
   o.rank = -1;
   o.world_size = w + 2;
   try {
-    mpi::create(o);
+    create_backend("mpi", o);
     ADD_FAILURE() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
     std::string msg = e.what();
@@ -54,7 +54,7 @@ TEST(MpiBackend, CreateChecksRequestedRankAndSize) {
   o.world_size = w;
   o.timeout = std::chrono::seconds(30);
   GroupPtr second;
-  EXPECT_NO_THROW(second = mpi::create(o));
+  EXPECT_NO_THROW(second = create_backend("mpi", o));
   if (!second) return;  // every rank takes the same path here
   EXPECT_EQ(second->rank(), r);
   EXPECT_EQ(second->size(), w);

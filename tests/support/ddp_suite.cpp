@@ -4,6 +4,8 @@
 #include <torch/nn.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/optim/sgd.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
 #include <mutex>
@@ -286,22 +288,28 @@ void batchnorm_cnn(ProcessGroup& g) {
 
 void unused_parameters(ProcessGroup& g) {
   const int r = g.rank(), w = g.size();
-  // static_graph: the unused set is learned in the first iteration and reused.
-  for (auto [bucket_view, static_graph] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
+  // static_graph: the unused set is learned in the first iteration and reused,
+  // with or without find_unused_parameters.
+  struct Mode {
+    bool bucket_view, find_unused, static_graph;
+  };
+  for (Mode m : {Mode{false, true, false}, Mode{true, true, false}, Mode{false, true, true}, Mode{true, true, true},
+                 Mode{false, false, true}, Mode{true, false, true}}) {
+    const bool bucket_view = m.bucket_view, static_graph = m.static_graph;
     auto net = seeded<Branchy>(300 + r);
     auto ref = seeded<Branchy>(300);
     DDPOptions o;
     o.group = handle(g);
-    o.find_unused_parameters = true;
+    o.find_unused_parameters = m.find_unused;
     o.gradient_as_bucket_view = bucket_view;
     o.static_graph = static_graph;
     o.bucket_cap_mb = 1e-4;
     o.first_bucket_cap_mb = 1e-4;
     DistributedDataParallel model(net, o);
     const std::string what = std::string(bucket_view ? "bucket views" : "copies") +
-                             (static_graph ? ", static graph" : "");
+                             (static_graph ? ", static graph" : "") + (m.find_unused ? ", find unused" : "");
     auto gen = at::make_generator<at::CPUGeneratorImpl>(13);
-    for (int step = 0; step < 2; ++step) {
+    for (int step = 0; step < 3; ++step) {
       at::Tensor x = randn({w, 1, 3}, gen), y = randn({w, 1, 3}, gen);
       // b is used on odd ranks only (on none in a world of one); c on no rank.
       net->use_b = r % 2 == 1;
@@ -343,6 +351,87 @@ void missing_gradient_is_an_error(ProcessGroup& g) {
     EXPECT_NE(msg.find("find_unused_parameters"), std::string::npos) << msg;
   }
   // The group is still usable afterwards.
+  at::Tensor t = at::ones({2});
+  g.all_reduce(t);
+  EXPECT_EQ(t[0].item<float>(), g.size());
+}
+
+// y = x W^T + b computed without a graph; its backward recomputes it with one
+// and runs a nested (reentrant) backward, as activation checkpointing does:
+// W and b get their gradients inside the outer backward pass.
+struct Recompute : torch::autograd::Function<Recompute> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor x, at::Tensor w, at::Tensor b) {
+    ctx->saved_data["x"] = x.detach();
+    ctx->saved_data["w"] = w;
+    ctx->saved_data["b"] = b;
+    at::NoGradGuard no_grad;
+    return at::linear(x, w, b);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad) {
+    at::Tensor x = ctx->saved_data["x"].toTensor().requires_grad_(true);
+    at::Tensor y;
+    {
+      at::AutoGradMode enable(true);
+      y = at::linear(x, ctx->saved_data["w"].toTensor(), ctx->saved_data["b"].toTensor());
+    }
+    torch::autograd::backward({y}, {grad[0]});
+    return {x.grad(), at::Tensor(), at::Tensor()};
+  }
+};
+
+// One Linear applied twice, each time recomputed in backward: its parameters'
+// gradients are accumulated twice in one backward pass, in nested backwards.
+struct TwiceRecomputed : torch::nn::Module {
+  Linear lin{nullptr};
+  TwiceRecomputed() { lin = register_module("lin", Linear(3, 3)); }
+  at::Tensor forward(at::Tensor x) {
+    // The weights go in as saved data, not as inputs: the outer graph reaches
+    // them only through the nested backwards.
+    return Recompute::apply(Recompute::apply(x, lin->weight, lin->bias), lin->weight, lin->bias);
+  }
+};
+
+// A parameter whose gradient arrives a second time in one backward (reentrant
+// backward) or a second backward of one forward is an error naming it, on every
+// rank, and the model trains normally afterwards.
+void gradient_twice_is_an_error(ProcessGroup& g) {
+  auto expect_named = [&](const std::function<void()>& fn, const std::string& what, std::vector<std::string> names) {
+    try {
+      fn();
+      ADD_FAILURE() << tag(g, what + ": expected ddp::Error");
+    } catch (const std::exception& e) {
+      std::string msg = e.what();
+      EXPECT_TRUE(std::any_of(names.begin(), names.end(),
+                              [&](const std::string& n) { return msg.find("parameter '" + n + "'") != std::string::npos; }))
+          << tag(g, what) << ": " << msg;
+      EXPECT_NE(msg.find("second gradient"), std::string::npos) << tag(g, what) << ": " << msg;
+    }
+  };
+  auto net = seeded<TwiceRecomputed>(21);
+  DDPOptions o;
+  o.group = handle(g);
+  DistributedDataParallel model(net, o);
+  at::Tensor x = at::ones({2, 3}).requires_grad_(true);
+  expect_named([&] { model(x).sum().backward(); }, "reentrant backward", {"lin.weight", "lin.bias"});
+
+  auto plain = seeded<Branchy>(22);
+  plain->use_b = true;
+  o.find_unused_parameters = true;  // c is never used
+  DistributedDataParallel model2(plain, o);
+  at::Tensor loss = model2(at::ones({2, 3})).sum();
+  loss.backward({}, /*retain_graph=*/true);
+  expect_named([&] { loss.backward(); }, "second backward of one forward", {"a.weight", "a.bias", "b.weight", "b.bias"});
+  // The next forward and backward reduce as usual: the gradient of the mean of the ranks' losses.
+  for (auto& p : plain->parameters()) p.mutable_grad() = at::Tensor();
+  model2(at::full({2, 3}, double(g.rank()))).sum().backward();
+  auto ref = seeded<Branchy>(22);
+  for (int q = 0; q < g.size(); ++q) (ref->forward(at::full({2, 3}, double(q))).sum() / g.size()).backward();
+  for (auto name : {"a.weight", "a.bias", "b.weight", "b.bias"}) {
+    at::Tensor mine = plain->named_parameters()[name].grad(), want = ref->named_parameters()[name].grad();
+    // Gradients summed over W <= 4 ranks in another grouping: expect_close's bound.
+    EXPECT_TRUE(mine.defined() && at::allclose(mine, want, 1.3e-6, 5e-5)) << tag(g, std::string("after the errors: ") + name);
+  }
   at::Tensor t = at::ones({2});
   g.all_reduce(t);
   EXPECT_EQ(t[0].item<float>(), g.size());
@@ -448,6 +537,7 @@ const std::vector<SuiteCase>& ddp_suite() {
       {"DdpBatchNormCnn", batchnorm_cnn},
       {"DdpUnusedParameters", unused_parameters},
       {"DdpMissingGradientIsAnError", missing_gradient_is_an_error},
+      {"DdpGradientTwiceIsAnError", gradient_twice_is_an_error},
       {"DdpMismatchedModels", mismatched_models_fail_everywhere},
       {"DdpCommHook", comm_hook_sees_every_bucket},
       {"DdpEvaluationForwardOnOneRank", evaluation_forward_on_one_rank},

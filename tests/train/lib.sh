@@ -10,5 +10,11 @@ case $recipe in
   cifar10-*) data=(--data-dir "$work/data/cifar10") ;;
   *) data=() ;;
 esac
+# DATA_VIA_ENV=1: no --data-dir; the recipe finds $DDP_DATA_DIR/<dataset> instead.
+if [ "${DATA_VIA_ENV:-0}" = 1 ] && [ ${#data[@]} -gt 0 ]; then
+  ln -s fashion "$work/data/fashion-mnist"
+  export DDP_DATA_DIR="$work/data"
+  data=()
+fi
 # latest OUT_DIR: the path of the newest checkpoint the run left.
 latest() { local c; c=$(cat "$1/checkpoints/latest"); case $c in /*) echo "$c" ;; *) echo "$1/checkpoints/$c" ;; esac; }

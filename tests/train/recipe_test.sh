@@ -9,9 +9,12 @@ source "$(dirname "$0")/lib.sh"
 "$ddprun" --nproc-per-node "$np" --standalone "$train" "$recipe" "${data[@]}" --epochs 1 \
   --out-dir "$work/out" --no-progress "$@" | tee "$work/log"
 grep -q "^\[rank 0\] done: acc1" "$work/log" || { echo "FAIL: no final line"; exit 1; }
-# The first line says which precision runs and why; the CIFAR-10 recipes choose it by the CPU.
+# The tiny data (192 Fashion-MNIST or 240 CIFAR-10 training images, or a limit of 64), not a real data set found elsewhere.
+[ "$recipe" = mlp ] || grep -qE "^\[rank 0\] ddp-train $recipe: .* (192|240|64) training samples" "$work/log" ||
+  { echo "FAIL: the run did not train on the tiny data in ${DDP_DATA_DIR:-its --data-dir}"; exit 1; }
+# The first line says which precision runs and why; the CIFAR-10 and Fashion-MNIST recipes choose it by the CPU.
 want="(as asked|the recipe's default)"
-case "$recipe $*" in cifar10-*--precision*) ;; cifar10-*) want="auto: .+" ;; esac
+case "$recipe $*" in *--precision*) ;; cifar10-*|fashion-mnist*) want="auto: .+" ;; esac
 grep -qE "^\[rank 0\] ddp-train $recipe: .*, (fp32|bf16) \($want\)\$" "$work/log" ||
   { echo "FAIL: the first line does not name the precision and why ($want)"; exit 1; }
 grep -qE "^\[rank 0\]   cpu: .+ cores? \(" "$work/log" || { echo "FAIL: no cpu line"; exit 1; }

@@ -2,7 +2,7 @@
 // Each file may be plain or gzip-compressed; which one is decided by the
 // content (gzip's magic bytes 1f 8b), not by the name.
 //
-//   auto train = ddp::data::load_mnist_format(ddp::data::kFashionMnistDir, /*train=*/true);
+//   auto train = ddp::data::load_mnist_format("/usr/share/datasets/fashion-mnist", /*train=*/true);
 //   train.images;   // uint8 [60000, 1, 28, 28]
 //   train.labels;   // int64 [60000], 0..9
 //
@@ -17,9 +17,6 @@
 #include "ddp/data/image_dataset.h"
 
 namespace ddp::data {
-
-// Where Debian's dataset-fashion-mnist package installs the data set.
-inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 
 at::Tensor read_idx_images(const std::string& path);  // uint8 [N, 1, H, W]; magic 0x00000803
 at::Tensor read_idx_labels(const std::string& path);  // int64 [N]; magic 0x00000801

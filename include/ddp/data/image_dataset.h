@@ -1,7 +1,7 @@
 // An in-memory image classification data set, as the readers return it:
 // raw uint8 pixels and int64 labels, one row per sample.
 //
-//   ddp::data::ImageDataset train = ddp::data::load_mnist_format(ddp::data::kFashionMnistDir, true);
+//   ddp::data::ImageDataset train = ddp::data::load_mnist_format("/usr/share/datasets/fashion-mnist", true);
 //   at::Tensor x = ddp::data::normalize(train.images, {0.2860}, {0.3530});   // float32 [N,1,28,28]
 //   at::Tensor y = train.labels;                                              // int64 [N]
 #pragma once

@@ -22,16 +22,4 @@ class TimeoutError : public CommError {
   using CommError::CommError;
 };
 
-// Where an error happened: backend, rank, world size, operation.
-struct ErrorContext {
-  std::string backend;
-  int rank = 0;
-  int size = 1;
-  std::string op;
-  // "[gloo] rank 2/4 all_reduce: "
-  std::string prefix() const;
-};
-
-[[noreturn]] void throw_invalid(const ErrorContext& ctx, const std::string& what);
-
 }  // namespace ddp

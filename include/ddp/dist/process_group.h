@@ -1,5 +1,9 @@
-// The ProcessGroup interface: a set of ranks that run collectives together.
-// Backends (gloo, mpi, local) implement it; users hold a std::shared_ptr.
+// A set of ranks that run collectives together. One class for every backend:
+// it checks arguments, resolves timeouts and async_op, packs tensor lists,
+// supplies what a backend lacks (AVG, dtypes it cannot reduce) and prefixes
+// errors ("[gloo] rank 2/4 all_reduce: ..."); the backend behind it (gloo,
+// mpi, local: see backend.h) only moves flat buffers.
+//
 // All tensors are dense, contiguous CPU tensors. Ranks in arguments (root,
 // src, dst) are ranks within this group. Every call returns a Work; with
 // async_op = false (default) it is already completed when returned.
@@ -15,52 +19,68 @@
 
 namespace ddp {
 
+namespace detail {
+class Backend;  // src/dist/backend_impl.h
+struct Call;
+}
+
 class ProcessGroup;
 using GroupPtr = std::shared_ptr<ProcessGroup>;
 
 class ProcessGroup {
  public:
-  virtual ~ProcessGroup() = default;
+  // Made by create_backend / init_process_group / new_group, not by users.
+  ProcessGroup(std::unique_ptr<detail::Backend> backend, Milliseconds timeout);
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
 
-  virtual int rank() const = 0;
-  virtual int size() const = 0;
-  virtual std::string backend() const = 0;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& backend() const { return name_; }
   // The group's default timeout for operations.
-  virtual Milliseconds timeout() const = 0;
+  Milliseconds timeout() const { return timeout_; }
 
   // root's tensor is copied into every rank's tensor.
-  virtual Work broadcast(at::Tensor& tensor, const BroadcastOptions& opts = {}) = 0;
+  Work broadcast(at::Tensor& tensor, const BroadcastOptions& opts = {});
   // Reduces the tensor across ranks in place on every rank.
-  virtual Work all_reduce(at::Tensor& tensor, const AllReduceOptions& opts = {}) = 0;
-  // Like all_reduce on each tensor, in as few operations as possible.
-  virtual Work all_reduce_coalesced(std::vector<at::Tensor>& tensors,
-                                    const AllReduceOptions& opts = {}) = 0;
+  Work all_reduce(at::Tensor& tensor, const AllReduceOptions& opts = {});
+  // Like all_reduce on each tensor, in one operation per dtype.
+  Work all_reduce_coalesced(std::vector<at::Tensor>& tensors, const AllReduceOptions& opts = {});
   // Reduces into root's tensor; other ranks' tensors are left unspecified.
-  virtual Work reduce(at::Tensor& tensor, const ReduceOptions& opts = {}) = 0;
+  Work reduce(at::Tensor& tensor, const ReduceOptions& opts = {});
   // outputs[r] receives rank r's input; outputs.size() == size().
-  virtual Work all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input,
-                          const CollectiveOptions& opts = {}) = 0;
+  Work all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, const CollectiveOptions& opts = {});
   // Like all_gather, into root's outputs only (other ranks pass {}).
-  virtual Work gather(std::vector<at::Tensor>& outputs, const at::Tensor& input,
-                      const RootOptions& opts = {}) = 0;
+  Work gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, const RootOptions& opts = {});
   // Rank r receives root's inputs[r] (other ranks pass {}).
-  virtual Work scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
-                       const RootOptions& opts = {}) = 0;
+  Work scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, const RootOptions& opts = {});
   // output = reduction over ranks of their inputs[rank()].
-  virtual Work reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
-                              const ReduceScatterOptions& opts = {}) = 0;
+  Work reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
+                      const ReduceScatterOptions& opts = {});
   // outputs[r] receives rank r's inputs[rank()]; sizes may differ per pair.
-  virtual Work all_to_all(std::vector<at::Tensor>& outputs,
-                          const std::vector<at::Tensor>& inputs,
-                          const CollectiveOptions& opts = {}) = 0;
-  virtual Work barrier(const CollectiveOptions& opts = {}) = 0;
-  virtual Work send(const at::Tensor& tensor, int dst, const P2POptions& opts = {}) = 0;
-  virtual Work recv(at::Tensor& tensor, int src, const P2POptions& opts = {}) = 0;
+  Work all_to_all(std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                  const CollectiveOptions& opts = {});
+  Work barrier(const CollectiveOptions& opts = {});
+  Work send(const at::Tensor& tensor, int dst, const P2POptions& opts = {});
+  Work recv(at::Tensor& tensor, int src, const P2POptions& opts = {});
 
   // A group of the given ranks of this group (sorted, unique), with ranks
   // renumbered from 0 in ascending order. Every rank of this group must call
   // it with the same ranks; ranks outside get nullptr.
-  virtual GroupPtr new_group(const std::vector<int>& ranks) = 0;
+  GroupPtr new_group(const std::vector<int>& ranks);
+
+ private:
+  detail::Call call(const char* op, const CollectiveOptions& opts) const;
+  Work finish(Work w, const detail::Call& c) const;
+  Work reduce_scatter_via_all_to_all(at::Tensor& output, const at::Tensor& flat_inputs, ReduceOp op,
+                                     const detail::Call& c);
+
+  std::unique_ptr<detail::Backend> impl_;
+  Milliseconds timeout_;
+  int rank_;
+  int size_;
+  std::string name_;
 };
 
 }  // namespace ddp

@@ -50,7 +50,5 @@ class Work {
 void wait_all(std::vector<Work>& works, Milliseconds timeout = kNoTimeout);
 // One Work that completes when all of `works` have.
 Work combine(std::vector<Work> works);
-// Returns `w` as is when async, else waits for it first (so errors surface here).
-Work finish(Work w, const CollectiveOptions& opts, Milliseconds group_timeout);
 
 }  // namespace ddp

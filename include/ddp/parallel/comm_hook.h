@@ -49,17 +49,13 @@ class CommHook {
 };
 
 // Divides by the world size, then one all_reduce (SUM) of the buffer in place:
-// asynchronous, except for the last bucket (see comm_hook.cpp).
+// asynchronous, except for the last bucket. What DDP does with no hook
+// registered, with one pass over memory more (DDP divides while it fills the
+// bucket); an example of a hook.
 class AllReduceHook final : public CommHook {
  public:
   std::string name() const override { return "allreduce"; }
   TensorFuture run(ProcessGroup& group, GradBucket& bucket) override;
 };
-
-namespace detail {
-// AllReduceHook without the division: the all_reduce (SUM) of a bucket whose
-// gradients DDP already divided by the world size while filling it.
-TensorFuture all_reduce_bucket(ProcessGroup& group, GradBucket& bucket);
-}  // namespace detail
 
 }  // namespace ddp

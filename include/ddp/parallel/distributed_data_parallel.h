@@ -34,7 +34,7 @@ struct DDPOptions {
   bool gradient_as_bucket_view = true;
   bool find_unused_parameters = false;   // parameters may get no gradient on some ranks
   bool broadcast_buffers = true;    // rank 0's buffers (BatchNorm statistics) before each forward
-  bool static_graph = false;        // the set of used parameters never changes
+  bool static_graph = false;        // the set of used parameters never changes: unused ones learned once (docs/ddp.md)
 };
 
 // Cumulative timings of synchronised backward passes.

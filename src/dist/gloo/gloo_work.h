@@ -6,7 +6,7 @@
 #include <atomic>
 #include <memory>
 
-#include "ddp/dist/errors.h"
+#include "dist/error_context.h"
 #include "ddp/dist/work.h"
 
 namespace ddp::gloo {

@@ -1,6 +1,6 @@
-// Entry points of the mpi backend (ddp/dist/mpi/mpi.h) and the lifetime of
+// Entry points of the mpi backend (mpi.h) and the lifetime of
 // the communicators behind its groups.
-#include "ddp/dist/mpi/mpi.h"
+#include "dist/mpi/mpi.h"
 
 #include "dist/mpi/mpi_dtypes.h"
 #include "dist/mpi/mpi_group.h"
@@ -23,7 +23,7 @@ Comm::~Comm() {
 
 bool is_available() { return true; }
 
-GroupPtr create(const BackendOptions& opts) {
+std::unique_ptr<detail::Backend> create(const BackendOptions& opts) {
   Runtime& rt = Runtime::get();
   ErrorContext c{"mpi", rt.world_rank(), rt.world_size(), "init"};
   const std::string hint = " (with mpi, rank and world size come from mpirun or srun; pass -1 to "
@@ -46,8 +46,7 @@ GroupPtr create(const BackendOptions& opts) {
     check(task.ctx, rc, "MPI_Comm_set_errhandler");
     *result = out;
   });
-  return std::make_shared<MpiGroup>(rt, std::make_shared<Comm>(*result), rt.world_rank(),
-                                    rt.world_size(), opts.timeout);
+  return std::make_unique<MpiBackend>(rt, std::make_shared<Comm>(*result), rt.world_rank(), rt.world_size());
 }
 
 }  // namespace ddp::mpi

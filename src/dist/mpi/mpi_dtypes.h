@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ddp/dist/errors.h"
+#include "dist/error_context.h"
 #include "ddp/dist/types.h"
 
 namespace ddp::mpi {

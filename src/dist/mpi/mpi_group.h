@@ -1,6 +1,6 @@
-// The ProcessGroup of the mpi backend: one MPI communicator (a duplicate of
+// The mpi backend's collectives: one MPI communicator (a duplicate of
 // MPI_COMM_WORLD, or a split of a parent's) used only on the communication
-// thread. Every call validates its arguments on the caller's thread, queues a
+// thread, or inline on a waiting caller's (see Runtime). Each call queues a
 // task and returns its Work.
 #pragma once
 #include "dist/mpi/mpi_c.h"
@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "ddp/dist/process_group.h"
+#include "dist/backend_impl.h"
 #include "dist/mpi/mpi_runtime.h"
 
 namespace ddp::mpi {
 
-// An MPI communicator owned by groups and their tasks; freed on the
+// An MPI communicator owned by backends and their tasks; freed on the
 // communication thread when the last owner lets go (not after shutdown).
 class Comm {
  public:
@@ -28,54 +28,45 @@ class Comm {
 };
 using CommPtr = std::shared_ptr<Comm>;
 
-class MpiGroup final : public ProcessGroup {
+class MpiBackend final : public detail::Backend {
  public:
-  MpiGroup(Runtime& rt, CommPtr comm, int rank, int size, Milliseconds timeout);
+  using Call = detail::Call;
+  MpiBackend(Runtime& rt, CommPtr comm, int rank, int size);
 
+  std::string name() const override { return "mpi"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string backend() const override { return "mpi"; }
-  Milliseconds timeout() const override { return timeout_; }
+  bool has_avg() const override { return true; }  // divides right after MPI returns, on the same thread
+  bool has_reduce_scatter() const override { return true; }
+  int max_tag() const override { return rt_.tag_ub(); }
 
-  Work broadcast(at::Tensor& tensor, const BroadcastOptions& opts) override;
-  Work all_reduce(at::Tensor& tensor, const AllReduceOptions& opts) override;
-  Work all_reduce_coalesced(std::vector<at::Tensor>& tensors,
-                            const AllReduceOptions& opts) override;
-  Work reduce(at::Tensor& tensor, const ReduceOptions& opts) override;
-  Work all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input,
-                  const CollectiveOptions& opts) override;
-  Work gather(std::vector<at::Tensor>& outputs, const at::Tensor& input,
-              const RootOptions& opts) override;
-  Work scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
-               const RootOptions& opts) override;
-  Work reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
-                      const ReduceScatterOptions& opts) override;
-  Work all_to_all(std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
-                  const CollectiveOptions& opts) override;
-  Work barrier(const CollectiveOptions& opts) override;
-  Work send(const at::Tensor& tensor, int dst, const P2POptions& opts) override;
-  Work recv(at::Tensor& tensor, int src, const P2POptions& opts) override;
-  GroupPtr new_group(const std::vector<int>& ranks) override;
+  Work broadcast(at::Tensor& buf, int root, const Call& c) override;
+  Work all_reduce(at::Tensor& buf, ReduceOp op, const Call& c) override;
+  Work reduce(at::Tensor& buf, ReduceOp op, int root, const Call& c) override;
+  Work all_gather(at::Tensor& out, const at::Tensor& in, const Call& c) override;
+  Work gather(at::Tensor& out, const at::Tensor& in, int root, const Call& c) override;
+  Work scatter(at::Tensor& out, const at::Tensor& in, int root, const Call& c) override;
+  Work reduce_scatter(at::Tensor& out, const at::Tensor& in, ReduceOp op, const Call& c) override;
+  Work all_to_all(at::Tensor& out, const std::vector<int64_t>& out_counts, const at::Tensor& in,
+                  const std::vector<int64_t>& in_counts, const Call& c) override;
+  Work barrier(const Call& c) override;
+  Work send(const at::Tensor& buf, int dst, int tag, const Call& c) override;
+  Work recv(at::Tensor& buf, int src, int tag, const Call& c) override;
+  std::unique_ptr<Backend> split(const std::vector<int>& ranks, int index, Milliseconds timeout) override;
 
  private:
-  ErrorContext ctx(const char* op) const { return {"mpi", rank_, size_, op}; }
   // Queues `body` for the communication thread, or runs it inline (see
-  // Runtime) when `blocking` (a collective, not a request) and not async;
-  // waits for it unless async.
-  Work submit(ErrorContext c, const CollectiveOptions& opts, std::function<void(Task&)> body,
-              bool blocking = true);
-  void check_tag(const ErrorContext& c, int tag) const;
+  // Runtime) when `blocking` (a collective, not a request) and not async.
+  Work submit(const Call& c, std::function<void(Task&)> body, bool blocking = true);
 
   Runtime& rt_;
   CommPtr comm_;
   int rank_;
   int size_;
-  Milliseconds timeout_;
 };
 
 // Runs `body` on the communication thread and waits up to `timeout`
 // (<= 0: no limit). For setting up communicators.
-void run_and_wait(Runtime& rt, ErrorContext c, Milliseconds timeout,
-                  std::function<void(Task&)> body);
+void run_and_wait(Runtime& rt, ErrorContext c, Milliseconds timeout, std::function<void(Task&)> body);
 
 }  // namespace ddp::mpi

@@ -15,7 +15,7 @@
 #include <memory>
 #include <mutex>
 
-#include "ddp/dist/errors.h"
+#include "dist/error_context.h"
 #include "ddp/dist/work.h"
 
 namespace ddp::mpi {

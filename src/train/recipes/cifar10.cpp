@@ -17,7 +17,7 @@ const std::vector<double> kStd = {0.2470, 0.2435, 0.2616};  // the training set'
 
 void load_cifar(Recipe& r, TrainConfig& cfg, ProcessGroup& group, const std::vector<double>& mean,
                 const std::vector<double>& std) {
-  fill<std::string>(cfg.data_dir, "../shared/data/cifar10");
+  fill<std::string>(cfg.data_dir, default_data_dir("cifar10", "../shared/data/cifar10"));
   fill<std::string>(cfg.data_mode, "shards");
   auto finish = [mean, std](const at::Tensor& images) { return data::normalize(images, mean, std); };
   std::string id;

@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <cstdlib>
+
 #include "ddp/data/shards.h"
 #include "ddp/errors.h"
 #include "ddp/train/evaluate.h"
@@ -59,6 +61,12 @@ std::string file_id(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return path + ":missing";
   return path + ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtime);
+}
+
+std::string default_data_dir(const std::string& dataset, const std::string& fallback) {
+  const char* root = std::getenv("DDP_DATA_DIR");
+  if (root && *root) return std::string(root) + "/" + dataset;
+  return fallback;
 }
 
 }  // namespace ddp::train::detail

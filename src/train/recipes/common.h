@@ -43,6 +43,10 @@ ParamGroup all_parameters(torch::nn::Module& m, double weight_decay);
 // A file's identity for shard freshness: path, size, modification time.
 std::string file_id(const std::string& path);
 
+// Where a recipe's data set is when --data-dir is not given: $DDP_DATA_DIR/<dataset>
+// if DDP_DATA_DIR is set, else `fallback` (docs/training.md lists them).
+std::string default_data_dir(const std::string& dataset, const std::string& fallback);
+
 Recipe make_mlp(TrainConfig& cfg, ProcessGroup& group);
 Recipe make_fashion_mnist(TrainConfig& cfg, ProcessGroup& group);
 Recipe make_cifar10_resnet9(TrainConfig& cfg, ProcessGroup& group);

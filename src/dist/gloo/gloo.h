@@ -1,10 +1,12 @@
 // The gloo backend. Gloo through LibTorch's c10d ProcessGroupGloo (TCP; rendezvous over a store).
 #pragma once
-#include "ddp/dist/backend.h"
+#include <memory>
+
+#include "dist/backend_impl.h"
 
 namespace ddp::gloo {
 
 bool is_available();
-GroupPtr create(const BackendOptions& opts);
+std::unique_ptr<detail::Backend> create(const BackendOptions& opts);
 
 }  // namespace ddp::gloo

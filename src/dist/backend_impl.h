@@ -1,0 +1,76 @@
+// What a backend implements: the narrow interface under ProcessGroup.
+//
+// ProcessGroup (process_group.cpp) is the one front: it checks arguments,
+// resolves timeouts and async_op, packs tensor lists into flat buffers and
+// back, supplies what a backend lacks (AVG as SUM then a division, reductions
+// of dtypes it cannot reduce in float32, reduce_scatter through all_to_all),
+// and waits for synchronous calls. A backend receives only valid, contiguous,
+// non-empty CPU buffers and makes its raw calls (c10d, MPI) on them.
+//
+// A new backend (e.g. nccl/) lives in src/dist/<name>/, defines a subclass of
+// Backend and the two entry points
+//   bool is_available();
+//   std::unique_ptr<detail::Backend> create(const BackendOptions&);
+// and is listed in registry.cpp.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ddp/dist/backend.h"
+#include "ddp/dist/types.h"
+#include "ddp/dist/work.h"
+#include "dist/error_context.h"
+
+namespace ddp::detail {
+
+// One call, as the front resolved it.
+struct Call {
+  ErrorContext ctx;      // "[gloo] rank 1/4 all_reduce: " for messages
+  Milliseconds timeout;  // the call's or the group's (> 0), or kNoTimeout
+  bool async = false;    // the caller will not wait at once (a backend may run a blocking call inline otherwise)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // What the front must make up for.
+  virtual bool can_reduce(at::ScalarType dtype) const { return true; }  // else reduced in float32
+  virtual bool has_avg() const { return false; }             // else SUM, then / size()
+  virtual bool has_reduce_scatter() const { return false; }  // else all_to_all + local reduction
+  virtual int max_tag() const { return 1 << 30; }            // tags of send/recv lie in [0, max_tag]
+
+  // Buffers: contiguous, non-empty, of one dtype. `op` is never AVG unless has_avg().
+  virtual Work broadcast(at::Tensor& buf, int root, const Call& c) = 0;
+  virtual Work all_reduce(at::Tensor& buf, ReduceOp op, const Call& c) = 0;
+  virtual Work reduce(at::Tensor& buf, ReduceOp op, int root, const Call& c) = 0;
+  // out: size() blocks of in.numel(), rank r's in block r.
+  virtual Work all_gather(at::Tensor& out, const at::Tensor& in, const Call& c) = 0;
+  // out: as all_gather's at root, undefined elsewhere.
+  virtual Work gather(at::Tensor& out, const at::Tensor& in, int root, const Call& c) = 0;
+  // in: size() blocks of out.numel() at root, undefined elsewhere.
+  virtual Work scatter(at::Tensor& out, const at::Tensor& in, int root, const Call& c) = 0;
+  // in: size() blocks of out.numel(); only called when has_reduce_scatter().
+  virtual Work reduce_scatter(at::Tensor& out, const at::Tensor& in, ReduceOp op, const Call& c) {
+    throw Error(c.ctx.prefix() + "reduce_scatter is not implemented by this backend");
+  }
+  // Block r of `in` (in_counts[r] elements) goes to rank r; block r of `out` comes from rank r.
+  virtual Work all_to_all(at::Tensor& out, const std::vector<int64_t>& out_counts, const at::Tensor& in,
+                          const std::vector<int64_t>& in_counts, const Call& c) = 0;
+  virtual Work barrier(const Call& c) = 0;
+  virtual Work send(const at::Tensor& buf, int dst, int tag, const Call& c) = 0;
+  virtual Work recv(at::Tensor& buf, int src, int tag, const Call& c) = 0;
+
+  // A backend over `ranks` (checked: sorted, unique, in range) of this one; every
+  // rank calls it, and those outside (index -1) get nullptr.
+  virtual std::unique_ptr<Backend> split(const std::vector<int>& ranks, int index, Milliseconds timeout) = 0;
+};
+
+}  // namespace ddp::detail

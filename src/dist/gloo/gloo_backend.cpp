@@ -1,0 +1,187 @@
+// The gloo backend: c10d's ProcessGroupGloo on flat buffers. What it lacks in
+// 1.13 the front supplies (AVG, reductions of bfloat16, reduce_scatter);
+// bfloat16 moves as 2-byte Half payload.
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+
+#include <ATen/ATen.h>
+
+#include "dist/gloo/gloo.h"
+#include "dist/gloo/gloo_device.h"
+#include "dist/gloo/gloo_work.h"
+#include "dist/validate.h"
+
+namespace ddp::gloo {
+namespace {
+
+using PG = c10d::ProcessGroupGloo;
+using detail::Call;
+// c10d has no "forever": a call without a timeout gets a year.
+constexpr std::chrono::milliseconds kNoTimeoutForC10d = std::chrono::hours(24 * 365);
+
+c10d::ReduceOp to_c10d(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::SUM: case ReduceOp::AVG: return c10d::ReduceOp::SUM;
+    case ReduceOp::PRODUCT: return c10d::ReduceOp::PRODUCT;
+    case ReduceOp::MIN: return c10d::ReduceOp::MIN;
+    case ReduceOp::MAX: return c10d::ReduceOp::MAX;
+    case ReduceOp::BAND: return c10d::ReduceOp::BAND;
+    case ReduceOp::BOR: return c10d::ReduceOp::BOR;
+    case ReduceOp::BXOR: return c10d::ReduceOp::BXOR;
+  }
+  return c10d::ReduceOp::SUM;
+}
+
+// Gloo moves bytes of these dtypes but cannot reduce bfloat16: such tensors
+// travel as Half (same size) and are reduced in float32.
+at::Tensor wire(const at::Tensor& t) { return t.scalar_type() == at::kBFloat16 ? t.view(at::kHalf) : t; }
+
+class GlooBackend final : public detail::Backend {
+ public:
+  GlooBackend(StorePtr store, int rank, int size, Milliseconds timeout, std::string host)
+      : store_(std::move(store)), rank_(rank), size_(size), host_(std::move(host)), device_(make_device(host_)) {
+    auto opts = PG::Options::create(timeout);
+    opts->devices.push_back(device_);
+    try {
+      pg_ = c10::make_intrusive<PG>(store_, rank, size, opts);
+    } catch (...) {
+      ErrorContext c{"gloo", rank, size, "init"};
+      throw Error(c.prefix() + "rendezvous with the other ranks failed: " + current_message());
+    }
+  }
+
+  // After a timed-out operation, c10d's destructor would join a worker thread
+  // that stays blocked until the group's own timeout (minutes): the process
+  // could not exit. The c10d group is left to the process's end instead.
+  ~GlooBackend() override {
+    if (broken_->load()) (void)pg_.release();
+  }
+
+  std::string name() const override { return "gloo"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  bool can_reduce(at::ScalarType dtype) const override { return dtype != at::kBFloat16; }
+
+  Work broadcast(at::Tensor& t, int root, const Call& c) override {
+    c10d::BroadcastOptions co;
+    co.rootRank = root;
+    co.timeout = c10d_timeout(c);
+    std::vector<at::Tensor> v{wire(t)};
+    return run(c, [&] { return pg_->broadcast(v, co); });
+  }
+
+  Work all_reduce(at::Tensor& t, ReduceOp op, const Call& c) override {
+    c10d::AllreduceOptions co;
+    co.reduceOp = to_c10d(op);
+    co.timeout = c10d_timeout(c);
+    std::vector<at::Tensor> v{t};
+    return run(c, [&] { return pg_->allreduce(v, co); });
+  }
+
+  Work reduce(at::Tensor& t, ReduceOp op, int root, const Call& c) override {
+    c10d::ReduceOptions co;
+    co.reduceOp = to_c10d(op);
+    co.rootRank = root;
+    co.timeout = c10d_timeout(c);
+    std::vector<at::Tensor> v{t};
+    return run(c, [&] { return pg_->reduce(v, co); });
+  }
+
+  Work all_gather(at::Tensor& out, const at::Tensor& in, const Call& c) override {
+    c10d::AllgatherOptions co;
+    co.timeout = c10d_timeout(c);
+    std::vector<std::vector<at::Tensor>> outs{blocks(out, in)};
+    std::vector<at::Tensor> inv{wire(in)};
+    return run(c, [&] { return pg_->allgather(outs, inv, co); });
+  }
+
+  Work gather(at::Tensor& out, const at::Tensor& in, int root, const Call& c) override {
+    c10d::GatherOptions co;
+    co.rootRank = root;
+    co.timeout = c10d_timeout(c);
+    std::vector<std::vector<at::Tensor>> outs;
+    if (out.defined()) outs.push_back(blocks(out, in));
+    std::vector<at::Tensor> inv{wire(in)};
+    return run(c, [&] { return pg_->gather(outs, inv, co); });
+  }
+
+  Work scatter(at::Tensor& out, const at::Tensor& in, int root, const Call& c) override {
+    c10d::ScatterOptions co;
+    co.rootRank = root;
+    co.timeout = c10d_timeout(c);
+    std::vector<std::vector<at::Tensor>> ins;
+    if (in.defined()) ins.push_back(blocks(in, out));
+    std::vector<at::Tensor> outv{wire(out)};
+    return run(c, [&] { return pg_->scatter(outv, ins, co); });
+  }
+
+  Work all_to_all(at::Tensor& out, const std::vector<int64_t>& out_counts, const at::Tensor& in,
+                  const std::vector<int64_t>& in_counts, const Call& c) override {
+    c10d::AllToAllOptions co;
+    co.timeout = c10d_timeout(c);
+    at::Tensor recv = wire(out), send = wire(in);
+    std::vector<int64_t> oc = out_counts, ic = in_counts;
+    return run(c, [&] { return pg_->alltoall_base(recv, send, oc, ic, co); });
+  }
+
+  Work barrier(const Call& c) override {
+    c10d::BarrierOptions co;
+    co.timeout = c10d_timeout(c);
+    return run(c, [&] { return pg_->barrier(co); });
+  }
+
+  Work send(const at::Tensor& t, int dst, int tag, const Call& c) override {
+    std::vector<at::Tensor> v{wire(t)};
+    return run(c, [&] { return pg_->send(v, dst, tag); });
+  }
+
+  Work recv(at::Tensor& t, int src, int tag, const Call& c) override {
+    std::vector<at::Tensor> v{wire(t)};
+    return run(c, [&] { return pg_->recv(v, src, tag); });
+  }
+
+  std::unique_ptr<Backend> split(const std::vector<int>& ranks, int index, Milliseconds timeout) override {
+    // Every rank counts groups in the same order, so keys agree.
+    std::string prefix = "ddp_group_" + std::to_string(next_group_++) + "/";
+    if (index < 0) return nullptr;
+    // A device of its own, as PyTorch does: groups share no transport state.
+    return std::make_unique<GlooBackend>(make_prefix_store(prefix, store_), index, static_cast<int>(ranks.size()),
+                                         timeout, host_);
+  }
+
+ private:
+  template <typename Fn>
+  Work run(const Call& c, Fn&& fn) {
+    return call(c.ctx, broken_, std::forward<Fn>(fn));
+  }
+  static std::chrono::milliseconds c10d_timeout(const Call& c) {
+    return c.timeout.count() > 0 ? c.timeout : kNoTimeoutForC10d;
+  }
+  // size() blocks of a flat buffer shaped like `like`, as c10d's list arguments.
+  std::vector<at::Tensor> blocks(const at::Tensor& flat, const at::Tensor& like) const {
+    std::vector<at::Tensor> out;
+    for (auto& b : wire(flat).chunk(size_)) out.push_back(b.view(like.sizes()));
+    return out;
+  }
+
+  StorePtr store_;
+  int rank_, size_;
+  std::string host_;
+  std::shared_ptr<::gloo::transport::Device> device_;
+  c10::intrusive_ptr<PG> pg_;
+  BrokenFlag broken_ = std::make_shared<std::atomic<bool>>(false);
+  int next_group_ = 0;
+};
+
+}  // namespace
+
+bool is_available() { return true; }
+
+std::unique_ptr<detail::Backend> create(const BackendOptions& opts) {
+  ErrorContext c{"gloo", opts.rank, opts.world_size, "init"};
+  if (!opts.store) detail::throw_invalid(c, "no store to rendezvous on");
+  if (opts.world_size < 1 || opts.rank < 0 || opts.rank >= opts.world_size)
+    detail::throw_invalid(c, "rank must be in [0, world_size)");
+  return std::make_unique<GlooBackend>(opts.store, opts.rank, opts.world_size, opts.timeout, opts.host);
+}
+
+}  // namespace ddp::gloo

@@ -1,0 +1,246 @@
+// The front of every process group: checks, timeouts, packing of lists and what
+// a backend lacks, written once over detail::Backend (backend_impl.h).
+#include "ddp/dist/process_group.h"
+
+#include <ATen/ATen.h>
+
+#include "dist/backend_impl.h"
+#include "dist/pack.h"
+#include "dist/validate.h"
+
+namespace ddp {
+
+using detail::Call;
+using detail::Flat;
+
+ProcessGroup::ProcessGroup(std::unique_ptr<detail::Backend> backend, Milliseconds timeout)
+    : impl_(std::move(backend)), timeout_(timeout), rank_(impl_->rank()), size_(impl_->size()),
+      name_(impl_->name()) {}
+
+ProcessGroup::~ProcessGroup() = default;
+
+Call ProcessGroup::call(const char* op, const CollectiveOptions& opts) const {
+  const Milliseconds t = detail::effective_timeout(opts.timeout, timeout_);
+  return Call{ErrorContext{name_, rank_, size_, op}, t.count() > 0 ? t : kNoTimeout, opts.async_op};
+}
+
+// A synchronous call returns only once done: errors surface here.
+Work ProcessGroup::finish(Work w, const Call& c) const {
+  if (!c.async) w.wait(c.timeout);
+  return w;
+}
+
+namespace {
+
+// For a reduction: the buffer the backend reduces (a float32 copy where it cannot
+// reduce the dtype), the op it runs (SUM for an AVG it lacks), and what follows.
+struct Reduction {
+  at::Tensor buffer;
+  ReduceOp op;
+  bool divide = false;
+};
+
+Reduction plan(const detail::Backend& b, const at::Tensor& t, ReduceOp op) {
+  Reduction r{t, op};
+  if (!b.can_reduce(t.scalar_type())) r.buffer = t.to(at::kFloat);
+  if (op == ReduceOp::AVG && !b.has_avg()) {
+    r.op = ReduceOp::SUM;
+    r.divide = true;
+  }
+  return r;
+}
+
+// Adds the steps after the backend's reduction: AVG's division and the copy back.
+void complete(Work& w, const Reduction& r, const at::Tensor& target, int world) {
+  if (!r.divide && r.buffer.is_same(target)) return;
+  w.then([buffer = r.buffer, target, divide = r.divide, world]() mutable {
+    if (divide) buffer.div_(world);
+    if (!buffer.is_same(target)) target.copy_(buffer);
+  });
+}
+
+}  // namespace
+
+Work ProcessGroup::broadcast(at::Tensor& t, const BroadcastOptions& o) {
+  Call c = call("broadcast", o);
+  detail::check_tensor(c.ctx, t, "tensor");
+  detail::check_rank(c.ctx, o.root, "root");
+  if (t.numel() == 0) return Work();  // shapes match on every rank: nothing to move
+  return finish(impl_->broadcast(t, o.root, c), c);
+}
+
+Work ProcessGroup::all_reduce(at::Tensor& t, const AllReduceOptions& o) {
+  Call c = call("all_reduce", o);
+  detail::check_tensor(c.ctx, t, "tensor");
+  detail::check_op(c.ctx, o.op, t.scalar_type());
+  if (t.numel() == 0) return Work();
+  Reduction r = plan(*impl_, t, o.op);
+  Work w = impl_->all_reduce(r.buffer, r.op, c);
+  complete(w, r, t, size_);
+  return finish(std::move(w), c);
+}
+
+Work ProcessGroup::all_reduce_coalesced(std::vector<at::Tensor>& ts, const AllReduceOptions& o) {
+  Call c = call("all_reduce_coalesced", o);
+  for (size_t i = 0; i < ts.size(); ++i) {
+    detail::check_tensor(c.ctx, ts[i], "tensors[" + std::to_string(i) + "]");
+    detail::check_op(c.ctx, o.op, ts[i].scalar_type());
+  }
+  std::vector<Work> works;
+  for (const auto& indices : detail::group_by_dtype(ts)) {
+    std::vector<at::Tensor> group = detail::select(ts, indices);
+    Flat flat = detail::flatten(group, /*fill=*/true);
+    if (flat.buffer.numel() == 0) continue;
+    Reduction r = plan(*impl_, flat.buffer, o.op);
+    Call inner = c;
+    inner.async = true;  // one wait for all of them, below
+    Work w = impl_->all_reduce(r.buffer, r.op, inner);
+    complete(w, r, flat.buffer, size_);
+    if (!flat.aliased) w.then([flat, group] { detail::unflatten(flat, group); });
+    works.push_back(std::move(w));
+  }
+  return finish(combine(std::move(works)), c);
+}
+
+Work ProcessGroup::reduce(at::Tensor& t, const ReduceOptions& o) {
+  Call c = call("reduce", o);
+  detail::check_tensor(c.ctx, t, "tensor");
+  detail::check_op(c.ctx, o.op, t.scalar_type());
+  detail::check_rank(c.ctx, o.root, "root");
+  if (t.numel() == 0) return Work();
+  Reduction r = plan(*impl_, t, o.op);
+  Work w = impl_->reduce(r.buffer, r.op, o.root, c);
+  if (rank_ == o.root) complete(w, r, t, size_);
+  return finish(std::move(w), c);
+}
+
+Work ProcessGroup::all_gather(std::vector<at::Tensor>& outs, const at::Tensor& in, const CollectiveOptions& o) {
+  Call c = call("all_gather", o);
+  detail::check_tensor(c.ctx, in, "input");
+  detail::check_list(c.ctx, outs, "outputs", size_, in, "input");
+  if (in.numel() == 0) return Work();
+  Flat out = detail::flatten(outs, /*fill=*/false, in);
+  Work w = impl_->all_gather(out.buffer, in, c);
+  if (!out.aliased) w.then([out, outs] { detail::unflatten(out, outs); });
+  return finish(std::move(w), c);
+}
+
+Work ProcessGroup::gather(std::vector<at::Tensor>& outs, const at::Tensor& in, const RootOptions& o) {
+  Call c = call("gather", o);
+  detail::check_tensor(c.ctx, in, "input");
+  detail::check_rank(c.ctx, o.root, "root");
+  const bool at_root = rank_ == o.root;  // other ranks' outputs are ignored
+  if (at_root) detail::check_list(c.ctx, outs, "outputs", size_, in, "input");
+  if (in.numel() == 0) return Work();
+  Flat out = at_root ? detail::flatten(outs, /*fill=*/false, in) : Flat{at::Tensor(), true};
+  Work w = impl_->gather(out.buffer, in, o.root, c);
+  if (!out.aliased) w.then([out, outs] { detail::unflatten(out, outs); });
+  return finish(std::move(w), c);
+}
+
+Work ProcessGroup::scatter(at::Tensor& out, const std::vector<at::Tensor>& ins, const RootOptions& o) {
+  Call c = call("scatter", o);
+  detail::check_tensor(c.ctx, out, "output");
+  detail::check_rank(c.ctx, o.root, "root");
+  const bool at_root = rank_ == o.root;  // other ranks' inputs are ignored
+  if (at_root) detail::check_list(c.ctx, ins, "inputs", size_, out, "output");
+  if (out.numel() == 0) return Work();
+  at::Tensor in = at_root ? detail::flatten(ins, /*fill=*/true, out).buffer : at::Tensor();
+  return finish(impl_->scatter(out, in, o.root, c), c);
+}
+
+Work ProcessGroup::reduce_scatter(at::Tensor& out, const std::vector<at::Tensor>& ins,
+                                  const ReduceScatterOptions& o) {
+  Call c = call("reduce_scatter", o);
+  detail::check_tensor(c.ctx, out, "output");
+  detail::check_op(c.ctx, o.op, out.scalar_type());
+  detail::check_list(c.ctx, ins, "inputs", size_, out, "output");
+  if (out.numel() == 0) return Work();
+  at::Tensor in = detail::flatten(ins, /*fill=*/true, out).buffer;
+  if (!impl_->has_reduce_scatter()) return finish(reduce_scatter_via_all_to_all(out, in, o.op, c), c);
+  // Reduced in float32 where the backend cannot reduce the dtype.
+  const bool widen = !impl_->can_reduce(out.scalar_type());
+  Reduction r = plan(*impl_, out, o.op);
+  at::Tensor send = widen ? in.to(at::kFloat) : in;
+  Work w = impl_->reduce_scatter(r.buffer, send, r.op, c);
+  complete(w, r, out, size_);
+  return finish(std::move(w), c);
+}
+
+// Block r of every rank's inputs goes to rank r (all_to_all), which reduces the
+// blocks it received locally, in rank order (float32 for half and bfloat16).
+Work ProcessGroup::reduce_scatter_via_all_to_all(at::Tensor& out, const at::Tensor& in, ReduceOp op, const Call& c) {
+  const int64_t n = out.numel();
+  const std::vector<int64_t> counts(size_t(size_), n);
+  at::Tensor recv = at::empty_like(in);
+  at::Tensor send = in;
+  Work w = impl_->all_to_all(recv, counts, send, counts, c);
+  const int world = size_;
+  w.then([recv, out, n, world, op]() mutable {
+    at::Tensor blocks = recv.view({world, n});
+    if (blocks.scalar_type() == at::kHalf || blocks.scalar_type() == at::kBFloat16) blocks = blocks.to(at::kFloat);
+    at::Tensor acc = blocks[0].clone();
+    for (int r = 1; r < world; ++r) detail::reduce_into(acc, blocks[r], op);
+    if (op == ReduceOp::AVG) acc.div_(world);
+    out.view({-1}).copy_(acc);
+  });
+  return w;
+}
+
+Work ProcessGroup::all_to_all(std::vector<at::Tensor>& outs, const std::vector<at::Tensor>& ins,
+                              const CollectiveOptions& o) {
+  Call c = call("all_to_all", o);
+  if (ins.empty())
+    throw_invalid(c.ctx, "inputs is empty; expected " + std::to_string(size_) + " tensors (one per rank)");
+  detail::check_list_dtype(c.ctx, ins, "inputs", size_, ins[0], "inputs[0]");
+  detail::check_list_dtype(c.ctx, outs, "outputs", size_, ins[0], "inputs[0]");
+  std::vector<int64_t> in_counts, out_counts;
+  for (const auto& t : ins) in_counts.push_back(t.numel());
+  for (const auto& t : outs) out_counts.push_back(t.numel());
+  Flat in = detail::flatten(ins, /*fill=*/true);
+  Flat out = detail::flatten(outs, /*fill=*/false, in.buffer);
+  Work w = impl_->all_to_all(out.buffer, out_counts, in.buffer, in_counts, c);
+  w.then([in, out, outs] { detail::unflatten(out, outs); });  // `in` lives until the end
+  return finish(std::move(w), c);
+}
+
+Work ProcessGroup::barrier(const CollectiveOptions& o) {
+  Call c = call("barrier", o);
+  return finish(impl_->barrier(c), c);
+}
+
+namespace {
+void check_peer(const Call& c, int peer, const char* name, int tag, int max_tag) {
+  detail::check_rank(c.ctx, peer, name);
+  if (tag < 0 || tag > max_tag)
+    throw_invalid(c.ctx, "tag " + std::to_string(tag) + " is out of range [0, " + std::to_string(max_tag) + "]");
+  if (peer == c.ctx.rank)
+    throw_invalid(c.ctx, std::string(name) + " " + std::to_string(peer) + " is this rank" +
+                             (c.ctx.size == 1 ? "; a world of one has no peer" : "; name another rank"));
+}
+}  // namespace
+
+Work ProcessGroup::send(const at::Tensor& t, int dst, const P2POptions& o) {
+  Call c = call("send", o);
+  detail::check_tensor(c.ctx, t, "tensor");
+  check_peer(c, dst, "dst", o.tag, impl_->max_tag());
+  return finish(impl_->send(t, dst, o.tag, c), c);
+}
+
+Work ProcessGroup::recv(at::Tensor& t, int src, const P2POptions& o) {
+  Call c = call("recv", o);
+  detail::check_tensor(c.ctx, t, "tensor");
+  check_peer(c, src, "src", o.tag, impl_->max_tag());
+  return finish(impl_->recv(t, src, o.tag, c), c);
+}
+
+GroupPtr ProcessGroup::new_group(const std::vector<int>& ranks) {
+  Call c = call("new_group", {});
+  detail::check_group_ranks(c.ctx, ranks);
+  const int index = detail::index_in(ranks, rank_);
+  std::unique_ptr<detail::Backend> sub = impl_->split(ranks, index, timeout_);
+  if (index < 0) return nullptr;
+  return std::make_shared<ProcessGroup>(std::move(sub), timeout_);
+}
+
+}  // namespace ddp
