@@ -20,6 +20,9 @@ size_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : static_cast<size_t>(
 
 DistributedSampler::DistributedSampler(size_t dataset_size, DistributedSamplerOptions options)
     : dataset_size_(dataset_size), opts_(options) {
+  if ((opts_.num_replicas < 0 || opts_.rank == -1) && !is_initialized())
+    bad("num_replicas and rank default to the default process group's, which is not initialized; call "
+        "ddp::init_process_group() first (with no launcher it makes a world of one) or pass both");
   if (opts_.num_replicas < 0) opts_.num_replicas = get_world_size();
   if (opts_.rank == -1) opts_.rank = get_rank();
   if (opts_.num_replicas < 1)

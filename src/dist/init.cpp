@@ -66,6 +66,8 @@ GroupPtr create_process_group(const InitOptions& opts) {
   } else if (r.method == "none") {
     b.store = make_hash_store();
     b.host = "127.0.0.1";
+    std::fprintf(stderr, "ddp: no launcher environment (RANK, WORLD_SIZE, MASTER_ADDR unset): a world of one on "
+                         "the %s backend\n", r.backend.c_str());
   } else if (r.method == "env" || r.method == "tcp") {
     if (r.backend != "local") b.store = open_tcp_store(r);
   } else if (r.method == "file") {
@@ -105,14 +107,17 @@ GroupPtr new_group(const std::vector<int>& ranks, GroupPtr parent) {
   return parent->new_group(ranks);
 }
 
-int get_rank() {
+namespace {
+GroupPtr initialized(const char* who) {
   std::lock_guard<std::mutex> lock(g_mu);
-  return g_default ? g_default->rank() : 0;
+  if (!g_default)
+    throw Error(std::string("[init] ") + who + ": the default process group is not initialized; call "
+                "ddp::init_process_group() first (with no launcher it makes a world of one)");
+  return g_default;
 }
+}  // namespace
 
-int get_world_size() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  return g_default ? g_default->size() : 1;
-}
+int get_rank() { return initialized("get_rank")->rank(); }
+int get_world_size() { return initialized("get_world_size")->size(); }
 
 }  // namespace ddp

@@ -53,7 +53,7 @@ Reduction plan(const detail::Backend& b, const at::Tensor& t, ReduceOp op) {
 // Adds the steps after the backend's reduction: AVG's division and the copy back.
 void complete(Work& w, const Reduction& r, const at::Tensor& target, int world) {
   if (!r.divide && r.buffer.is_same(target)) return;
-  w.then([buffer = r.buffer, target, divide = r.divide, world]() mutable {
+  w.on_success([buffer = r.buffer, target, divide = r.divide, world]() mutable {
     if (divide) buffer.div_(world);
     if (!buffer.is_same(target)) target.copy_(buffer);
   });
@@ -65,19 +65,19 @@ Work ProcessGroup::broadcast(at::Tensor& t, const BroadcastOptions& o) {
   Call c = call("broadcast", o);
   detail::check_tensor(c.ctx, t, "tensor");
   detail::check_rank(c.ctx, o.root, "root");
-  if (t.numel() == 0) return Work();  // shapes match on every rank: nothing to move
-  return finish(impl_->broadcast(t, o.root, c), c);
+  if (t.numel() == 0) return Work::ready(t);  // shapes match on every rank: nothing to move
+  return finish(impl_->broadcast(t, o.root, c).set_value(t), c);
 }
 
 Work ProcessGroup::all_reduce(at::Tensor& t, const AllReduceOptions& o) {
   Call c = call("all_reduce", o);
   detail::check_tensor(c.ctx, t, "tensor");
   detail::check_op(c.ctx, o.op, t.scalar_type());
-  if (t.numel() == 0) return Work();
+  if (t.numel() == 0) return Work::ready(t);
   Reduction r = plan(*impl_, t, o.op);
   Work w = impl_->all_reduce(r.buffer, r.op, c);
   complete(w, r, t, size_);
-  return finish(std::move(w), c);
+  return finish(std::move(w.set_value(t)), c);
 }
 
 Work ProcessGroup::all_reduce_coalesced(std::vector<at::Tensor>& ts, const AllReduceOptions& o) {
@@ -96,7 +96,7 @@ Work ProcessGroup::all_reduce_coalesced(std::vector<at::Tensor>& ts, const AllRe
     inner.async = true;  // one wait for all of them, below
     Work w = impl_->all_reduce(r.buffer, r.op, inner);
     complete(w, r, flat.buffer, size_);
-    if (!flat.aliased) w.then([flat, group] { detail::unflatten(flat, group); });
+    if (!flat.aliased) w.on_success([flat, group] { detail::unflatten(flat, group); });
     works.push_back(std::move(w));
   }
   return finish(combine(std::move(works)), c);
@@ -107,11 +107,11 @@ Work ProcessGroup::reduce(at::Tensor& t, const ReduceOptions& o) {
   detail::check_tensor(c.ctx, t, "tensor");
   detail::check_op(c.ctx, o.op, t.scalar_type());
   detail::check_rank(c.ctx, o.root, "root");
-  if (t.numel() == 0) return Work();
+  if (t.numel() == 0) return Work::ready(t);
   Reduction r = plan(*impl_, t, o.op);
   Work w = impl_->reduce(r.buffer, r.op, o.root, c);
   if (rank_ == o.root) complete(w, r, t, size_);
-  return finish(std::move(w), c);
+  return finish(std::move(w.set_value(t)), c);
 }
 
 Work ProcessGroup::all_gather(std::vector<at::Tensor>& outs, const at::Tensor& in, const CollectiveOptions& o) {
@@ -121,7 +121,7 @@ Work ProcessGroup::all_gather(std::vector<at::Tensor>& outs, const at::Tensor& i
   if (in.numel() == 0) return Work();
   Flat out = detail::flatten(outs, /*fill=*/false, in);
   Work w = impl_->all_gather(out.buffer, in, c);
-  if (!out.aliased) w.then([out, outs] { detail::unflatten(out, outs); });
+  if (!out.aliased) w.on_success([out, outs] { detail::unflatten(out, outs); });
   return finish(std::move(w), c);
 }
 
@@ -134,7 +134,7 @@ Work ProcessGroup::gather(std::vector<at::Tensor>& outs, const at::Tensor& in, c
   if (in.numel() == 0) return Work();
   Flat out = at_root ? detail::flatten(outs, /*fill=*/false, in) : Flat{at::Tensor(), true};
   Work w = impl_->gather(out.buffer, in, o.root, c);
-  if (!out.aliased) w.then([out, outs] { detail::unflatten(out, outs); });
+  if (!out.aliased) w.on_success([out, outs] { detail::unflatten(out, outs); });
   return finish(std::move(w), c);
 }
 
@@ -144,9 +144,9 @@ Work ProcessGroup::scatter(at::Tensor& out, const std::vector<at::Tensor>& ins, 
   detail::check_rank(c.ctx, o.root, "root");
   const bool at_root = rank_ == o.root;  // other ranks' inputs are ignored
   if (at_root) detail::check_list(c.ctx, ins, "inputs", size_, out, "output");
-  if (out.numel() == 0) return Work();
+  if (out.numel() == 0) return Work::ready(out);
   at::Tensor in = at_root ? detail::flatten(ins, /*fill=*/true, out).buffer : at::Tensor();
-  return finish(impl_->scatter(out, in, o.root, c), c);
+  return finish(impl_->scatter(out, in, o.root, c).set_value(out), c);
 }
 
 Work ProcessGroup::reduce_scatter(at::Tensor& out, const std::vector<at::Tensor>& ins,
@@ -155,16 +155,16 @@ Work ProcessGroup::reduce_scatter(at::Tensor& out, const std::vector<at::Tensor>
   detail::check_tensor(c.ctx, out, "output");
   detail::check_op(c.ctx, o.op, out.scalar_type());
   detail::check_list(c.ctx, ins, "inputs", size_, out, "output");
-  if (out.numel() == 0) return Work();
+  if (out.numel() == 0) return Work::ready(out);
   at::Tensor in = detail::flatten(ins, /*fill=*/true, out).buffer;
-  if (!impl_->has_reduce_scatter()) return finish(reduce_scatter_via_all_to_all(out, in, o.op, c), c);
+  if (!impl_->has_reduce_scatter()) return finish(reduce_scatter_via_all_to_all(out, in, o.op, c).set_value(out), c);
   // Reduced in float32 where the backend cannot reduce the dtype.
   const bool widen = !impl_->can_reduce(out.scalar_type());
   Reduction r = plan(*impl_, out, o.op);
   at::Tensor send = widen ? in.to(at::kFloat) : in;
   Work w = impl_->reduce_scatter(r.buffer, send, r.op, c);
   complete(w, r, out, size_);
-  return finish(std::move(w), c);
+  return finish(std::move(w.set_value(out)), c);
 }
 
 // Block r of every rank's inputs goes to rank r (all_to_all), which reduces the
@@ -176,7 +176,7 @@ Work ProcessGroup::reduce_scatter_via_all_to_all(at::Tensor& out, const at::Tens
   at::Tensor send = in;
   Work w = impl_->all_to_all(recv, counts, send, counts, c);
   const int world = size_;
-  w.then([recv, out, n, world, op]() mutable {
+  w.on_success([recv, out, n, world, op]() mutable {
     at::Tensor blocks = recv.view({world, n});
     if (blocks.scalar_type() == at::kHalf || blocks.scalar_type() == at::kBFloat16) blocks = blocks.to(at::kFloat);
     at::Tensor acc = blocks[0].clone();
@@ -200,7 +200,7 @@ Work ProcessGroup::all_to_all(std::vector<at::Tensor>& outs, const std::vector<a
   Flat in = detail::flatten(ins, /*fill=*/true);
   Flat out = detail::flatten(outs, /*fill=*/false, in.buffer);
   Work w = impl_->all_to_all(out.buffer, out_counts, in.buffer, in_counts, c);
-  w.then([in, out, outs] { detail::unflatten(out, outs); });  // `in` lives until the end
+  w.on_success([in, out, outs] { detail::unflatten(out, outs); });  // `in` lives until the end
   return finish(std::move(w), c);
 }
 
@@ -231,7 +231,7 @@ Work ProcessGroup::recv(at::Tensor& t, int src, const P2POptions& o) {
   Call c = call("recv", o);
   detail::check_tensor(c.ctx, t, "tensor");
   check_peer(c, src, "src", o.tag, impl_->max_tag());
-  return finish(impl_->recv(t, src, o.tag, c), c);
+  return finish(impl_->recv(t, src, o.tag, c).set_value(t), c);
 }
 
 GroupPtr ProcessGroup::new_group(const std::vector<int>& ranks) {

@@ -1,42 +1,45 @@
+// Work: the backend's Impl, steps run once after completion, and a value.
 #include "ddp/dist/work.h"
 
+#include <condition_variable>
 #include <exception>
+#include <mutex>
+#include <thread>
 
 #include "ddp/dist/errors.h"
 
 namespace ddp {
 
 struct Work::State {
+  enum class Phase { Running, Finishing, Finished };
   std::mutex mu;
+  std::condition_variable finished_cv;
   std::shared_ptr<Impl> impl;  // null: nothing to wait for
-  std::vector<std::function<void()>> pending;
-  bool finished = false;  // the impl is done and continuations ran
+  std::vector<std::function<void()>> steps;
+  Phase phase = Phase::Running;
+  std::thread::id finisher;  // the thread running the steps
   std::exception_ptr error;
+  at::Tensor value;
 };
 
 Work::Work() : state_(std::make_shared<State>()) {}
 
-Work::Work(std::shared_ptr<Impl> impl) : state_(std::make_shared<State>()) {
-  state_->impl = std::move(impl);
+Work::Work(std::shared_ptr<Impl> impl) : state_(std::make_shared<State>()) { state_->impl = std::move(impl); }
+
+Work Work::ready(at::Tensor value) {
+  Work w;
+  w.state_->value = std::move(value);
+  return w;
 }
 
 bool Work::is_completed() {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->finished || !state_->impl || state_->impl->is_completed();
-}
-
-void Work::finish_locked(State& s) {
-  if (s.finished) return;
-  s.finished = true;
-  for (auto& fn : s.pending) {
-    try {
-      fn();
-    } catch (...) {
-      s.error = std::current_exception();
-      break;
-    }
+  std::shared_ptr<Impl> impl;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (state_->phase != State::Phase::Running || !state_->impl) return true;
+    impl = state_->impl;
   }
-  s.pending.clear();
+  return impl->is_completed();
 }
 
 void Work::wait(Milliseconds timeout) {
@@ -44,35 +47,119 @@ void Work::wait(Milliseconds timeout) {
   std::shared_ptr<Impl> impl;
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    if (!s.finished) impl = s.impl;
+    if (s.phase == State::Phase::Running) impl = s.impl;
   }
+  std::exception_ptr failed;
   if (impl) {
     try {
       impl->wait(timeout);
     } catch (const TimeoutError&) {
       throw;  // not finished; the caller may wait again
     } catch (...) {
-      std::lock_guard<std::mutex> lock(s.mu);
-      if (!s.finished) {
-        s.finished = true;
-        s.error = std::current_exception();
-        s.pending.clear();
-      }
+      failed = std::current_exception();
     }
   }
-  std::lock_guard<std::mutex> lock(s.mu);
-  finish_locked(s);
+  std::unique_lock<std::mutex> lock(s.mu);
+  // Step 1: one thread claims the steps; the others wait for it to finish them
+  // (the finisher itself, waiting from inside a step, returns at once).
+  if (s.phase == State::Phase::Finishing) {
+    if (s.finisher == std::this_thread::get_id()) return;
+    s.finished_cv.wait(lock, [&] { return s.phase == State::Phase::Finished; });
+  }
+  if (s.phase == State::Phase::Running) {
+    s.phase = State::Phase::Finishing;
+    s.finisher = std::this_thread::get_id();
+    if (failed) s.error = failed;
+    // Step 2: run the steps without the lock; steps added meanwhile run too.
+    while (!s.error && !s.steps.empty()) {
+      std::vector<std::function<void()>> steps;
+      steps.swap(s.steps);
+      lock.unlock();
+      std::exception_ptr step_error;
+      for (auto& step : steps) {
+        try {
+          step();
+        } catch (...) {
+          step_error = std::current_exception();
+          break;
+        }
+      }
+      lock.lock();
+      if (step_error) s.error = step_error;
+    }
+    // Step 3: finished; wake the other waiters.
+    s.steps.clear();
+    s.phase = State::Phase::Finished;
+    s.finished_cv.notify_all();
+  }
   if (s.error) std::rethrow_exception(s.error);
 }
 
-Work& Work::then(std::function<void()> fn) {
+at::Tensor Work::value(Milliseconds timeout) {
+  wait(timeout);
   std::lock_guard<std::mutex> lock(state_->mu);
-  if (state_->finished) {
-    if (!state_->error) fn();
+  return state_->value;
+}
+
+Work& Work::set_value(at::Tensor value) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->value = std::move(value);
+  return *this;
+}
+
+Work& Work::on_success(std::function<void()> step) {
+  std::unique_lock<std::mutex> lock(state_->mu);
+  if (state_->phase == State::Phase::Finished) {
+    const bool ok = !state_->error;
+    lock.unlock();
+    if (ok) step();
   } else {
-    state_->pending.push_back(std::move(fn));
+    state_->steps.push_back(std::move(step));
   }
   return *this;
+}
+
+namespace {
+
+// Completes with its parent.
+class AfterWork final : public Work::Impl {
+ public:
+  explicit AfterWork(Work parent) : parent_(std::move(parent)) {}
+  bool is_completed() override { return parent_.is_completed(); }
+  void wait(Milliseconds timeout) override { parent_.wait(timeout); }
+
+ private:
+  Work parent_;
+};
+
+class CombinedWork final : public Work::Impl {
+ public:
+  explicit CombinedWork(std::vector<Work> works) : works_(std::move(works)) {}
+  bool is_completed() override {
+    for (auto& w : works_)
+      if (!w.is_completed()) return false;
+    return true;
+  }
+  void wait(Milliseconds timeout) override { wait_all(works_, timeout); }
+
+ private:
+  std::vector<Work> works_;
+};
+
+}  // namespace
+
+Work Work::then(std::function<at::Tensor(at::Tensor)> fn) {
+  Work child(std::make_shared<AfterWork>(*this));
+  Work parent = *this;
+  std::weak_ptr<State> weak = child.state_;  // the child owns this step: no cycle
+  child.on_success([parent, fn = std::move(fn), weak]() mutable {
+    at::Tensor v = fn(parent.value());
+    if (auto s = weak.lock()) {
+      std::lock_guard<std::mutex> lock(s->mu);
+      s->value = std::move(v);
+    }
+  });
+  return child;
 }
 
 void wait_all(std::vector<Work>& works, Milliseconds timeout) {
@@ -87,24 +174,6 @@ void wait_all(std::vector<Work>& works, Milliseconds timeout) {
   if (first) std::rethrow_exception(first);
 }
 
-namespace {
-class CombinedWork : public Work::Impl {
- public:
-  explicit CombinedWork(std::vector<Work> works) : works_(std::move(works)) {}
-  bool is_completed() override {
-    for (auto& w : works_)
-      if (!w.is_completed()) return false;
-    return true;
-  }
-  void wait(Milliseconds timeout) override { wait_all(works_, timeout); }
-
- private:
-  std::vector<Work> works_;
-};
-}  // namespace
-
-Work combine(std::vector<Work> works) {
-  return Work(std::make_shared<CombinedWork>(std::move(works)));
-}
+Work combine(std::vector<Work> works) { return Work(std::make_shared<CombinedWork>(std::move(works))); }
 
 }  // namespace ddp

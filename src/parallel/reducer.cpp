@@ -22,12 +22,11 @@ double ms(std::chrono::steady_clock::duration d) { return std::chrono::duration<
 // once backward has computed every gradient: nothing is left to overlap, and a
 // blocking call lets a backend run it on this thread (mpi) instead of handing
 // it to its communication thread.
-TensorFuture all_reduce_bucket(ProcessGroup& group, GradBucket& bucket) {
+Work all_reduce_bucket(ProcessGroup& group, GradBucket& bucket) {
   at::Tensor buffer = bucket.buffer;
   AllReduceOptions o;
   o.async_op = !bucket.is_last();
-  Work w = group.all_reduce(buffer, o);
-  return TensorFuture(std::move(w), [buffer] { return buffer; });
+  return group.all_reduce(buffer, o);
 }
 
 }  // namespace
@@ -234,7 +233,7 @@ void Reducer::launch_ready_buckets() {
     gb.buffer = bucket.flat;
     gb.gradients = bucket.views;
     for (size_t i : bucket.params) gb.parameters.push_back(params_[i]);
-    bucket.future = hook_ ? hook_->run(*group_, gb) : all_reduce_bucket(*group_, gb);
+    bucket.work = hook_ ? hook_->run(*group_, gb) : all_reduce_bucket(*group_, gb);
     ++next_launch_;
   }
 }
@@ -284,7 +283,7 @@ void Reducer::finalize() {
   }
   try {
     for (auto& bucket : buckets_) {
-      at::Tensor result = bucket.future.wait();
+      at::Tensor result = bucket.work.value();
       if (result.defined() && !result.is_same(bucket.flat)) bucket.flat.copy_(result);
     }
     if (used_counts.defined()) {
@@ -322,7 +321,7 @@ void Reducer::reset_iteration() {
   if (!(opts_.static_graph && have_unused_known_)) have_unused_known_ = false;
   for (auto& b : buckets_) {
     b.pending = b.params.size();
-    b.future = TensorFuture();
+    b.work = Work();
   }
   next_launch_ = 0;
 }

@@ -59,7 +59,7 @@ class Reducer {
     std::vector<size_t> params;
     std::vector<at::Tensor> views;  // per parameter, shaped like it
     size_t pending = 0;
-    TensorFuture future;
+    Work work;  // the bucket's reduction; value(): the reduced buffer
   };
 
   void build(const std::vector<size_t>& order);

@@ -5,10 +5,12 @@
 #include <torch/serialize.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <sstream>
 
 #include "ddp/data/distributed_sampler.h"
+#include "ddp/dist/init.h"
 
 namespace ddp {
 namespace {
@@ -122,11 +124,21 @@ TEST(DistributedSampler, InvalidArgumentsAreNamed) {
 }
 
 TEST(DistributedSampler, DefaultsComeFromTheDefaultGroup) {
-  DistributedSampler s(10);  // no group: a world of one
+  for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "DDP_BACKEND"}) unsetenv(v);
+  // No default group: an error saying what to do, as PyTorch's sampler raises.
+  try {
+    DistributedSampler s(10);
+    ADD_FAILURE() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("call ddp::init_process_group() first"), std::string::npos) << e.what();
+  }
+  init_process_group();  // no launcher: a world of one
+  DistributedSampler s(10);
   EXPECT_EQ(s.options().num_replicas, 1);
   EXPECT_EQ(s.options().rank, 0);
   EXPECT_TRUE(s.options().shuffle);
   EXPECT_EQ(s.size(), 10u);
+  destroy_process_group();
 }
 
 // A data set whose example i is the tensor {i}.

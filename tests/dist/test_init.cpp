@@ -169,11 +169,20 @@ TEST(DefaultGroup, WorldOfOneWithoutLauncher) {
                         "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS", "SLURM_PROCID"})
     unsetenv(v);
   EXPECT_FALSE(is_initialized());
-  EXPECT_EQ(get_rank(), 0);
-  EXPECT_EQ(get_world_size(), 1);
+  for (auto* fn : {&get_rank, &get_world_size}) {
+    try {
+      fn();
+      ADD_FAILURE() << "expected ddp::Error before init_process_group";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("not initialized; call ddp::init_process_group() first"),
+                std::string::npos) << e.what();
+    }
+  }
   EXPECT_THROW(default_group(), Error);
   auto g = init_process_group();
   EXPECT_TRUE(is_initialized());
+  EXPECT_EQ(get_rank(), 0);
+  EXPECT_EQ(get_world_size(), 1);
   EXPECT_EQ(g->backend(), "local");
   EXPECT_THROW(init_process_group(), Error);
   at::Tensor t = at::full({3}, 5.0);

@@ -111,7 +111,8 @@ void zero_grads(torch::nn::Module& m) {
 
 // DDP with rank-specific initial weights (the broadcast must fix them) and a
 // local batch of 1 against one process on the global batch of W, 2 steps.
-void equivalence(ProcessGroup& g, DDPOptions opts, const std::string& what) {
+void equivalence(ProcessGroup& g, DDPOptions opts, const std::string& what,
+                 std::shared_ptr<CommHook> hook = nullptr) {
   const int r = g.rank(), w = g.size();
   auto net = seeded<Net>(100 + r);
   auto ref = seeded<Net>(100);
@@ -119,6 +120,7 @@ void equivalence(ProcessGroup& g, DDPOptions opts, const std::string& what) {
   for (const auto& p : ref->parameters()) initial.push_back(p.detach().clone());
   opts.group = handle(g);
   DistributedDataParallel model(net, opts);
+  if (hook) model.register_comm_hook(hook);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
   for (int step = 0; step < 2; ++step) {
     at::Tensor x = randn({w, 2}, gen), y = randn({w, 4}, gen);
@@ -482,9 +484,21 @@ void evaluation_forward_on_one_rank(ProcessGroup& g) {
 struct CountingHook : CommHook {
   int calls = 0;
   std::string name() const override { return "counting"; }
-  TensorFuture run(ProcessGroup& group, GradBucket& bucket) override {
+  Work run(ProcessGroup& group, GradBucket& bucket) override {
     ++calls;
     return AllReduceHook().run(group, bucket);
+  }
+};
+
+// Sums, then averages in a continuation whose value is a new tensor (as a
+// decompressing hook would return): DDP copies it into the bucket.
+struct SumThenAverageHook : CommHook {
+  std::string name() const override { return "sum-then-average"; }
+  Work run(ProcessGroup& group, GradBucket& bucket) override {
+    AllReduceOptions o;
+    o.async_op = true;
+    const double world = group.size();
+    return group.all_reduce(bucket.buffer, o).then([world](at::Tensor sum) { return sum / world; });
   }
 };
 
@@ -500,6 +514,12 @@ void comm_hook_sees_every_bucket(ProcessGroup& g) {
   torch::mse_loss(model(torch::ones({1, 2})), torch::zeros({1, 4})).backward();
   EXPECT_EQ(model.bucket_parameter_names().size(), 3u);
   EXPECT_EQ(hook->calls, g.size() > 1 ? 3 : 0) << tag(g, "one call per bucket");
+  // A registered hook's result is what DDP averages with: the default hook
+  // registered explicitly, and one whose value comes from a continuation.
+  DDPOptions tiny;
+  tiny.bucket_cap_mb = tiny.first_bucket_cap_mb = 1e-6;
+  equivalence(g, tiny, "AllReduceHook registered", std::make_shared<AllReduceHook>());
+  equivalence(g, tiny, "hook with a continuation", std::make_shared<SumThenAverageHook>());
 }
 
 // The last bucket's reduction starts when backward's computation ends, so

@@ -7,8 +7,10 @@
 // Prints the job, a progress line per epoch with loss, accuracy and
 // throughput, and where the logs and the checkpoint are.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <string>
 
 #include "ddp/dist/init.h"
 #include "ddp/train/trainer.h"
@@ -18,6 +20,12 @@ namespace {
 const char* strip(const char* what) {
   const char prefix[] = "ddp-train: ";
   return std::strncmp(what, prefix, sizeof(prefix) - 1) == 0 ? what + sizeof(prefix) - 1 : what;
+}
+// This process's rank: the group's, else the launcher's RANK (before or without a group), else 0.
+std::string rank_label() {
+  if (ddp::is_initialized()) return std::to_string(ddp::get_rank());
+  const char* env = std::getenv("RANK");
+  return env && *env ? env : "0";
 }
 }  // namespace
 
@@ -32,10 +40,10 @@ int main(int argc, char** argv) {
     ddp::destroy_process_group();
     return 0;
   } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "ddp-train: rank %d: %s\n", ddp::get_rank(), strip(e.what()));
+    std::fprintf(stderr, "ddp-train: rank %s: %s\n", rank_label().c_str(), strip(e.what()));
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ddp-train: rank %d: %s\n", ddp::get_rank(), strip(e.what()));
+    std::fprintf(stderr, "ddp-train: rank %s: %s\n", rank_label().c_str(), strip(e.what()));
     return 1;
   }
 }

@@ -38,7 +38,8 @@ void destroy_process_group();
 // Subgroup of the default group (or of `parent`); see ProcessGroup::new_group.
 GroupPtr new_group(const std::vector<int>& ranks, GroupPtr parent = nullptr);
 
-// Rank and world size in the default group (0 and 1 when not initialized).
+// Rank and world size in the default group; as in PyTorch, ddp::Error before
+// init_process_group.
 int get_rank();
 int get_world_size();
 

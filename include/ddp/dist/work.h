@@ -1,14 +1,21 @@
-// A handle to an operation in flight. Every collective returns one.
+// A handle to an operation in flight and the tensor it produces: every
+// collective returns one, and so does a DDP comm hook.
 //
 //   ddp::Work w = group->all_reduce(t, opts);   // opts.async_op = true
 //   ... overlap other work ...
-//   w.wait();                                    // t now holds the result
+//   at::Tensor r = w.value();                    // waits; r is t, now reduced
+//   ddp::Work half = w.then([](at::Tensor v) { return v / 2; });   // a continuation
 //
-// Errors raised on the backend's threads are rethrown by wait().
+// A synchronous call (async_op = false) returns a Work that is already
+// complete: wait() and value() return at once. Errors raised on a backend's
+// threads are rethrown by wait() and value(). Continuations run once, on the
+// thread that first waits after completion, never under a lock: they may use
+// their own Work.
 #pragma once
+#include <ATen/core/Tensor.h>
+
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "ddp/dist/types.h"
@@ -26,23 +33,30 @@ class Work {
     virtual void wait(Milliseconds timeout) = 0;
   };
 
-  Work();  // an already completed operation
+  Work();  // an already completed operation without a value
   explicit Work(std::shared_ptr<Impl> impl);
-  static Work completed() { return Work(); }
+  // An already completed operation whose value is `value`.
+  static Work ready(at::Tensor value);
 
-  // True once the operation finished (successfully or not). Runs pending
-  // continuations when it first observes completion.
+  // True once the operation finished, successfully or not: wait() then returns
+  // or throws without blocking on communication. Never blocks; runs nothing.
   bool is_completed();
-  // Waits for the result; rethrows the operation's error. kNoTimeout waits
-  // forever; a timeout throws ddp::TimeoutError.
+  // Waits for the operation and its continuations; rethrows the first error.
+  // kNoTimeout waits forever; a timeout throws ddp::TimeoutError (the
+  // operation goes on, and a later wait may succeed).
   void wait(Milliseconds timeout = kNoTimeout);
-  // Adds a step run once after completion, on the thread that observes it
-  // (wait / is_completed). Used for post-processing such as AVG's division.
-  Work& then(std::function<void()> fn);
+  // wait(), then the tensor the operation produced (undefined if none).
+  at::Tensor value(Milliseconds timeout = kNoTimeout);
+
+  // A Work that completes after this one, with value fn(value()).
+  Work then(std::function<at::Tensor(at::Tensor)> fn);
+  // For whoever makes the Work: the value it yields, and a step run after a
+  // successful completion, before any waiter returns (e.g. AVG's division).
+  Work& set_value(at::Tensor value);
+  Work& on_success(std::function<void()> step);
 
  private:
   struct State;
-  void finish_locked(State& s);
   std::shared_ptr<State> state_;
 };
 

@@ -1,7 +1,9 @@
 // Communication hooks: how DDP reduces one bucket of gradients.
 //
 // A hook receives a GradBucket (a flat buffer holding the gradients of some
-// parameters) and returns a TensorFuture of the reduced (averaged) buffer.
+// parameters) and returns a Work whose value() is the reduced (averaged)
+// buffer: a collective's Work (all_reduce's value is its tensor), or one
+// chained from it with then() (e.g. decompression).
 // The default hook averages with one asynchronous all_reduce. Compression
 // hooks (fp16, PowerSGD) implement the same interface.
 #pragma once
@@ -25,27 +27,11 @@ struct GradBucket {
   bool is_last() const { return index + 1 == num_buckets; }
 };
 
-// The result of a hook: a Work plus the tensor that holds the result once the
-// Work is done (produced by `value`, which runs after the wait).
-class TensorFuture {
- public:
-  TensorFuture() = default;
-  TensorFuture(Work work, std::function<at::Tensor()> value);
-  explicit TensorFuture(at::Tensor ready);
-  bool is_completed();
-  // Waits, then returns the reduced tensor (same numel and dtype as the bucket).
-  at::Tensor wait();
-
- private:
-  Work work_;
-  std::function<at::Tensor()> value_;
-};
-
 class CommHook {
  public:
   virtual ~CommHook() = default;
   virtual std::string name() const = 0;
-  virtual TensorFuture run(ProcessGroup& group, GradBucket& bucket) = 0;
+  virtual Work run(ProcessGroup& group, GradBucket& bucket) = 0;
 };
 
 // Divides by the world size, then one all_reduce (SUM) of the buffer in place:
@@ -55,7 +41,7 @@ class CommHook {
 class AllReduceHook final : public CommHook {
  public:
   std::string name() const override { return "allreduce"; }
-  TensorFuture run(ProcessGroup& group, GradBucket& bucket) override;
+  Work run(ProcessGroup& group, GradBucket& bucket) override;
 };
 
 }  // namespace ddp
