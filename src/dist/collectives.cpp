@@ -4,6 +4,7 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "ddp/dist/errors.h"
@@ -35,27 +36,103 @@ c10::IValue unpickle(const std::string& s) {
 
 }  // namespace
 
-Work broadcast(at::Tensor& t, int root, GroupPtr g) {
+Work broadcast(at::Tensor& t, int src, GroupPtr g) {
   BroadcastOptions o;
-  o.root = root;
+  o.src = src;
   return resolve(g)->broadcast(t, o);
 }
-Work all_reduce(at::Tensor& t, const AllReduceOptions& o, GroupPtr g) {
-  return resolve(g)->all_reduce(t, o);
-}
+Work broadcast(at::Tensor& t, const BroadcastOptions& o, GroupPtr g) { return resolve(g)->broadcast(t, o); }
+Work all_reduce(at::Tensor& t, const AllReduceOptions& o, GroupPtr g) { return resolve(g)->all_reduce(t, o); }
 Work all_reduce_coalesced(std::vector<at::Tensor>& ts, const AllReduceOptions& o, GroupPtr g) {
   return resolve(g)->all_reduce_coalesced(ts, o);
 }
 Work reduce(at::Tensor& t, const ReduceOptions& o, GroupPtr g) { return resolve(g)->reduce(t, o); }
-Work all_gather(std::vector<at::Tensor>& outs, const at::Tensor& in, GroupPtr g) {
-  return resolve(g)->all_gather(outs, in);
+Work all_gather(std::vector<at::Tensor>& outs, const at::Tensor& in, const CollectiveOptions& o, GroupPtr g) {
+  return resolve(g)->all_gather(outs, in, o);
 }
-Work barrier(GroupPtr g) { return resolve(g)->barrier(); }
+Work gather(const at::Tensor& in, std::vector<at::Tensor>& outs, const GatherOptions& o, GroupPtr g) {
+  return resolve(g)->gather(in, outs, o);
+}
+Work scatter(at::Tensor& out, const std::vector<at::Tensor>& ins, const ScatterOptions& o, GroupPtr g) {
+  return resolve(g)->scatter(out, ins, o);
+}
+Work reduce_scatter(at::Tensor& out, const std::vector<at::Tensor>& ins, const ReduceScatterOptions& o, GroupPtr g) {
+  return resolve(g)->reduce_scatter(out, ins, o);
+}
+Work all_to_all(std::vector<at::Tensor>& outs, const std::vector<at::Tensor>& ins, const CollectiveOptions& o,
+                GroupPtr g) {
+  return resolve(g)->all_to_all(outs, ins, o);
+}
+Work barrier(const CollectiveOptions& o, GroupPtr g) { return resolve(g)->barrier(o); }
+Work send(const at::Tensor& t, int dst, const P2POptions& o, GroupPtr g) { return resolve(g)->send(t, dst, o); }
+Work recv(at::Tensor& t, int src, const P2POptions& o, GroupPtr g) { return resolve(g)->recv(t, src, o); }
 
-void broadcast_coalesced(std::vector<at::Tensor>& tensors, int root, GroupPtr g) {
+// Rank 0 receives an arrival from every other rank, then sends each a release.
+void monitored_barrier(GroupPtr g, Milliseconds timeout, bool wait_all_ranks) {
+  g = resolve(g);
+  const int w = g->size(), me = g->rank();
+  if (w == 1) return;
+  if (timeout.count() <= 0) timeout = g->timeout();
+  constexpr int kArrive = 32001, kRelease = 32002;  // tags of their own (MPI guarantees tags up to 32767)
+  const std::string where = "[" + g->backend() + "] rank " + std::to_string(me) + "/" + std::to_string(w) +
+                            " monitored_barrier: ";
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto left = [&] {
+    auto ms = std::chrono::duration_cast<Milliseconds>(deadline - std::chrono::steady_clock::now());
+    return ms.count() > 0 ? ms : Milliseconds(1);
+  };
+  P2POptions p;
+  p.tag = kArrive;
+  if (me != 0) {
+    at::Tensor token = at::zeros({1}, at::kInt);
+    p.timeout = left();
+    g->send(token, 0, p);
+    p.tag = kRelease;
+    p.timeout = left();
+    try {
+      g->recv(token, 0, p);
+    } catch (const TimeoutError&) {
+      throw TimeoutError(where + "rank 0 did not release the barrier within " + std::to_string(timeout.count()) +
+                         " ms: another rank did not arrive (rank 0's error names it)");
+    }
+    return;
+  }
+  // Step 1: every arrival, each waited for until the common deadline.
+  std::vector<at::Tensor> tokens;
+  std::vector<Work> arrivals;
+  p.async_op = true;
+  p.timeout = timeout;
+  for (int r = 1; r < w; ++r) {
+    tokens.push_back(at::zeros({1}, at::kInt));
+    arrivals.push_back(g->recv(tokens.back(), r, p));
+  }
+  std::vector<int> missing;
+  for (int r = 1; r < w; ++r) {
+    if (!missing.empty() && !wait_all_ranks) break;
+    try {
+      arrivals[r - 1].wait(left());
+    } catch (const TimeoutError&) {
+      missing.push_back(r);
+    }
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
+    throw TimeoutError(where + "rank(s) " + list + " did not arrive within " + std::to_string(timeout.count()) +
+                       " ms" + (wait_all_ranks ? "" : " (the first missing; wait_all_ranks lists every one)"));
+  }
+  // Step 2: release everyone.
+  P2POptions release;
+  release.tag = kRelease;
+  release.timeout = left();
+  at::Tensor token = at::zeros({1}, at::kInt);
+  for (int r = 1; r < w; ++r) g->send(token, r, release);
+}
+
+void broadcast_coalesced(std::vector<at::Tensor>& tensors, int src, GroupPtr g) {
   g = resolve(g);
   BroadcastOptions o;
-  o.root = root;
+  o.src = src;
   std::vector<at::Tensor> detached;
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (!tensors[i].defined() || !tensors[i].is_contiguous())
@@ -92,13 +169,13 @@ std::vector<std::string> all_gather_bytes(const std::string& bytes, GroupPtr g) 
   return result;
 }
 
-std::string broadcast_bytes(const std::string& bytes, int root, GroupPtr g) {
+std::string broadcast_bytes(const std::string& bytes, int src, GroupPtr g) {
   g = resolve(g);
   BroadcastOptions o;
-  o.root = root;
+  o.src = src;
   auto size = at::full({1}, static_cast<int64_t>(bytes.size()), at::kLong);
   g->broadcast(size, o);
-  auto data = g->rank() == root ? bytes_tensor(bytes) : at::empty({size.item<int64_t>()}, at::kByte);
+  auto data = g->rank() == src ? bytes_tensor(bytes) : at::empty({size.item<int64_t>()}, at::kByte);
   g->broadcast(data, o);
   return tensor_bytes(data, data.numel());
 }
@@ -109,10 +186,75 @@ std::vector<c10::IValue> all_gather_object(const c10::IValue& value, GroupPtr g)
   return out;
 }
 
-c10::IValue broadcast_object(const c10::IValue& value, int root, GroupPtr g) {
+c10::IValue broadcast_object(const c10::IValue& value, int src, GroupPtr g) {
   g = resolve(g);
-  std::string mine = g->rank() == root ? pickle(value) : std::string();
-  return unpickle(broadcast_bytes(mine, root, g));
+  std::string mine = g->rank() == src ? pickle(value) : std::string();
+  return unpickle(broadcast_bytes(mine, src, g));
+}
+
+void broadcast_object_list(std::vector<c10::IValue>& objects, int src, GroupPtr g) {
+  g = resolve(g);
+  // Any mix of types: the list travels as one tuple.
+  c10::IValue mine = g->rank() == src ? c10::IValue(c10::ivalue::Tuple::create(objects)) : c10::IValue();
+  const c10::IValue got = broadcast_object(mine, src, g);
+  const auto& elements = got.toTupleRef().elements();
+  objects.assign(elements.begin(), elements.end());
+}
+
+// Sizes first (gathered at dst), then the bytes padded to the largest size.
+std::vector<c10::IValue> gather_object(const c10::IValue& value, int dst, GroupPtr g) {
+  g = resolve(g);
+  const int w = g->size();
+  const bool at_dst = g->rank() == dst;
+  const std::string bytes = pickle(value);
+  GatherOptions o;
+  o.dst = dst;
+  at::Tensor size = at::full({1}, static_cast<int64_t>(bytes.size()), at::kLong);
+  at::Tensor max = size.clone();
+  g->all_reduce(max, op(ReduceOp::MAX));
+  std::vector<at::Tensor> sizes, blocks;
+  for (int r = 0; r < w && at_dst; ++r) {
+    sizes.push_back(at::empty({1}, at::kLong));
+    blocks.push_back(at::empty({max.item<int64_t>()}, at::kByte));
+  }
+  g->gather(size, sizes, o);
+  at::Tensor padded = at::zeros({max.item<int64_t>()}, at::kByte);
+  if (!bytes.empty()) std::memcpy(padded.data_ptr(), bytes.data(), bytes.size());
+  g->gather(padded, blocks, o);
+  std::vector<c10::IValue> out;
+  for (int r = 0; r < w && at_dst; ++r) out.push_back(unpickle(tensor_bytes(blocks[r], sizes[r].item<int64_t>())));
+  return out;
+}
+
+// Each rank's size and the largest (scattered from src), then padded blocks.
+c10::IValue scatter_object_list(const std::vector<c10::IValue>& objects, int src, GroupPtr g) {
+  g = resolve(g);
+  const int w = g->size();
+  const bool at_src = g->rank() == src;
+  if (at_src && objects.size() != static_cast<size_t>(w))
+    throw InvalidArgument("[" + g->backend() + "] rank " + std::to_string(g->rank()) + "/" + std::to_string(w) +
+                          " scatter_object_list: objects has " + std::to_string(objects.size()) +
+                          " entries; expected " + std::to_string(w) + " (one per rank)");
+  ScatterOptions o;
+  o.src = src;
+  std::vector<std::string> bytes;
+  int64_t max = 0;
+  for (const auto& v : at_src ? objects : std::vector<c10::IValue>{}) {
+    bytes.push_back(pickle(v));
+    max = std::max<int64_t>(max, static_cast<int64_t>(bytes.back().size()));
+  }
+  std::vector<at::Tensor> headers, blocks;  // {size, max} per rank
+  for (int r = 0; r < w && at_src; ++r) headers.push_back(at::tensor({int64_t(bytes[r].size()), max}, at::kLong));
+  at::Tensor header = at::empty({2}, at::kLong);
+  g->scatter(header, headers, o);
+  const int64_t size = header[0].item<int64_t>(), width = header[1].item<int64_t>();
+  for (int r = 0; r < w && at_src; ++r) {
+    blocks.push_back(at::zeros({width}, at::kByte));
+    if (!bytes[r].empty()) std::memcpy(blocks.back().data_ptr(), bytes[r].data(), bytes[r].size());
+  }
+  at::Tensor mine = at::empty({width}, at::kByte);
+  g->scatter(mine, blocks, o);
+  return unpickle(tensor_bytes(mine, size));
 }
 
 }  // namespace ddp

@@ -64,9 +64,9 @@ void complete(Work& w, const Reduction& r, const at::Tensor& target, int world) 
 Work ProcessGroup::broadcast(at::Tensor& t, const BroadcastOptions& o) {
   Call c = call("broadcast", o);
   detail::check_tensor(c.ctx, t, "tensor");
-  detail::check_rank(c.ctx, o.root, "root");
+  detail::check_rank(c.ctx, o.src, "src");
   if (t.numel() == 0) return Work::ready(t);  // shapes match on every rank: nothing to move
-  return finish(impl_->broadcast(t, o.root, c).set_value(t), c);
+  return finish(impl_->broadcast(t, o.src, c).set_value(t), c);
 }
 
 Work ProcessGroup::all_reduce(at::Tensor& t, const AllReduceOptions& o) {
@@ -106,11 +106,11 @@ Work ProcessGroup::reduce(at::Tensor& t, const ReduceOptions& o) {
   Call c = call("reduce", o);
   detail::check_tensor(c.ctx, t, "tensor");
   detail::check_op(c.ctx, o.op, t.scalar_type());
-  detail::check_rank(c.ctx, o.root, "root");
+  detail::check_rank(c.ctx, o.dst, "dst");
   if (t.numel() == 0) return Work::ready(t);
   Reduction r = plan(*impl_, t, o.op);
-  Work w = impl_->reduce(r.buffer, r.op, o.root, c);
-  if (rank_ == o.root) complete(w, r, t, size_);
+  Work w = impl_->reduce(r.buffer, r.op, o.dst, c);
+  if (rank_ == o.dst) complete(w, r, t, size_);
   return finish(std::move(w.set_value(t)), c);
 }
 
@@ -125,28 +125,28 @@ Work ProcessGroup::all_gather(std::vector<at::Tensor>& outs, const at::Tensor& i
   return finish(std::move(w), c);
 }
 
-Work ProcessGroup::gather(std::vector<at::Tensor>& outs, const at::Tensor& in, const RootOptions& o) {
+Work ProcessGroup::gather(const at::Tensor& in, std::vector<at::Tensor>& outs, const GatherOptions& o) {
   Call c = call("gather", o);
   detail::check_tensor(c.ctx, in, "input");
-  detail::check_rank(c.ctx, o.root, "root");
-  const bool at_root = rank_ == o.root;  // other ranks' outputs are ignored
+  detail::check_rank(c.ctx, o.dst, "dst");
+  const bool at_root = rank_ == o.dst;  // other ranks' outputs are ignored
   if (at_root) detail::check_list(c.ctx, outs, "outputs", size_, in, "input");
   if (in.numel() == 0) return Work();
   Flat out = at_root ? detail::flatten(outs, /*fill=*/false, in) : Flat{at::Tensor(), true};
-  Work w = impl_->gather(out.buffer, in, o.root, c);
+  Work w = impl_->gather(out.buffer, in, o.dst, c);
   if (!out.aliased) w.on_success([out, outs] { detail::unflatten(out, outs); });
   return finish(std::move(w), c);
 }
 
-Work ProcessGroup::scatter(at::Tensor& out, const std::vector<at::Tensor>& ins, const RootOptions& o) {
+Work ProcessGroup::scatter(at::Tensor& out, const std::vector<at::Tensor>& ins, const ScatterOptions& o) {
   Call c = call("scatter", o);
   detail::check_tensor(c.ctx, out, "output");
-  detail::check_rank(c.ctx, o.root, "root");
-  const bool at_root = rank_ == o.root;  // other ranks' inputs are ignored
+  detail::check_rank(c.ctx, o.src, "src");
+  const bool at_root = rank_ == o.src;  // other ranks' inputs are ignored
   if (at_root) detail::check_list(c.ctx, ins, "inputs", size_, out, "output");
   if (out.numel() == 0) return Work::ready(out);
   at::Tensor in = at_root ? detail::flatten(ins, /*fill=*/true, out).buffer : at::Tensor();
-  return finish(impl_->scatter(out, in, o.root, c).set_value(out), c);
+  return finish(impl_->scatter(out, in, o.src, c).set_value(out), c);
 }
 
 Work ProcessGroup::reduce_scatter(at::Tensor& out, const std::vector<at::Tensor>& ins,

@@ -9,14 +9,14 @@ namespace ddp {
 std::vector<ParameterDifference> check_parameter_consistency(torch::nn::Module& model, GroupPtr group) {
   GroupPtr g = group ? group : default_group();
   std::vector<ParameterDifference> out;
-  RootOptions o;
-  o.root = 0;
+  GatherOptions o;
+  o.dst = 0;
   for (const auto& p : model.named_parameters()) {
     at::Tensor mine = p.value().detach().contiguous();
     std::vector<at::Tensor> all;
     if (g->rank() == 0)
       for (int r = 0; r < g->size(); ++r) all.push_back(at::empty_like(mine));
-    g->gather(all, mine, o);
+    g->gather(mine, all, o);
     if (g->rank() != 0) continue;
     double worst = 0;
     for (int r = 1; r < g->size(); ++r)

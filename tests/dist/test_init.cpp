@@ -289,6 +289,36 @@ TEST(InitMethods, UnreachableStoreTimesOutWithAClearError) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }
 
+// Rank 2 of 3 never arrives: rank 0 names it; rank 1, waiting for rank 0's
+// release, says so. 500 ms timeout; the deadline of a hang is the ctest timeout.
+TEST(Timeouts, MonitoredBarrierNamesTheMissingRank) {
+  StorePtr store = make_hash_store();
+  std::vector<GroupPtr> groups(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] {
+      BackendOptions o;
+      o.store = store; o.rank = r; o.world_size = 3; o.host = "127.0.0.1";
+      o.timeout = std::chrono::seconds(60);
+      groups[r] = create_backend("gloo", o);
+    });
+  for (auto& t : threads) t.join();
+  threads.clear();
+  std::vector<std::string> errors(2);
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        monitored_barrier(groups[r], Milliseconds(500), /*wait_all_ranks=*/true);
+      } catch (const TimeoutError& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors[0], "[gloo] rank 0/3 monitored_barrier: rank(s) 2 did not arrive within 500 ms");
+  EXPECT_NE(errors[1].find("[gloo] rank 1/3 monitored_barrier: rank 0 did not release the barrier"), std::string::npos)
+      << errors[1];
+}
+
 TEST(Timeouts, CollectiveThatNoPeerJoinsTimesOut) {
   StorePtr store = make_hash_store();
   std::thread peer;

@@ -185,7 +185,7 @@ TEST(MpiBackend, SubgroupOfEvenRanks) {
     expect_values(t, at::full({4}, expected, at::kDouble), where(*sub, "subgroup all_reduce"));
     // Roots and peers are subgroup ranks: subgroup rank k-1 is world rank 2(k-1).
     BroadcastOptions b;
-    b.root = k - 1;
+    b.src = k - 1;
     at::Tensor x = at::full({3}, double(r));
     EXPECT_NO_THROW(sub->broadcast(x, b));
     expect_values(x, at::full({3}, 2.0 * (k - 1)), where(*sub, "subgroup broadcast"));
@@ -199,9 +199,9 @@ TEST(MpiBackend, SubgroupOfEvenRanks) {
       expect_values(in, at::full({5}, 2.0 * ((sub->rank() + k - 1) % k)),
                     where(*sub, "subgroup recv"));
     }
-    expect_invalid(*sub, "broadcast", "root", [&] {
+    expect_invalid(*sub, "broadcast", "src", [&] {
       BroadcastOptions bad;
-      bad.root = k;
+      bad.src = k;
       sub->broadcast(x, bad);
     });
   }

@@ -79,7 +79,7 @@ TEST(MpiCollectives, BroadcastFromEveryRoot) {
         at::Tensor expected = pattern(n) + root * 10;
         at::Tensor t = R() == root ? expected.to(dt) : at::zeros({n}, dt);
         BroadcastOptions o;
-        o.root = root;
+        o.src = root;
         EXPECT_NO_THROW(world().broadcast(t, o));
         expect_values(t, expected,
                       where(world(), "broadcast root " + std::to_string(root) + " " +
@@ -103,7 +103,7 @@ TEST(MpiCollectives, ReduceToEveryRoot) {
                                                    : at::full({1000}, factorial(w), at::kDouble);
         at::Tensor t = in.to(dt);
         ReduceOptions opts;
-        opts.root = root;
+        opts.dst = root;
         opts.op = o;
         EXPECT_NO_THROW(world().reduce(t, opts));
         if (r == root)
@@ -149,15 +149,17 @@ TEST(MpiCollectives, AllGatherIntoSeparateAndChunkedOutputs) {
 TEST(MpiCollectives, GatherAndScatterWithEveryRoot) {
   const int r = R(), w = W();
   for (int root = 0; root < w; ++root) {
-    RootOptions o;
-    o.root = root;
+    GatherOptions o;
+    o.dst = root;
+    ScatterOptions so;
+    so.src = root;
     for (auto dt : all_dtypes()) {
       for (int64_t n : {int64_t(0), int64_t(7), int64_t(1 << 20)}) {
         if (!wanted(dt, n)) continue;
         std::vector<at::Tensor> outs;
         if (r == root)
           for (int q = 0; q < w; ++q) outs.push_back(at::zeros({n}, dt));
-        EXPECT_NO_THROW(world().gather(outs, block(r, n, dt), o));
+        EXPECT_NO_THROW(world().gather(block(r, n, dt), outs, o));
         if (r == root)
           for (int q = 0; q < w; ++q)
             expect_values(outs[q], block(q, n, at::kDouble),
@@ -167,7 +169,7 @@ TEST(MpiCollectives, GatherAndScatterWithEveryRoot) {
         if (r == root)
           for (int q = 0; q < w; ++q) ins.push_back(block(q + root, n, dt));
         at::Tensor out = at::zeros({n}, dt);
-        EXPECT_NO_THROW(world().scatter(out, ins, o));
+        EXPECT_NO_THROW(world().scatter(out, ins, so));
         expect_values(out, block(r + root, n, at::kDouble),
                       where(world(), "scatter root " + std::to_string(root)));
       }
@@ -270,8 +272,8 @@ TEST(MpiCollectives, AsyncOperationsOverlap) {
   for (int k = 0; k < 8; ++k) {
     ts.push_back(at::full({1000 * (k + 1)}, double(r + 1 + k), at::kFloat));
     works.push_back(world().all_reduce(ts.back(), o));
-    b.root = k % w;
-    ts.push_back(at::full({50}, double(R() == b.root ? k : -1), at::kDouble));
+    b.src = k % w;
+    ts.push_back(at::full({50}, double(R() == b.src ? k : -1), at::kDouble));
     works.push_back(world().broadcast(ts.back(), b));
   }
   for (int k = 7; k >= 0; --k) {

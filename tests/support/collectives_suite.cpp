@@ -100,7 +100,7 @@ void broadcast_every_root(ProcessGroup& g) {
         auto expected = pattern(n) + root * 10;
         at::Tensor t = g.rank() == root ? expected.to(dt) : at::zeros({n}, dt);
         BroadcastOptions o;
-        o.root = root;
+        o.src = root;
         g.broadcast(t, o);
         expect_values(t, expected, where(g, "broadcast root " + std::to_string(root) + " " + c10::toString(dt)));
       }
@@ -115,7 +115,7 @@ void reduce_every_root(ProcessGroup& g) {
       auto m = pattern(1000);
       at::Tensor t = (m * (r + 1)).to(dt);
       ReduceOptions o;
-      o.root = root;
+      o.dst = root;
       g.reduce(t, o);
       if (r == root) expect_values(t, m * (w * (w + 1) / 2.0), where(g, "reduce root " + std::to_string(root)));
     }
@@ -143,9 +143,9 @@ void gather_scatter_every_root(ProcessGroup& g) {
       std::vector<at::Tensor> outs;
       if (r == root)
         for (int q = 0; q < w; ++q) outs.push_back(at::zeros({7}, dt));
-      RootOptions o;
-      o.root = root;
-      g.gather(outs, rank_block(r, 7, dt), o);
+      GatherOptions o;
+      o.dst = root;
+      g.gather(rank_block(r, 7, dt), outs, o);
       if (r == root)
         for (int q = 0; q < w; ++q)
           expect_values(outs[q], rank_block(q, 7, at::kDouble), where(g, "gather root " + std::to_string(root)));
@@ -154,7 +154,9 @@ void gather_scatter_every_root(ProcessGroup& g) {
       if (r == root)
         for (int q = 0; q < w; ++q) ins.push_back(rank_block(q + root, 9, dt));
       at::Tensor out = at::zeros({9}, dt);
-      g.scatter(out, ins, o);
+      ScatterOptions so;
+      so.src = root;
+      g.scatter(out, ins, so);
       expect_values(out, rank_block(r + root, 9, at::kDouble), where(g, "scatter root " + std::to_string(root)));
     }
   }
@@ -268,6 +270,36 @@ void object_collectives(ProcessGroup& g) {
   auto tensors = all_gather_object<at::Tensor>(at::full({2}, double(r)), gp);
   for (int q = 0; q < w && q < static_cast<int>(tensors.size()); ++q)
     expect_values(tensors[q], at::full({2}, double(q), at::kDouble), where(g, "all_gather_object tensor"));
+  for (int root = 0; root < w; ++root) {
+    // src's list (of its own length) replaces every rank's.
+    std::vector<c10::IValue> list;
+    if (r == root) list = {c10::IValue(int64_t(root)), c10::IValue(std::string(root + 2, 'x')), c10::IValue(1.5)};
+    else list = {c10::IValue(int64_t(-1))};
+    broadcast_object_list(list, root, gp);
+    ASSERT_EQ(list.size(), 3u) << where(g, "broadcast_object_list");
+    EXPECT_EQ(list[0].toInt(), root);
+    EXPECT_EQ(list[1].toStringRef(), std::string(root + 2, 'x'));
+    EXPECT_EQ(list[2].toDouble(), 1.5);
+    // Every rank's object (of a size of its own) at dst, nothing elsewhere.
+    auto gathered = gather_object(c10::IValue(std::string(3 * r + 1, 'a' + r)), root, gp);
+    ASSERT_EQ(gathered.size(), r == root ? size_t(w) : 0u) << where(g, "gather_object");
+    for (int q = 0; q < static_cast<int>(gathered.size()); ++q)
+      EXPECT_EQ(gathered[q].toStringRef(), std::string(3 * q + 1, 'a' + q));
+    // Rank q gets src's objects[q].
+    std::vector<c10::IValue> parts;
+    for (int q = 0; q < w && r == root; ++q) parts.push_back(c10::IValue(std::vector<int64_t>(q + 1, 10 * root + q)));
+    auto mine = scatter_object_list(parts, root, gp).toIntVector();
+    EXPECT_EQ(mine, std::vector<int64_t>(r + 1, 10 * root + r)) << where(g, "scatter_object_list");
+  }
+}
+
+// Every rank arrives: nobody throws. (A missing rank: test_init's Timeouts.)
+void monitored_barrier_all_arrive(ProcessGroup& g) {
+  GroupPtr gp(&g, [](ProcessGroup*) {});
+  for (bool all : {false, true}) EXPECT_NO_THROW(monitored_barrier(gp, std::chrono::seconds(60), all));
+  at::Tensor t = at::ones({2});
+  g.all_reduce(t);  // the group works as before
+  EXPECT_EQ(t[0].item<float>(), g.size());
 }
 
 void subgroup_of_even_ranks(ProcessGroup& g) {
@@ -310,21 +342,21 @@ void expect_invalid(ProcessGroup& g, const std::string& op, const std::string& n
 void invalid_arguments(ProcessGroup& g) {
   const int w = g.size(), r = g.rank();
   at::Tensor t = at::ones({4});
-  expect_invalid(g, "broadcast", "root", [&] {
+  expect_invalid(g, "broadcast", "src " + std::to_string(w), [&] {
     BroadcastOptions o;
-    o.root = w;
+    o.src = w;
     g.broadcast(t, o);
   });
-  expect_invalid(g, "reduce", "root", [&] {
+  expect_invalid(g, "reduce", "dst -1", [&] {
     ReduceOptions o;
-    o.root = -1;
+    o.dst = -1;
     g.reduce(t, o);
   });
-  expect_invalid(g, "gather", "root", [&] {
+  expect_invalid(g, "gather", "dst " + std::to_string(w + 3), [&] {
     std::vector<at::Tensor> outs;
-    RootOptions o;
-    o.root = w + 3;
-    g.gather(outs, t, o);
+    GatherOptions o;
+    o.dst = w + 3;
+    g.gather(t, outs, o);
   });
   expect_invalid(g, "all_reduce", "BAND", [&] { g.all_reduce(t, op(ReduceOp::BAND)); });
   expect_invalid(g, "all_reduce", "BXOR", [&] {
@@ -357,8 +389,8 @@ void invalid_arguments(ProcessGroup& g) {
   });
   expect_invalid(g, "scatter", "inputs", [&] {
     std::vector<at::Tensor> ins(w, at::ones({5}));
-    RootOptions o;
-    o.root = r;  // only the root checks its inputs
+    ScatterOptions o;
+    o.src = r;  // only the source checks its inputs
     g.scatter(t, ins, o);
   });
   expect_invalid(g, "reduce_scatter", "inputs[0]", [&] {
@@ -412,6 +444,7 @@ const std::vector<SuiteCase>& collectives_suite() {
       {"CoalescedMixedDtypes", coalesced_mixed},
       {"SendRecvRing", send_recv_ring},
       {"ObjectCollectives", object_collectives},
+      {"MonitoredBarrier", monitored_barrier_all_arrive},
       {"SubgroupOfEvenRanks", subgroup_of_even_ranks},
       {"InvalidArguments", invalid_arguments},
   };

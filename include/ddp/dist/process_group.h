@@ -4,8 +4,8 @@
 // errors ("[gloo] rank 2/4 all_reduce: ..."); the backend behind it (gloo,
 // mpi, local: see backend.h) only moves flat buffers.
 //
-// All tensors are dense, contiguous CPU tensors. Ranks in arguments (root,
-// src, dst) are ranks within this group. Every call returns a Work; with
+// All tensors are dense, contiguous CPU tensors. Ranks in arguments (src,
+// dst) are ranks within this group. Every call returns a Work; with
 // async_op = false (default) it is already completed when returned.
 #pragma once
 #include <ATen/core/Tensor.h>
@@ -41,20 +41,20 @@ class ProcessGroup {
   // The group's default timeout for operations.
   Milliseconds timeout() const { return timeout_; }
 
-  // root's tensor is copied into every rank's tensor.
+  // src's tensor is copied into every rank's tensor.
   Work broadcast(at::Tensor& tensor, const BroadcastOptions& opts = {});
   // Reduces the tensor across ranks in place on every rank.
   Work all_reduce(at::Tensor& tensor, const AllReduceOptions& opts = {});
   // Like all_reduce on each tensor, in one operation per dtype.
   Work all_reduce_coalesced(std::vector<at::Tensor>& tensors, const AllReduceOptions& opts = {});
-  // Reduces into root's tensor; other ranks' tensors are left unspecified.
+  // Reduces into dst's tensor; other ranks' tensors are left unspecified.
   Work reduce(at::Tensor& tensor, const ReduceOptions& opts = {});
   // outputs[r] receives rank r's input; outputs.size() == size().
   Work all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, const CollectiveOptions& opts = {});
-  // Like all_gather, into root's outputs only (other ranks pass {}).
-  Work gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, const RootOptions& opts = {});
-  // Rank r receives root's inputs[r] (other ranks pass {}).
-  Work scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, const RootOptions& opts = {});
+  // Like all_gather, into dst's outputs only (other ranks pass {}); PyTorch's argument order.
+  Work gather(const at::Tensor& input, std::vector<at::Tensor>& outputs, const GatherOptions& opts = {});
+  // Rank r receives src's inputs[r] (other ranks pass {}).
+  Work scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, const ScatterOptions& opts = {});
   // output = reduction over ranks of their inputs[rank()].
   Work reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
                       const ReduceScatterOptions& opts = {});

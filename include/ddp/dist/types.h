@@ -24,23 +24,26 @@ struct AllReduceOptions : CollectiveOptions {
   ReduceOp op = ReduceOp::SUM;
 };
 struct BroadcastOptions : CollectiveOptions {
-  int root = 0;
+  int src = 0;  // the rank whose tensor everyone receives
 };
 struct ReduceOptions : CollectiveOptions {
   ReduceOp op = ReduceOp::SUM;
-  int root = 0;
+  int dst = 0;  // the rank that receives the reduction
 };
 struct ReduceScatterOptions : CollectiveOptions {
   ReduceOp op = ReduceOp::SUM;
 };
-struct RootOptions : CollectiveOptions {  // gather, scatter
-  int root = 0;
+struct GatherOptions : CollectiveOptions {
+  int dst = 0;  // the rank that receives every rank's tensor
+};
+struct ScatterOptions : CollectiveOptions {
+  int src = 0;  // the rank whose list is scattered
 };
 struct P2POptions : CollectiveOptions {  // send, recv
   int tag = 0;
 };
 
-// Convenience constructors: ddp::op(ReduceOp::MAX), ddp::root(2).
+// Convenience constructor: ddp::op(ReduceOp::MAX).
 inline AllReduceOptions op(ReduceOp o) {
   AllReduceOptions opts;
   opts.op = o;
