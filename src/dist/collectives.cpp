@@ -91,9 +91,10 @@ void monitored_barrier(GroupPtr g, Milliseconds timeout, bool wait_all_ranks) {
     p.timeout = left();
     try {
       g->recv(token, 0, p);
-    } catch (const TimeoutError&) {
+    } catch (const CommError& e) {
+      // A timeout here, or rank 0 closing the connection when it gave up.
       throw TimeoutError(where + "rank 0 did not release the barrier within " + std::to_string(timeout.count()) +
-                         " ms: another rank did not arrive (rank 0's error names it)");
+                         " ms: another rank did not arrive (rank 0's error names it); " + e.what());
     }
     return;
   }
@@ -111,7 +112,7 @@ void monitored_barrier(GroupPtr g, Milliseconds timeout, bool wait_all_ranks) {
     if (!missing.empty() && !wait_all_ranks) break;
     try {
       arrivals[r - 1].wait(left());
-    } catch (const TimeoutError&) {
+    } catch (const CommError&) {  // timed out, or its process is gone
       missing.push_back(r);
     }
   }

@@ -311,6 +311,8 @@ TEST(Timeouts, MonitoredBarrierNamesTheMissingRank) {
         monitored_barrier(groups[r], Milliseconds(500), /*wait_all_ranks=*/true);
       } catch (const TimeoutError& e) {
         errors[r] = e.what();
+      } catch (const std::exception& e) {
+        errors[r] = std::string("not a TimeoutError: ") + e.what();
       }
     });
   for (auto& t : threads) t.join();
