@@ -62,7 +62,7 @@ Recipe make_fashion_mnist(TrainConfig& cfg, ProcessGroup& group) {
   fill<std::string>(cfg.data_mode, "shards");
   fill<int64_t>(cfg.cutout, 0);
   fill<int64_t>(cfg.ema_every, 0);
-  fill<std::string>(cfg.precision, "auto");  // native bf16: 1.36x faster, same accuracy (docs/benchmarks.md)
+  fill<std::string>(cfg.precision, "auto");  // native bf16: 1.29x per epoch, same accuracy (docs/benchmarks.md)
   fill<std::string>(cfg.data_dir, default_data_dir("fashion-mnist", "/usr/share/datasets/fashion-mnist"));  // Debian's dataset-fashion-mnist
 
   Recipe r;
