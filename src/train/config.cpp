@@ -104,17 +104,25 @@ TrainConfig parse_args(int argc, const char* const* argv) {
       throw InvalidArgument("ddp-train: unknown flag '" + flag + "'\n" + usage());
     }
   }
-  auto positive = [](const char* flag, double v, bool allow_unset) {
-    if (!(v > 0 || (allow_unset && v == -1)))
-      throw InvalidArgument(std::string("ddp-train: ") + flag + " must be positive");
+  auto positive = [](const char* flag, double v) {
+    if (!(v > 0)) throw InvalidArgument(std::string("ddp-train: ") + flag + " must be positive");
   };
-  positive("--epochs", double(c.epochs), true);
-  positive("--batch-size", double(c.batch_size), true);
-  positive("--lr", c.lr, true);
-  positive("--accumulate", double(c.accumulate), false);
-  positive("--log-every", double(c.log_every), false);
-  positive("--eval-batch", double(c.eval_batch), false);
-  positive("--keep-last", c.keep_last, false);
+  auto non_negative = [](const char* flag, double v) {
+    if (!(v >= 0)) throw InvalidArgument(std::string("ddp-train: ") + flag + " must be >= 0");
+  };
+  if (c.epochs) positive("--epochs", double(*c.epochs));
+  if (c.batch_size) positive("--batch-size", double(*c.batch_size));
+  if (c.lr) positive("--lr", *c.lr);
+  if (c.momentum) non_negative("--momentum", *c.momentum);
+  if (c.weight_decay) non_negative("--weight-decay", *c.weight_decay);
+  if (c.label_smoothing) non_negative("--label-smoothing", *c.label_smoothing);
+  if (c.warmup) non_negative("--warmup", double(*c.warmup));
+  if (c.cutout) non_negative("--cutout", double(*c.cutout));
+  if (c.ema_every) non_negative("--ema-every", double(*c.ema_every));
+  positive("--accumulate", double(c.accumulate));
+  positive("--log-every", double(c.log_every));
+  positive("--eval-batch", double(c.eval_batch));
+  positive("--keep-last", c.keep_last);
   if (!c.data_mode.empty() && c.data_mode != "shards" && c.data_mode != "sampler")
     throw InvalidArgument("ddp-train: --data must be shards or sampler, got '" + c.data_mode + "'");
   if (c.checkpoint_every < 0 || c.stop_after < 0 || c.limit_train < 0 || c.limit_test < 0)
@@ -123,28 +131,30 @@ TrainConfig parse_args(int argc, const char* const* argv) {
 }
 
 std::vector<std::pair<std::string, std::string>> describe(const TrainConfig& c) {
-  auto num = [](double v) {
+  auto num = [](std::optional<double> v) {
+    if (!v) return std::string("(recipe default)");
     std::ostringstream o;
-    o << v;
+    o << *v;
     return o.str();
   };
+  auto count = [](std::optional<int64_t> v) { return v ? std::to_string(*v) : std::string("(recipe default)"); };
   return {{"recipe", c.recipe},
-          {"epochs", std::to_string(c.epochs)},
-          {"batch_size", std::to_string(c.batch_size)},
+          {"epochs", count(c.epochs)},
+          {"batch_size", count(c.batch_size)},
           {"lr", num(c.lr)},
           {"momentum", num(c.momentum)},
           {"weight_decay", num(c.weight_decay)},
           {"label_smoothing", num(c.label_smoothing)},
           {"schedule", c.schedule},
-          {"warmup", std::to_string(c.warmup)},
+          {"warmup", count(c.warmup)},
           {"accumulate", std::to_string(c.accumulate)},
           {"data_dir", c.data_dir},
           {"data_mode", c.data_mode},
           {"out_dir", c.out_dir},
           {"seed", std::to_string(c.seed)},
           {"backend", c.backend},
-          {"cutout", std::to_string(c.cutout)},
-          {"ema_every", std::to_string(c.ema_every)},
+          {"cutout", count(c.cutout)},
+          {"ema_every", count(c.ema_every)},
           {"precision", c.precision},
           {"limit_train", std::to_string(c.limit_train)},
           {"limit_test", std::to_string(c.limit_test)}};

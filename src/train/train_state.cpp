@@ -44,11 +44,11 @@ c10::IValue make_checkpoint(const TrainConfig& cfg, const LoopState& s, const to
   c10::Dict<std::string, int64_t> sampler;
   sampler.insert("seed", static_cast<int64_t>(cfg.seed));
   sampler.insert("epoch", s.epoch);
-  sampler.insert("position", s.micro * cfg.batch_size);
+  sampler.insert("position", s.micro * *cfg.batch_size);
   d.insert("sampler", sampler);
   c10::impl::GenericDict schedule(c10::StringType::get(), c10::AnyType::get());
   schedule.insert("spec", cfg.schedule);
-  schedule.insert("base_lr", cfg.lr);
+  schedule.insert("base_lr", *cfg.lr);
   schedule.insert("total_steps", total_steps);
   d.insert("schedule", schedule);
   c10::Dict<std::string, std::string> config;

@@ -85,8 +85,8 @@ double set_lr(Job& j, int64_t step) {
   const double m = j.recipe.schedule(step, j.total_steps);
   for (size_t i = 0; i < j.opt->param_groups().size(); ++i)
     static_cast<torch::optim::SGDOptions&>(j.opt->param_groups()[i].options())
-        .lr(j.cfg.lr * j.recipe.groups[i].lr_scale * m);
-  return j.cfg.lr * m;
+        .lr(*j.cfg.lr * j.recipe.groups[i].lr_scale * m);
+  return *j.cfg.lr * m;
 }
 
 void save_checkpoint(Job& j, const detail::LoopState& s) {
@@ -121,7 +121,7 @@ at::Tensor forward_backward(Job& j, const data::Batch& batch, bool sync) {
     Autocast autocast(j.precision.precision);  // bf16: the forward pass only
     logits = (*j.model)(batch.data).to(at::kFloat);
   }
-  at::Tensor loss = label_smoothing_cross_entropy(logits, batch.target, j.cfg.label_smoothing).mean();
+  at::Tensor loss = label_smoothing_cross_entropy(logits, batch.target, *j.cfg.label_smoothing).mean();
   (loss / double(j.cfg.accumulate)).backward();
   return loss;
 }
@@ -130,7 +130,7 @@ at::Tensor forward_backward(Job& j, const data::Batch& batch, bool sync) {
 double train_epoch(Job& j, detail::LoopState& s) {
   const TrainConfig& c = j.cfg;
   j.loader->start_epoch(epoch_order(j, s.epoch), s.epoch, s.micro);
-  j.logs.begin_epoch(s.epoch, c.epochs, j.steps_per_epoch);
+  j.logs.begin_epoch(s.epoch, *c.epochs, j.steps_per_epoch);
   double loss_sum = 0, window_sum = 0;
   int64_t counted = 0, window = 0;
   const auto t0 = Clock::now();
@@ -148,9 +148,9 @@ double train_epoch(Job& j, detail::LoopState& s) {
     if (!sync) continue;
     j.opt->step();
     ++s.step;
-    if (j.ema && s.step % c.ema_every == 0) j.ema->update(*j.recipe.model.ptr());
+    if (j.ema && s.step % *c.ema_every == 0) j.ema->update(*j.recipe.model.ptr());
 
-    const double rate = double((s.micro - first_micro) * c.batch_size * j.group->size()) / seconds_since(t0);
+    const double rate = double((s.micro - first_micro) * *c.batch_size * j.group->size()) / seconds_since(t0);
     j.logs.step(s.micro / c.accumulate, window_sum / double(window), lr, rate);
     loss_sum += window_sum;
     counted += window;
@@ -190,11 +190,11 @@ std::unique_ptr<torch::optim::SGD> make_optimizer(const TrainConfig& cfg, const 
   std::vector<torch::optim::OptimizerParamGroup> groups;
   for (const auto& g : recipe.groups)
     groups.emplace_back(g.params, std::make_unique<torch::optim::SGDOptions>(
-                                      torch::optim::SGDOptions(cfg.lr * g.lr_scale)
-                                          .momentum(cfg.momentum)
+                                      torch::optim::SGDOptions(*cfg.lr * g.lr_scale)
+                                          .momentum(*cfg.momentum)
                                           .weight_decay(g.weight_decay)
-                                          .nesterov(recipe.nesterov && cfg.momentum > 0)));
-  return std::make_unique<torch::optim::SGD>(std::move(groups), torch::optim::SGDOptions(cfg.lr));
+                                          .nesterov(recipe.nesterov && *cfg.momentum > 0)));
+  return std::make_unique<torch::optim::SGD>(std::move(groups), torch::optim::SGDOptions(*cfg.lr));
 }
 
 // The background loader and, in sampler mode, the DistributedSampler; the epoch's step counts.
@@ -202,7 +202,7 @@ void set_up_data(Job& j) {
   const TrainConfig& cfg = j.cfg;
   const int rank = j.group->rank();
   data::BatchLoaderOptions lo;
-  lo.batch_size = cfg.batch_size;
+  lo.batch_size = *cfg.batch_size;
   lo.drop_last = true;
   lo.seed = stream_seed(cfg.seed, Stream::Augment, rank);
   lo.augment = j.recipe.augment;
@@ -216,13 +216,13 @@ void set_up_data(Job& j) {
     j.sampler = std::make_unique<DistributedSampler>(static_cast<size_t>(per_rank), so);
     per_rank = static_cast<int64_t>(j.sampler->size());
   }
-  j.micro_per_epoch = per_rank / cfg.batch_size / cfg.accumulate * cfg.accumulate;
+  j.micro_per_epoch = per_rank / *cfg.batch_size / cfg.accumulate * cfg.accumulate;
   j.steps_per_epoch = j.micro_per_epoch / cfg.accumulate;
   if (j.steps_per_epoch < 1)
     throw InvalidArgument("ddp-train: each rank has " + std::to_string(per_rank) + " training samples, fewer than " +
-                          "one step of --batch-size " + std::to_string(cfg.batch_size) + " x --accumulate " +
+                          "one step of --batch-size " + std::to_string(*cfg.batch_size) + " x --accumulate " +
                           std::to_string(cfg.accumulate) + "; lower them or use more data");
-  j.total_steps = j.steps_per_epoch * cfg.epochs;
+  j.total_steps = j.steps_per_epoch * *cfg.epochs;
 }
 
 // Everything before the first step: group, recipe (data, model), precision,
@@ -245,7 +245,7 @@ Job set_up(TrainConfig cfg) {
   DDPOptions ddp_options;
   ddp_options.group = j.group;
   j.model = std::make_unique<DistributedDataParallel<Net>>(Net{j.recipe.model}, ddp_options);
-  if (j.recipe.make_shadow && cfg.ema_every > 0) {
+  if (j.recipe.make_shadow && *cfg.ema_every > 0) {
     j.shadow = j.recipe.make_shadow();
     j.ema = std::make_unique<ModelEma>(j.shadow.ptr(), j.recipe.ema_rho);
     j.ema->copy_from(*j.recipe.model.ptr());  // rank 0's weights, after DDP's broadcast
@@ -256,8 +256,8 @@ Job set_up(TrainConfig cfg) {
   if (rank == 0) {
     std::cout << "ddp-train " << cfg.recipe << ": " << j.group->size() << " rank(s) on " << j.group->backend() << ", "
               << j.recipe.train_total << " training samples (" << (j.recipe.train_sharded ? "shards" : "sampler")
-              << "), " << j.recipe.test_total << " test samples, batch " << cfg.batch_size << " per rank, "
-              << j.steps_per_epoch << " steps per epoch, lr " << cfg.lr << " (" << j.recipe.schedule.spec() << "), "
+              << "), " << j.recipe.test_total << " test samples, batch " << *cfg.batch_size << " per rank, "
+              << j.steps_per_epoch << " steps per epoch, lr " << *cfg.lr << " (" << j.recipe.schedule.spec() << "), "
               << cfg.precision << " (" << j.precision.reason << ")\n  cpu: " << describe(cpu_info()) << std::endl;
   }
   CheckpointManagerOptions co;
@@ -292,7 +292,7 @@ void log_epoch(Job& j, int64_t epoch, int64_t step, double train_loss, double th
                  {{"train_seconds", train_s}, {"wall_seconds", wall_s}});
   j.logs.flush();
   std::ostringstream line;
-  line << "epoch " << epoch + 1 << "/" << j.cfg.epochs << " | train_loss " << train_loss << " | val_loss " << eval.loss
+  line << "epoch " << epoch + 1 << "/" << *j.cfg.epochs << " | train_loss " << train_loss << " | val_loss " << eval.loss
        << " | acc1 " << percent(eval.acc1) << " | acc5 " << percent(eval.acc5) << " | " << int64_t(throughput)
        << " samples/s | " << train_s << " s";
   j.logs.end_epoch(line.str());
@@ -318,18 +318,18 @@ TrainSummary run(TrainConfig config) {
 
   TrainSummary summary;
   const int64_t first_epoch = s.epoch;
-  while (s.epoch < cfg.epochs) {
+  while (s.epoch < *cfg.epochs) {
     const auto t0 = Clock::now();
     const int64_t micro0 = s.micro;
     const double train_loss = train_epoch(j, s);
     const double train_s = seconds_since(t0);
-    const double throughput = double((s.micro - micro0) * cfg.batch_size * world) / train_s;
+    const double throughput = double((s.micro - micro0) * *cfg.batch_size * world) / train_s;
     summary.eval = evaluate_epoch(j);
     log_epoch(j, s.epoch, s.step, train_loss, throughput, train_s, summary.eval, seconds_since(start));
     s.epoch += 1;
     s.micro = 0;
     save_checkpoint(j, s);
-    if (cfg.stop_after > 0 && s.epoch - first_epoch >= cfg.stop_after && s.epoch < cfg.epochs) {
+    if (cfg.stop_after > 0 && s.epoch - first_epoch >= cfg.stop_after && s.epoch < *cfg.epochs) {
       if (rank == 0) std::cout << "stopping after " << cfg.stop_after << " epoch(s) as asked (--stop-after)" << std::endl;
       break;
     }

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "ddp/train/config.h"
 #include "ddp/train/ema.h"
 #include "ddp/train/evaluate.h"
 #include "ddp/train/losses.h"
@@ -38,6 +39,26 @@ TEST(LabelSmoothing, BadArguments) {
   at::Tensor logits = at::zeros({3, 4});
   EXPECT_THROW(label_smoothing_cross_entropy(logits, at::zeros({2}, at::kLong), 0.1), std::invalid_argument);
   EXPECT_THROW(label_smoothing_cross_entropy(logits, at::zeros({3}, at::kLong), 1.5), std::invalid_argument);
+}
+
+// Settings left out stay unset (the recipe decides); a value given is checked,
+// -1 included (it once meant "unset" and slipped through).
+TEST(TrainConfig, UnsetIsNotANumber) {
+  std::vector<const char*> argv = {"ddp-train", "mlp", "--epochs", "2"};
+  TrainConfig c = parse_args(int(argv.size()), argv.data());
+  EXPECT_EQ(c.epochs, std::optional<int64_t>(2));
+  EXPECT_FALSE(c.lr.has_value());
+  EXPECT_FALSE(c.batch_size.has_value());
+  for (auto bad : {std::vector<const char*>{"ddp-train", "mlp", "--lr", "-1"},
+                   std::vector<const char*>{"ddp-train", "mlp", "--batch-size=-1"},
+                   std::vector<const char*>{"ddp-train", "mlp", "--weight-decay", "-0.5"}}) {
+    try {
+      parse_args(int(bad.size()), bad.data());
+      ADD_FAILURE() << bad[2] << " accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("must be"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Schedule, Shapes) {

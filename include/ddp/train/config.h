@@ -1,10 +1,11 @@
 // The training job's settings: what `ddp-train RECIPE [flags]` accepts.
-// Unset values (negative numbers, empty strings) take the recipe's defaults.
+// Unset values (empty optionals, empty strings) take the recipe's defaults.
 //
 //   auto cfg = ddp::train::parse_args(argc, argv);   // InvalidArgument on bad flags
 //   ddp::train::run(cfg);
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,14 +13,14 @@ namespace ddp::train {
 
 struct TrainConfig {
   std::string recipe;             // mlp | fashion-mnist | cifar10-resnet9 | cifar10-resnet18
-  int64_t epochs = -1;
-  int64_t batch_size = -1;        // per rank
-  double lr = -1;                 // base learning rate (for the mean loss over the global batch)
-  double momentum = -1;
-  double weight_decay = -1;
-  double label_smoothing = -1;
+  std::optional<int64_t> epochs;
+  std::optional<int64_t> batch_size;  // per rank
+  std::optional<double> lr;           // base learning rate (for the mean loss over the global batch)
+  std::optional<double> momentum;
+  std::optional<double> weight_decay;
+  std::optional<double> label_smoothing;
   std::string schedule;           // see schedule.h
-  int64_t warmup = -1;            // warm-up steps
+  std::optional<int64_t> warmup;     // warm-up steps
   int64_t accumulate = 1;         // micro-batches per optimizer step (no_sync between)
   std::string data_dir;
   std::string data_mode;          // shards | sampler
@@ -34,8 +35,8 @@ struct TrainConfig {
   int64_t limit_test = 0;
   int64_t log_every = 50;         // steps between train-loss logs
   int64_t eval_batch = 500;
-  int64_t cutout = -1;            // cutout square size (0: off)
-  int64_t ema_every = -1;         // 0: no weight averaging
+  std::optional<int64_t> cutout;     // cutout square size (0: off)
+  std::optional<int64_t> ema_every;  // steps between weight averages (0: off)
   std::string precision;          // fp32 | bf16 | auto (bf16 where the CPU has it natively; see precision.h)
   bool progress = true;           // rank 0's progress line
 };

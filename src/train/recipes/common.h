@@ -7,20 +7,22 @@
 #include <type_traits>
 #include <utility>
 
+#include <optional>
+#include <string>
+
 #include "ddp/train/recipe.h"
 
 namespace ddp::train::detail {
 
 using Source = std::function<std::pair<at::Tensor, at::Tensor>()>;
 
-// A recipe's default for a setting the user left unset (negative number, empty string).
+// A recipe's default for a setting the user left unset (an empty optional or string).
 template <typename T>
-void fill(T& field, T value) {
-  if constexpr (std::is_same_v<T, std::string>) {
-    if (field.empty()) field = value;
-  } else if (field < 0) {
-    field = value;
-  }
+void fill(std::optional<T>& field, T value) {
+  if (!field) field = value;
+}
+inline void fill(std::string& field, const std::string& value) {
+  if (field.empty()) field = value;
 }
 
 // Fills r.train_x / train_y. shards: rank 0 writes per-rank shard files of

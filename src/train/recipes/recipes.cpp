@@ -20,13 +20,13 @@ Recipe make_mlp(TrainConfig& cfg, ProcessGroup& group) {
   fill(cfg.momentum, 0.0);
   fill(cfg.weight_decay, 0.0);
   fill(cfg.label_smoothing, 0.0);
-  fill<std::string>(cfg.schedule, "piecewise:0:1,1:0.3");  // linear decay to 0.3x
+  fill(cfg.schedule, "piecewise:0:1,1:0.3");  // linear decay to 0.3x
   fill<int64_t>(cfg.warmup, 0);
-  fill<std::string>(cfg.data_mode, "sampler");
+  fill(cfg.data_mode, "sampler");
   fill<int64_t>(cfg.cutout, 0);
   fill<int64_t>(cfg.ema_every, 0);
-  fill<std::string>(cfg.precision, "fp32");
-  fill<std::string>(cfg.data_dir, "(generated)");
+  fill(cfg.precision, "fp32");
+  fill(cfg.data_dir, "(generated)");
 
   Recipe r;
   r.name = cfg.recipe;
@@ -44,7 +44,7 @@ Recipe make_mlp(TrainConfig& cfg, ProcessGroup& group) {
   set_test_data(r, cfg, group, data.x.narrow(0, 9000, 1000), data.y.narrow(0, 9000, 1000));
 
   models::MLP net(models::MLPOptions{4, 1024, 256, 32});
-  r.groups.push_back(all_parameters(*net, cfg.weight_decay));
+  r.groups.push_back(all_parameters(*net, *cfg.weight_decay));
   r.model = torch::nn::AnyModule(net);
   return r;
 }
@@ -57,13 +57,13 @@ Recipe make_fashion_mnist(TrainConfig& cfg, ProcessGroup& group) {
   fill(cfg.momentum, 0.9);
   fill(cfg.weight_decay, 5e-4);
   fill(cfg.label_smoothing, 0.0);
-  fill<std::string>(cfg.schedule, "onecycle:0.2:0");
+  fill(cfg.schedule, "onecycle:0.2:0");
   fill<int64_t>(cfg.warmup, 0);
-  fill<std::string>(cfg.data_mode, "shards");
+  fill(cfg.data_mode, "shards");
   fill<int64_t>(cfg.cutout, 0);
   fill<int64_t>(cfg.ema_every, 0);
-  fill<std::string>(cfg.precision, "auto");  // native bf16: 1.29x per epoch, same accuracy (docs/benchmarks.md)
-  fill<std::string>(cfg.data_dir, default_data_dir("fashion-mnist", "/usr/share/datasets/fashion-mnist"));  // Debian's dataset-fashion-mnist
+  fill(cfg.precision, "auto");  // native bf16: 1.29x per epoch, same accuracy (docs/benchmarks.md)
+  fill(cfg.data_dir, default_data_dir("fashion-mnist", "/usr/share/datasets/fashion-mnist"));  // Debian's dataset-fashion-mnist
 
   Recipe r;
   r.name = cfg.recipe;
@@ -80,11 +80,11 @@ Recipe make_fashion_mnist(TrainConfig& cfg, ProcessGroup& group) {
   set_test_data(r, cfg, group, finish(test.images), test.labels);
 
   models::FashionCNN net;
-  r.groups.push_back(all_parameters(*net, cfg.weight_decay));
-  r.nesterov = cfg.momentum > 0;
+  r.groups.push_back(all_parameters(*net, *cfg.weight_decay));
+  r.nesterov = *cfg.momentum > 0;
   r.model = torch::nn::AnyModule(net);
-  if (cfg.cutout > 0) {
-    const int64_t size = cfg.cutout;
+  if (*cfg.cutout > 0) {
+    const int64_t size = *cfg.cutout;
     r.augment = [size](const at::Tensor& b, at::Generator& gen) { return data::cutout(b, size, gen); };
   }
   return r;
@@ -100,7 +100,7 @@ Recipe make_recipe(TrainConfig& cfg, ProcessGroup& group) {
   else if (cfg.recipe == "cifar10-resnet9") r = detail::make_cifar10_resnet9(cfg, group);
   else if (cfg.recipe == "cifar10-resnet18") r = detail::make_cifar10_resnet18(cfg, group);
   else throw InvalidArgument("ddp-train: unknown recipe '" + cfg.recipe + "'");
-  r.schedule = LrSchedule::parse(cfg.schedule).with_warmup(cfg.warmup);
+  r.schedule = LrSchedule::parse(cfg.schedule).with_warmup(*cfg.warmup);
   return r;
 }
 
