@@ -23,6 +23,14 @@ Precision parse_precision(const std::string& name, const std::string& flag) {
 
 std::string to_string(Precision p) { return p == Precision::BF16 ? "bf16" : "fp32"; }
 
+namespace {
+// oneDNN accepts ISA names in any case.
+std::string upper(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
+  return s;
+}
+}  // namespace
+
 Bf16Support bf16_support(const std::string& cpu_flags, const std::string& onednn_max_isa) {
   std::set<std::string> flags;
   std::istringstream in(cpu_flags);
@@ -32,8 +40,7 @@ Bf16Support bf16_support(const std::string& cpu_flags, const std::string& onednn
     if (flags.count(f)) have += (have.empty() ? "" : " and ") + std::string(f);
   if (have.empty()) return {false, "no avx512_bf16 or amx_bf16 in the CPU's flags, so bfloat16 would be emulated"};
   if (!onednn_max_isa.empty()) {
-    std::string isa = onednn_max_isa;
-    std::transform(isa.begin(), isa.end(), isa.begin(), [](unsigned char c) { return std::toupper(c); });
+    const std::string isa = upper(onednn_max_isa);
     // oneDNN's ISA names at or above the first with bfloat16 instructions.
     static const std::set<std::string> with_bf16 = {"AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX",
                                                     "AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX", "ALL", "DEFAULT"};
@@ -60,10 +67,8 @@ void avoid_capped_onednn_for_bf16() {
   std::call_once(once, [] {
     const char* isa = onednn_max_isa();
     if (!isa) return;
-    std::string name = isa;
-    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::toupper(c); });
     static const std::set<std::string> below = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2"};
-    if (below.count(name)) at::globalContext().setUserEnabledMkldnn(false);
+    if (below.count(upper(isa))) at::globalContext().setUserEnabledMkldnn(false);
   });
 }
 
