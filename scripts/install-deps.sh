@@ -7,6 +7,7 @@ PKGS=(
   libgloo-dev                           # headers c10d's ProcessGroupGloo needs
   libopenmpi-dev openmpi-bin            # MPI backend
   libgtest-dev libgmock-dev             # tests
+  libcli11-dev nlohmann-json3-dev       # command lines, JSON
   zlib1g-dev                            # gzip data files
   dataset-fashion-mnist                 # the main job's data
   python3-torch                         # test oracle and benchmark peer only

@@ -3,6 +3,7 @@
 //   build/bin/mlp                                                        # one process
 //   build/bin/ddprun --nproc-per-node 2 --standalone build/bin/mlp --data skip
 //   build/bin/ddprun --nproc-per-node 2 --standalone build/bin/mlp --data sampler
+//   build/bin/mlp --help                                                 # every flag
 //
 // --data skip: rank r trains on the batches i with i % world == r;
 // --data sampler: each rank draws its batches through a DistributedSampler.
@@ -11,6 +12,8 @@
 // and at the end the largest parameter difference between ranks (0 when in sync).
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/sgd.h>
+
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -31,22 +34,26 @@ struct Config {
 
 Config parse(int argc, char** argv) {
   Config c;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (i + 1 >= argc) throw std::invalid_argument("mlp: " + a + " needs a value (see the top of examples/mlp/main.cpp)");
-    std::string v = argv[++i];
-    if (a == "--n-layers") c.n_layers = std::stoll(v);
-    else if (a == "--dim-in") c.dim_in = std::stoll(v);
-    else if (a == "--n-classes") c.n_classes = std::stoll(v);
-    else if (a == "--dim-hidden") c.dim_hidden = std::stoll(v);
-    else if (a == "--train-size") c.train_size = std::stoll(v);
-    else if (a == "--batch-size") c.batch_size = std::stoll(v);
-    else if (a == "--learning-rate") c.learning_rate = std::stod(v);
-    else if (a == "--niters") c.niters = std::stoll(v);
-    else if (a == "--data") c.data = v;
-    else throw std::invalid_argument("mlp: unknown option " + a);
+  CLI::App app("A 4-layer tanh MLP on synthetic data, single-process or with DDP under ddprun", "mlp");
+  app.add_option("--n-layers", c.n_layers)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--dim-in", c.dim_in)->check(CLI::Range(2, 1 << 20))->capture_default_str();
+  app.add_option("--n-classes", c.n_classes)->check(CLI::Range(2, 1 << 20))->capture_default_str();
+  app.add_option("--dim-hidden", c.dim_hidden)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--train-size", c.train_size, "samples generated; the first 10% train, the last 10% test")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--batch-size", c.batch_size)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--learning-rate", c.learning_rate)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--niters", c.niters)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--data", c.data, "skip: batch i on rank i % world; sampler: a DistributedSampler")
+      ->check(CLI::IsMember({"skip", "sampler"}))->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));  // prints the help, or the error and where to look
   }
-  if (c.data != "skip" && c.data != "sampler") throw std::invalid_argument("mlp: --data must be skip or sampler");
+  if (c.train_size / 10 < c.batch_size)
+    throw std::invalid_argument("--batch-size " + std::to_string(c.batch_size) + " is larger than the training set (" +
+                                std::to_string(c.train_size / 10) + " samples, 10% of --train-size)");
   return c;
 }
 

@@ -25,6 +25,11 @@ Call ProcessGroup::call(const char* op, const CollectiveOptions& opts) const {
 }
 
 // A synchronous call returns only once done: errors surface here.
+void ProcessGroup::count(const at::Tensor& payload) {
+  calls_.fetch_add(1, std::memory_order_relaxed);
+  if (payload.defined()) bytes_.fetch_add(static_cast<int64_t>(payload.nbytes()), std::memory_order_relaxed);
+}
+
 Work ProcessGroup::finish(Work w, const Call& c) const {
   if (!c.async) w.wait(c.timeout);
   return w;
@@ -66,6 +71,7 @@ Work ProcessGroup::broadcast(at::Tensor& t, const BroadcastOptions& o) {
   detail::check_tensor(c.ctx, t, "tensor");
   detail::check_rank(c.ctx, o.src, "src");
   if (t.numel() == 0) return Work::ready(t);  // shapes match on every rank: nothing to move
+  count(t);
   return finish(impl_->broadcast(t, o.src, c).set_value(t), c);
 }
 
@@ -75,6 +81,7 @@ Work ProcessGroup::all_reduce(at::Tensor& t, const AllReduceOptions& o) {
   detail::check_op(c.ctx, o.op, t.scalar_type());
   if (t.numel() == 0) return Work::ready(t);
   Reduction r = plan(*impl_, t, o.op);
+  count(r.buffer);
   Work w = impl_->all_reduce(r.buffer, r.op, c);
   complete(w, r, t, size_);
   return finish(std::move(w.set_value(t)), c);
@@ -94,6 +101,7 @@ Work ProcessGroup::all_reduce_coalesced(std::vector<at::Tensor>& ts, const AllRe
     Reduction r = plan(*impl_, flat.buffer, o.op);
     Call inner = c;
     inner.async = true;  // one wait for all of them, below
+    count(r.buffer);
     Work w = impl_->all_reduce(r.buffer, r.op, inner);
     complete(w, r, flat.buffer, size_);
     if (!flat.aliased) w.on_success([flat, group] { detail::unflatten(flat, group); });
@@ -120,6 +128,7 @@ Work ProcessGroup::all_gather(std::vector<at::Tensor>& outs, const at::Tensor& i
   detail::check_list(c.ctx, outs, "outputs", size_, in, "input");
   if (in.numel() == 0) return Work();
   Flat out = detail::flatten(outs, /*fill=*/false, in);
+  count(in);
   Work w = impl_->all_gather(out.buffer, in, c);
   if (!out.aliased) w.on_success([out, outs] { detail::unflatten(out, outs); });
   return finish(std::move(w), c);
@@ -162,6 +171,7 @@ Work ProcessGroup::reduce_scatter(at::Tensor& out, const std::vector<at::Tensor>
   const bool widen = !impl_->can_reduce(out.scalar_type());
   Reduction r = plan(*impl_, out, o.op);
   at::Tensor send = widen ? in.to(at::kFloat) : in;
+  count(send);
   Work w = impl_->reduce_scatter(r.buffer, send, r.op, c);
   complete(w, r, out, size_);
   return finish(std::move(w.set_value(out)), c);
@@ -174,6 +184,7 @@ Work ProcessGroup::reduce_scatter_via_all_to_all(at::Tensor& out, const at::Tens
   const std::vector<int64_t> counts(size_t(size_), n);
   at::Tensor recv = at::empty_like(in);
   at::Tensor send = in;
+  count(send);
   Work w = impl_->all_to_all(recv, counts, send, counts, c);
   const int world = size_;
   w.on_success([recv, out, n, world, op]() mutable {
@@ -199,6 +210,7 @@ Work ProcessGroup::all_to_all(std::vector<at::Tensor>& outs, const std::vector<a
   for (const auto& t : outs) out_counts.push_back(t.numel());
   Flat in = detail::flatten(ins, /*fill=*/true);
   Flat out = detail::flatten(outs, /*fill=*/false, in.buffer);
+  count(in.buffer);
   Work w = impl_->all_to_all(out.buffer, out_counts, in.buffer, in_counts, c);
   w.on_success([in, out, outs] { detail::unflatten(out, outs); });  // `in` lives until the end
   return finish(std::move(w), c);

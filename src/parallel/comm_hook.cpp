@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include "ddp/errors.h"
+
 namespace ddp {
 
 Work AllReduceHook::run(ProcessGroup& group, GradBucket& bucket) {
@@ -10,6 +12,36 @@ Work AllReduceHook::run(ProcessGroup& group, GradBucket& bucket) {
   AllReduceOptions o;
   o.async_op = !bucket.is_last();  // the last one has nothing left to overlap with
   return group.all_reduce(buffer, o);  // value(): the buffer, reduced
+}
+
+CompressHook::CompressHook(at::ScalarType dtype) : dtype_(dtype) {
+  if (dtype != at::kHalf && dtype != at::kBFloat16)
+    throw InvalidArgument(std::string("CompressHook: dtype must be Half or BFloat16, got ") + c10::toString(dtype));
+}
+
+std::string CompressHook::name() const { return dtype_ == at::kHalf ? "fp16" : "bf16"; }
+
+Work CompressHook::run(ProcessGroup& group, GradBucket& bucket) {
+  // Compress, then divide (in the 16-bit type, as PyTorch's hooks do).
+  at::Tensor compressed = bucket.buffer.to(dtype_).div_(group.size());
+  AllReduceOptions o;
+  o.async_op = !bucket.is_last();
+  at::Tensor buffer = bucket.buffer;
+  return group.all_reduce(compressed, o).then([buffer](at::Tensor reduced) mutable {
+    buffer.copy_(reduced);  // decompress into the bucket
+    return buffer;
+  });
+}
+
+std::vector<std::string> comm_hook_names() { return {"allreduce", "fp16", "bf16"}; }
+
+std::shared_ptr<CommHook> make_comm_hook(const std::string& name) {
+  if (name == "allreduce") return std::make_shared<AllReduceHook>();
+  if (name == "fp16") return std::make_shared<CompressHook>(at::kHalf);
+  if (name == "bf16") return std::make_shared<CompressHook>(at::kBFloat16);
+  std::string valid;
+  for (const auto& n : comm_hook_names()) valid += (valid.empty() ? "" : ", ") + n;
+  throw InvalidArgument("unknown comm hook '" + name + "'; valid: " + valid);
 }
 
 }  // namespace ddp

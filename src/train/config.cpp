@@ -1,12 +1,16 @@
+// ddp-train's command line on CLI11: the recipe, then flags, or all of it
+// from a TOML/INI file (--config); --print-config writes such a file.
 #include "ddp/train/config.h"
 
-#include "ddp/train/precision.h"
+#include <CLI/CLI.hpp>
 
+#include <charconv>
 #include <functional>
-#include <map>
 #include <sstream>
 
 #include "ddp/errors.h"
+#include "ddp/parallel/comm_hook.h"
+#include "ddp/train/precision.h"
 
 namespace ddp::train {
 namespace {
@@ -17,9 +21,9 @@ T parse_number(const std::string& flag, const std::string& text) {
     size_t used = 0;
     T v;
     if constexpr (std::is_same_v<T, double>) v = std::stod(text, &used);
-    else if constexpr (std::is_same_v<T, uint64_t>) v = std::stoull(text, &used);
+    else if constexpr (std::is_same_v<T, uint64_t>) v = text.find('-') == std::string::npos ? std::stoull(text, &used) : 0;
     else v = static_cast<T>(std::stoll(text, &used));
-    if (used == text.size()) return v;
+    if (used == text.size() && !text.empty()) return v;
   } catch (const std::exception&) {
   }
   throw InvalidArgument("ddp-train: " + flag + " expects a number, got '" + text + "'");
@@ -31,79 +35,81 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
-}  // namespace
-
-std::vector<std::string> recipe_names() { return {"mlp", "fashion-mnist", "cifar10-resnet9", "cifar10-resnet18"}; }
-
-std::string usage() {
-  return "usage: ddp-train RECIPE [flags]     (under ddprun for several ranks)\n"
-         "recipes: " + join(recipe_names()) + "\n"
-         "  --epochs N  --batch-size N (per rank)  --lr X  --momentum X  --weight-decay X\n"
-         "  --schedule SPEC (constant | step:N:G | cosine[:F] | onecycle[:P[:F]] | piecewise:x:y,...)  --warmup STEPS\n"
-         "  --label-smoothing X  --accumulate N  --cutout N  --ema-every N (0: off)  --precision fp32|bf16|auto\n"
-         "  --data-dir DIR  --data shards|sampler  --limit-train N  --limit-test N  --eval-batch N\n"
-         "  --out-dir DIR (default runs/RECIPE)  --seed N  --resume  --checkpoint-every STEPS  --keep-last K\n"
-         "  --stop-after EPOCHS  --log-every STEPS  --backend gloo|mpi|auto  --no-progress\n";
+// A flag taking a number into `field` (an optional or a plain value).
+template <typename T, typename Field>
+void number_flag(CLI::App& app, const std::string& name, Field& field, const std::string& help) {
+  app.add_option_function<std::string>(
+         "--" + name, [&field, name](const std::string& v) { field = parse_number<T>("--" + name, v); }, help)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+      ->type_name(std::is_integral_v<T> ? "N" : "X");
 }
 
-TrainConfig parse_args(int argc, const char* const* argv) {
-  TrainConfig c;
-  if (argc < 2) throw InvalidArgument("ddp-train: missing the recipe (one of " + join(recipe_names()) + ")\n" + usage());
-  c.recipe = argv[1];
-  if (c.recipe == "--help" || c.recipe == "-h") {
-    c.recipe = "help";
-    return c;
-  }
+void text_flag(CLI::App& app, const std::string& name, std::string& field, const std::string& help) {
+  app.add_option("--" + name, field, help)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->type_name("TEXT");
+}
+
+// Every setting of ddp-train, bound to `c`.
+void define(CLI::App& app, TrainConfig& c, bool& print_config) {
+  app.description("Trains a recipe, single-process or under ddprun (one process per rank).");
+  app.footer("Unset settings take the recipe's defaults; --print-config shows them all.\n"
+             "Exit status: 0 done, 1 failed, 2 bad flags.");
+  app.set_help_flag("-h,--help", "show this help");
+  app.add_option("recipe", c.recipe, "one of " + join(recipe_names()));
+  app.set_config("--config", "", "read settings from a TOML or INI file (keys: the flags without --)")
+      ->type_name("FILE");
+  app.allow_config_extras(CLI::config_extras_mode::error);
+  app.add_flag("--print-config", print_config, "print every setting, recipe defaults resolved, as a --config file");
+  number_flag<int64_t>(app, "epochs", c.epochs, "epochs to train");
+  number_flag<int64_t>(app, "batch-size", c.batch_size, "samples per rank per micro-batch");
+  number_flag<double>(app, "lr", c.lr, "base learning rate (for the mean loss over the global batch)");
+  text_flag(app, "optimizer", c.optimizer, "sgd | adam | adamw (with adam/adamw, --lr defaults to 1e-3)");
+  number_flag<double>(app, "momentum", c.momentum, "sgd's momentum");
+  app.add_option_function<std::string>(
+         "--betas",
+         [&c](const std::string& v) {
+           const auto comma = v.find(',');
+           if (comma == std::string::npos)
+             throw InvalidArgument("ddp-train: --betas expects two numbers as B1,B2 (e.g. 0.9,0.999), got '" + v + "'");
+           c.betas = {parse_number<double>("--betas", v.substr(0, comma)),
+                      parse_number<double>("--betas", v.substr(comma + 1))};
+         },
+         "adam's and adamw's B1,B2 [default 0.9,0.999]")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  number_flag<double>(app, "eps", c.eps, "adam's and adamw's epsilon [default 1e-8]");
+  number_flag<double>(app, "weight-decay", c.weight_decay, "L2 weight decay");
+  number_flag<double>(app, "label-smoothing", c.label_smoothing, "label smoothing of the loss");
+  text_flag(app, "schedule", c.schedule,
+            "learning rate: constant | step:N:G | cosine[:F] | onecycle[:P[:F]] | piecewise:x:y,...");
+  number_flag<int64_t>(app, "warmup", c.warmup, "linear warm-up steps");
+  number_flag<int64_t>(app, "accumulate", c.accumulate, "micro-batches per optimizer step (no_sync between)");
+  number_flag<int64_t>(app, "cutout", c.cutout, "cutout square size (0: off)");
+  number_flag<int64_t>(app, "ema-every", c.ema_every, "steps between weight averages (0: off)");
+  app.add_option_function<std::string>(
+         "--precision", [&c](const std::string& v) { c.precision = v == "auto" ? v : to_string(parse_precision(v)); },
+         "fp32 | bf16 | auto (bf16 where the CPU has it natively)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  text_flag(app, "data-dir", c.data_dir, "the data set's folder");
+  text_flag(app, "data", c.data_mode, "shards (each rank loads its own file) | sampler (DistributedSampler)");
+  number_flag<int64_t>(app, "limit-train", c.limit_train, "use only the first N training samples (0: all)");
+  number_flag<int64_t>(app, "limit-test", c.limit_test, "use only the first N test samples (0: all)");
+  number_flag<int64_t>(app, "eval-batch", c.eval_batch, "samples per evaluation batch");
+  text_flag(app, "out-dir", c.out_dir, "logs and checkpoints (default runs/RECIPE)");
+  number_flag<uint64_t>(app, "seed", c.seed, "seed of every random stream");
+  app.add_flag("--resume", c.resume, "continue from the latest checkpoint in --out-dir");
+  number_flag<int64_t>(app, "checkpoint-every", c.checkpoint_every, "steps between checkpoints (0: each epoch)");
+  number_flag<int>(app, "keep-last", c.keep_last, "checkpoints kept");
+  number_flag<int64_t>(app, "stop-after", c.stop_after, "stop (as if interrupted) after N epochs (0: never)");
+  number_flag<int64_t>(app, "log-every", c.log_every, "steps between train-loss logs");
+  text_flag(app, "backend", c.backend, "gloo | mpi | auto");
+  text_flag(app, "comm-hook", c.comm_hook,
+            "how DDP reduces gradient buckets: allreduce (float32) | fp16 | bf16 (half the bytes, 16-bit rounding)");
+  app.add_flag("--progress,!--no-progress", c.progress, "rank 0's progress line (on by default)");
+}
+
+void check_ranges(const TrainConfig& c) {
   bool known = false;
   for (const auto& n : recipe_names()) known |= n == c.recipe;
   if (!known) throw InvalidArgument("ddp-train: unknown recipe '" + c.recipe + "'; valid: " + join(recipe_names()));
-
-  std::map<std::string, std::function<void(const std::string&)>> with_value = {
-      {"--epochs", [&](auto& v) { c.epochs = parse_number<int64_t>("--epochs", v); }},
-      {"--batch-size", [&](auto& v) { c.batch_size = parse_number<int64_t>("--batch-size", v); }},
-      {"--lr", [&](auto& v) { c.lr = parse_number<double>("--lr", v); }},
-      {"--momentum", [&](auto& v) { c.momentum = parse_number<double>("--momentum", v); }},
-      {"--weight-decay", [&](auto& v) { c.weight_decay = parse_number<double>("--weight-decay", v); }},
-      {"--label-smoothing", [&](auto& v) { c.label_smoothing = parse_number<double>("--label-smoothing", v); }},
-      {"--schedule", [&](auto& v) { c.schedule = v; }},
-      {"--warmup", [&](auto& v) { c.warmup = parse_number<int64_t>("--warmup", v); }},
-      {"--accumulate", [&](auto& v) { c.accumulate = parse_number<int64_t>("--accumulate", v); }},
-      {"--data-dir", [&](auto& v) { c.data_dir = v; }},
-      {"--data", [&](auto& v) { c.data_mode = v; }},
-      {"--out-dir", [&](auto& v) { c.out_dir = v; }},
-      {"--seed", [&](auto& v) { c.seed = parse_number<uint64_t>("--seed", v); }},
-      {"--backend", [&](auto& v) { c.backend = v; }},
-      {"--checkpoint-every", [&](auto& v) { c.checkpoint_every = parse_number<int64_t>("--checkpoint-every", v); }},
-      {"--keep-last", [&](auto& v) { c.keep_last = parse_number<int>("--keep-last", v); }},
-      {"--stop-after", [&](auto& v) { c.stop_after = parse_number<int64_t>("--stop-after", v); }},
-      {"--limit-train", [&](auto& v) { c.limit_train = parse_number<int64_t>("--limit-train", v); }},
-      {"--limit-test", [&](auto& v) { c.limit_test = parse_number<int64_t>("--limit-test", v); }},
-      {"--log-every", [&](auto& v) { c.log_every = parse_number<int64_t>("--log-every", v); }},
-      {"--eval-batch", [&](auto& v) { c.eval_batch = parse_number<int64_t>("--eval-batch", v); }},
-      {"--cutout", [&](auto& v) { c.cutout = parse_number<int64_t>("--cutout", v); }},
-      {"--ema-every", [&](auto& v) { c.ema_every = parse_number<int64_t>("--ema-every", v); }},
-      {"--precision", [&](auto& v) { c.precision = v == "auto" ? v : to_string(parse_precision(v)); }},
-  };
-  for (int i = 2; i < argc; ++i) {
-    std::string flag = argv[i], value;
-    bool inline_value = false;
-    if (auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      inline_value = true;
-    }
-    if (flag == "--resume") c.resume = true;
-    else if (flag == "--no-progress") c.progress = false;
-    else if (auto it = with_value.find(flag); it != with_value.end()) {
-      if (!inline_value) {
-        if (i + 1 >= argc) throw InvalidArgument("ddp-train: " + flag + " needs a value");
-        value = argv[++i];
-      }
-      it->second(value);
-    } else {
-      throw InvalidArgument("ddp-train: unknown flag '" + flag + "'\n" + usage());
-    }
-  }
   auto positive = [](const char* flag, double v) {
     if (!(v > 0)) throw InvalidArgument(std::string("ddp-train: ") + flag + " must be positive");
   };
@@ -125,9 +131,113 @@ TrainConfig parse_args(int argc, const char* const* argv) {
   positive("--keep-last", c.keep_last);
   if (!c.data_mode.empty() && c.data_mode != "shards" && c.data_mode != "sampler")
     throw InvalidArgument("ddp-train: --data must be shards or sampler, got '" + c.data_mode + "'");
+  if (c.optimizer != "sgd" && c.optimizer != "adam" && c.optimizer != "adamw")
+    throw InvalidArgument("ddp-train: --optimizer must be sgd, adam or adamw, got '" + c.optimizer + "'");
+  for (double b : {c.betas.first, c.betas.second})
+    if (!(b >= 0 && b < 1)) throw InvalidArgument("ddp-train: --betas must each be in [0, 1)");
+  positive("--eps", c.eps);
+  bool hook_known = false;
+  for (const auto& n : comm_hook_names()) hook_known |= n == c.comm_hook;
+  if (!hook_known)
+    throw InvalidArgument("ddp-train: --comm-hook must be one of " + join(comm_hook_names()) + ", got '" + c.comm_hook + "'");
   if (c.checkpoint_every < 0 || c.stop_after < 0 || c.limit_train < 0 || c.limit_test < 0)
     throw InvalidArgument("ddp-train: --checkpoint-every, --stop-after, --limit-train and --limit-test must be >= 0");
-  return c;
+}
+
+}  // namespace
+
+std::vector<std::string> recipe_names() { return {"mlp", "fashion-mnist", "cifar10-resnet9", "cifar10-resnet18"}; }
+
+std::string usage() {
+  TrainConfig ignored;
+  bool print = false;
+  CLI::App app("", "ddp-train");
+  define(app, ignored, print);
+  return app.help();
+}
+
+CommandLine parse_command_line(int argc, const char* const* argv) {
+  CommandLine out;
+  bool print_config = false;
+  CLI::App app("", "ddp-train");
+  define(app, out.config, print_config);
+  try {
+    std::vector<std::string> args;
+    for (int i = argc - 1; i >= 1; --i) args.emplace_back(argv[i]);  // CLI11 takes them last first
+    app.parse(args);
+  } catch (const CLI::CallForHelp&) {
+    out.action = CommandLine::Action::kHelp;
+    out.config.recipe = "help";
+    return out;
+  } catch (const CLI::ParseError& e) {
+    throw InvalidArgument(std::string("ddp-train: ") + e.what() + " (see ddp-train --help)");
+  }
+  if (out.config.recipe.empty())
+    throw InvalidArgument("ddp-train: missing the recipe (one of " + join(recipe_names()) +
+                          "), as the first argument or `recipe = ...` in --config; see ddp-train --help");
+  check_ranges(out.config);
+  if (print_config) out.action = CommandLine::Action::kPrintConfig;
+  return out;
+}
+
+TrainConfig parse_args(int argc, const char* const* argv) { return parse_command_line(argc, argv).config; }
+
+std::string to_config_file(const TrainConfig& c) {
+  std::ostringstream out;
+  auto text = [&](const char* key, const std::string& v) {
+    if (v.find_first_of("\"\\\n") != std::string::npos)
+      throw InvalidArgument(std::string("ddp-train: --print-config: the value of ") + key +
+                            " holds a quote, backslash or newline, which the config file cannot carry");
+    out << key << " = \"" << v << "\"\n";
+  };
+  auto real = [&](const char* key, std::optional<double> v) {
+    if (!v) return void(out << "# " << key << " = (the recipe's default)\n");
+    char buf[32];
+    auto res = std::to_chars(buf, buf + sizeof buf, *v);  // shortest text that reads back to v
+    out << key << " = " << std::string(buf, res.ptr) << "\n";
+  };
+  auto count = [&](const char* key, std::optional<int64_t> v) {
+    if (!v) return void(out << "# " << key << " = (the recipe's default)\n");
+    out << key << " = " << *v << "\n";
+  };
+  auto flag = [&](const char* key, bool v) { out << key << " = " << (v ? "true" : "false") << "\n"; };
+  out << "# ddp-train settings; run them with: ddp-train --config FILE\n";
+  text("recipe", c.recipe);
+  count("epochs", c.epochs);
+  count("batch-size", c.batch_size);
+  real("lr", c.lr);
+  text("optimizer", c.optimizer);
+  real("momentum", c.momentum);
+  {
+    char b1[32], b2[32];
+    auto e1 = std::to_chars(b1, b1 + sizeof b1, c.betas.first).ptr, e2 = std::to_chars(b2, b2 + sizeof b2, c.betas.second).ptr;
+    text("betas", std::string(b1, e1) + "," + std::string(b2, e2));
+  }
+  real("eps", c.eps);
+  real("weight-decay", c.weight_decay);
+  real("label-smoothing", c.label_smoothing);
+  text("schedule", c.schedule);
+  count("warmup", c.warmup);
+  count("accumulate", c.accumulate);
+  count("cutout", c.cutout);
+  count("ema-every", c.ema_every);
+  text("precision", c.precision);
+  text("data-dir", c.data_dir);
+  text("data", c.data_mode);
+  count("limit-train", c.limit_train);
+  count("limit-test", c.limit_test);
+  count("eval-batch", c.eval_batch);
+  text("out-dir", c.out_dir);
+  out << "seed = " << c.seed << "\n";
+  flag("resume", c.resume);
+  count("checkpoint-every", c.checkpoint_every);
+  count("keep-last", c.keep_last);
+  count("stop-after", c.stop_after);
+  count("log-every", c.log_every);
+  text("backend", c.backend);
+  text("comm-hook", c.comm_hook);
+  flag("progress", c.progress);
+  return out.str();
 }
 
 std::vector<std::pair<std::string, std::string>> describe(const TrainConfig& c) {
@@ -142,7 +252,10 @@ std::vector<std::pair<std::string, std::string>> describe(const TrainConfig& c) 
           {"epochs", count(c.epochs)},
           {"batch_size", count(c.batch_size)},
           {"lr", num(c.lr)},
+          {"optimizer", c.optimizer},
           {"momentum", num(c.momentum)},
+          {"betas", num(c.betas.first) + "," + num(c.betas.second)},
+          {"eps", num(c.eps)},
           {"weight_decay", num(c.weight_decay)},
           {"label_smoothing", num(c.label_smoothing)},
           {"schedule", c.schedule},
@@ -153,6 +266,7 @@ std::vector<std::pair<std::string, std::string>> describe(const TrainConfig& c) 
           {"out_dir", c.out_dir},
           {"seed", std::to_string(c.seed)},
           {"backend", c.backend},
+          {"comm_hook", c.comm_hook},
           {"cutout", count(c.cutout)},
           {"ema_every", count(c.ema_every)},
           {"precision", c.precision},

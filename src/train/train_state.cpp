@@ -28,7 +28,7 @@ std::vector<at::Tensor> gather_rng_states(ProcessGroup& group) {
 }
 
 c10::IValue make_checkpoint(const TrainConfig& cfg, const LoopState& s, const torch::nn::Module& model,
-                            const torch::optim::SGD& opt, const torch::nn::Module* ema,
+                            const torch::optim::Optimizer& opt, const torch::nn::Module* ema,
                             const std::vector<at::Tensor>& rng_states, int world, int64_t total_steps) {
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
   d.insert("model", state_dict_to_ivalue(state_dict(model)));
@@ -58,7 +58,7 @@ c10::IValue make_checkpoint(const TrainConfig& cfg, const LoopState& s, const to
 }
 
 LoopState restore_checkpoint(const c10::IValue& ckpt, const std::string& path, const TrainConfig& cfg,
-                             const ProcessGroup& group, torch::nn::Module& model, torch::optim::SGD& opt,
+                             const ProcessGroup& group, torch::nn::Module& model, torch::optim::Optimizer& opt,
                              torch::nn::Module* ema) {
   if (!ckpt.isGenericDict()) throw InvalidArgument("checkpoint " + path + " is not a dict");
   auto d = ckpt.toGenericDict();

@@ -2,7 +2,7 @@
 #pragma once
 #include <ATen/core/ivalue.h>
 #include <torch/nn/module.h>
-#include <torch/optim/sgd.h>
+#include <torch/optim/optimizer.h>
 
 #include "ddp/dist/process_group.h"
 #include "ddp/train/config.h"
@@ -22,16 +22,16 @@ struct LoopState {
 std::vector<at::Tensor> gather_rng_states(ProcessGroup& group);
 
 // The checkpoint as a dict PyTorch's torch.load reads: model (a plain state
-// dict), optimizer (SGD's state_dict format), ema, epoch, micro, step, rng (one
+// dict), optimizer (PyTorch's state_dict format), ema, epoch, micro, step, rng (one
 // state per rank), world_size, sampler, schedule, config.
 c10::IValue make_checkpoint(const TrainConfig& cfg, const LoopState& s, const torch::nn::Module& model,
-                            const torch::optim::SGD& opt, const torch::nn::Module* ema,
+                            const torch::optim::Optimizer& opt, const torch::nn::Module* ema,
                             const std::vector<at::Tensor>& rng_states, int world, int64_t total_steps);
 
 // Loads a checkpoint into model, optimizer, EMA and this rank's generator.
 // InvalidArgument when it does not fit (another recipe, architecture or world size).
 LoopState restore_checkpoint(const c10::IValue& ckpt, const std::string& path, const TrainConfig& cfg,
-                             const ProcessGroup& group, torch::nn::Module& model, torch::optim::SGD& opt,
+                             const ProcessGroup& group, torch::nn::Module& model, torch::optim::Optimizer& opt,
                              torch::nn::Module* ema);
 
 }  // namespace ddp::train::detail

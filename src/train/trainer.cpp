@@ -5,6 +5,8 @@
 #include "ddp/train/precision.h"
 
 #include <ATen/ATen.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
 #include <chrono>
@@ -43,7 +45,7 @@ struct Job {
   TrainConfig cfg;
   GroupPtr group;
   Recipe recipe;
-  std::unique_ptr<torch::optim::SGD> opt;
+  std::unique_ptr<torch::optim::Optimizer> opt;
   std::unique_ptr<DistributedDataParallel<Net>> model;
   torch::nn::AnyModule shadow;  // the EMA's model, when the recipe averages weights
   std::unique_ptr<ModelEma> ema;
@@ -84,8 +86,7 @@ std::vector<int64_t> epoch_order(Job& j, int64_t epoch) {
 double set_lr(Job& j, int64_t step) {
   const double m = j.recipe.schedule(step, j.total_steps);
   for (size_t i = 0; i < j.opt->param_groups().size(); ++i)
-    static_cast<torch::optim::SGDOptions&>(j.opt->param_groups()[i].options())
-        .lr(*j.cfg.lr * j.recipe.groups[i].lr_scale * m);
+    j.opt->param_groups()[i].options().set_lr(*j.cfg.lr * j.recipe.groups[i].lr_scale * m);
   return *j.cfg.lr * m;
 }
 
@@ -185,16 +186,26 @@ std::string percent(double v) {
   return o.str();
 }
 
-// SGD over the recipe's parameter groups (each with its own lr scale and weight decay).
-std::unique_ptr<torch::optim::SGD> make_optimizer(const TrainConfig& cfg, const Recipe& recipe) {
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  for (const auto& g : recipe.groups)
-    groups.emplace_back(g.params, std::make_unique<torch::optim::SGDOptions>(
-                                      torch::optim::SGDOptions(*cfg.lr * g.lr_scale)
-                                          .momentum(*cfg.momentum)
-                                          .weight_decay(g.weight_decay)
-                                          .nesterov(recipe.nesterov && *cfg.momentum > 0)));
-  return std::make_unique<torch::optim::SGD>(std::move(groups), torch::optim::SGDOptions(*cfg.lr));
+// --optimizer over the recipe's parameter groups (each with its own lr scale and weight decay).
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& cfg, const Recipe& recipe) {
+  using namespace torch::optim;
+  std::vector<OptimizerParamGroup> groups;
+  for (const auto& g : recipe.groups) {
+    const double lr = *cfg.lr * g.lr_scale;
+    const auto betas = std::make_tuple(cfg.betas.first, cfg.betas.second);
+    std::unique_ptr<OptimizerOptions> o;
+    if (cfg.optimizer == "adam")
+      o = std::make_unique<AdamOptions>(AdamOptions(lr).betas(betas).eps(cfg.eps).weight_decay(g.weight_decay));
+    else if (cfg.optimizer == "adamw")
+      o = std::make_unique<AdamWOptions>(AdamWOptions(lr).betas(betas).eps(cfg.eps).weight_decay(g.weight_decay));
+    else
+      o = std::make_unique<SGDOptions>(SGDOptions(lr).momentum(*cfg.momentum).weight_decay(g.weight_decay).nesterov(
+          recipe.nesterov && *cfg.momentum > 0));
+    groups.emplace_back(g.params, std::move(o));
+  }
+  if (cfg.optimizer == "adam") return std::make_unique<Adam>(std::move(groups), AdamOptions(*cfg.lr));
+  if (cfg.optimizer == "adamw") return std::make_unique<AdamW>(std::move(groups), AdamWOptions(*cfg.lr));
+  return std::make_unique<SGD>(std::move(groups), SGDOptions(*cfg.lr));
 }
 
 // The background loader and, in sampler mode, the DistributedSampler; the epoch's step counts.
@@ -245,6 +256,7 @@ Job set_up(TrainConfig cfg) {
   DDPOptions ddp_options;
   ddp_options.group = j.group;
   j.model = std::make_unique<DistributedDataParallel<Net>>(Net{j.recipe.model}, ddp_options);
+  if (cfg.comm_hook != "allreduce") j.model->register_comm_hook(make_comm_hook(cfg.comm_hook));  // else the built-in path
   if (j.recipe.make_shadow && *cfg.ema_every > 0) {
     j.shadow = j.recipe.make_shadow();
     j.ema = std::make_unique<ModelEma>(j.shadow.ptr(), j.recipe.ema_rho);
@@ -258,7 +270,8 @@ Job set_up(TrainConfig cfg) {
               << j.recipe.train_total << " training samples (" << (j.recipe.train_sharded ? "shards" : "sampler")
               << "), " << j.recipe.test_total << " test samples, batch " << *cfg.batch_size << " per rank, "
               << j.steps_per_epoch << " steps per epoch, lr " << *cfg.lr << " (" << j.recipe.schedule.spec() << "), "
-              << cfg.precision << " (" << j.precision.reason << ")\n  cpu: " << describe(cpu_info()) << std::endl;
+              << cfg.precision << " (" << j.precision.reason << ")"
+              << (cfg.comm_hook != "allreduce" ? ", comm hook " + cfg.comm_hook : std::string()) << "\n  cpu: " << describe(cpu_info()) << std::endl;
   }
   CheckpointManagerOptions co;
   co.dir = cfg.out_dir + "/checkpoints";

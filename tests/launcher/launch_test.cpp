@@ -353,6 +353,6 @@ TEST(Launch, BadOptionExits2WithOneLine) {
 TEST(Launch, Help) {
   RunResult r = run_ddprun({"--help"});
   EXPECT_EQ(r.exit_code(), 0);
-  EXPECT_EQ(r.out.rfind("usage: ddprun [options]", 0), 0u);
+  EXPECT_EQ(r.out.rfind("Usage: ddprun [OPTIONS] [--] program [program args...]", 0), 0u) << r.out;
   EXPECT_EQ(r.err, "");
 }

@@ -8,8 +8,10 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
+#include <cmath>
 #include <mutex>
 
+#include "ddp/errors.h"
 #include "ddp/parallel/consistency.h"
 #include "ddp/parallel/distributed_data_parallel.h"
 
@@ -547,6 +549,68 @@ void stats_count_exposed_communication(ProcessGroup& g) {
   }
 }
 
+// PyTorch's fp16/bf16 compression hooks: each rank sends its gradient rounded
+// to 16 bits and divided by W; the sum is taken in 16 bits. With u the unit
+// roundoff (2^-11 fp16, 2^-8 bf16) and S = sum_r |g_r| / W per element: the
+// cast and the division round twice, W - 1 additions at most W - 1 times more,
+// so |result - average| <= (W + 1) u S (first order; 1.01 covers the rest),
+// plus, for fp16, (W + 1) half-ulps of its subnormals (2^-25) below 6.1e-5.
+void compress_hooks(ProcessGroup& g) {
+  const int r = g.rank(), w = g.size();
+  for (at::ScalarType dtype : {at::kHalf, at::kBFloat16}) {
+    const double u = dtype == at::kHalf ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+    const double floor = dtype == at::kHalf ? (w + 1) * std::ldexp(1.0, -25) : 0.0;
+    auto hook = make_comm_hook(dtype == at::kHalf ? "fp16" : "bf16");
+    const std::string what = tag(g, hook->name() + " hook");
+    // This rank's own gradient, and its exact average over ranks (float64).
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(11 + r);
+    at::Tensor x = randn({3, 2}, gen), y = randn({3, 4}, gen);
+    auto local = seeded<Net>(5);
+    torch::mse_loss(local->forward(x), y).backward();
+    std::vector<at::Tensor> sums, magnitudes;
+    for (auto& p : local->parameters()) {
+      at::Tensor s = p.grad().to(at::kDouble), m = p.grad().abs().to(at::kDouble);
+      g.all_reduce(s);
+      g.all_reduce(m);
+      sums.push_back(s / w);
+      magnitudes.push_back(m / w);
+    }
+    for (bool tiny : {true, false}) {
+      auto net = seeded<Net>(5);
+      DDPOptions o;
+      o.group = handle(g);
+      if (tiny) o.bucket_cap_mb = o.first_bucket_cap_mb = 1e-6;  // one bucket per parameter
+      DistributedDataParallel model(net, o);
+      model.register_comm_hook(hook);
+      const int64_t before = g.traffic().bytes;
+      torch::mse_loss(model(x), y).backward();
+      const int64_t sent = g.traffic().bytes - before;
+      int64_t numel = 0;
+      bool rounded = false;
+      auto params = net->parameters();
+      for (size_t i = 0; i < params.size(); ++i) {
+        at::Tensor got = params[i].grad().to(at::kDouble);
+        at::Tensor bound = (w + 1) * u * 1.01 * magnitudes[i] + floor;
+        EXPECT_TRUE(((got - sums[i]).abs() <= bound).all().item<bool>())
+            << what << ": parameter " << i << " off by " << ((got - sums[i]).abs() - bound).max().item<double>()
+            << " beyond the bound";
+        rounded |= !at::allclose(got, sums[i], 0, 1e-9);
+        numel += params[i].numel();
+      }
+      if (w == 1) {
+        EXPECT_EQ(sent, 0) << what << ": a world of one reduces nothing";
+        continue;
+      }
+      // Negative control: 16-bit rounding shows (the float32 path would match to ~1e-7).
+      EXPECT_TRUE(rounded) << what << ": gradients match the float32 average exactly; was the hook run?";
+      // Half the bytes of float32, except bfloat16 over gloo, which travels widened (comm_hook.h).
+      const int64_t expected = numel * (dtype == at::kBFloat16 && g.backend() == "gloo" ? 4 : 2);
+      EXPECT_EQ(sent, expected) << what << (tiny ? ", tiny buckets" : "");
+    }
+  }
+  EXPECT_THROW(make_comm_hook("powersgd:rank=0"), InvalidArgument);
+}
+
 }  // namespace
 
 const std::vector<SuiteCase>& ddp_suite() {
@@ -560,6 +624,7 @@ const std::vector<SuiteCase>& ddp_suite() {
       {"DdpGradientTwiceIsAnError", gradient_twice_is_an_error},
       {"DdpMismatchedModels", mismatched_models_fail_everywhere},
       {"DdpCommHook", comm_hook_sees_every_bucket},
+      {"DdpCompressHooks", compress_hooks},
       {"DdpEvaluationForwardOnOneRank", evaluation_forward_on_one_rank},
       {"DdpStatsCountExposedCommunication", stats_count_exposed_communication},
   };

@@ -4,6 +4,10 @@
   write DIR        train Net a little; save its state dict four ways (OrderedDict, "module."-prefixed as DDP
                    saves it, plain dict, as if saved on a GPU) and a checkpoint; write the expected values to
                    DIR/py_ref.{txt,bin}
+  adam-write DIR   for each optimizer of ADAMS: train Net 3 steps on fixed batches, save {"model", "optimizer"}
+                   to DIR/py_<kind>.pt, train 3 more; write the batches and the final state to DIR/py_adam_ref
+  adam-check DIR   load DIR/cpp_<kind>.pt (C++ after those 6 steps) into Net and the optimizer; its tensors must
+                   equal Python's own after 6 steps, and a 7th step from it must equal Python's 7th
   check DIR        load the C++ files DIR/cpp_sd.pt and DIR/cpp_ckpt.pt into a plain Net and SGD, compare
                    with DIR/cpp_ref.{txt,bin} exactly; exit 1 with a message on any difference
 
@@ -64,6 +68,71 @@ def same(what, got, want):
     if got.dtype != want.dtype or got.shape != want.shape or not torch.equal(got, want):
         sys.exit(f"MISMATCH {what}: got {got.dtype} {tuple(got.shape)} {got.flatten()[:4].tolist()}, "
                  f"want {want.dtype} {tuple(want.shape)} {want.flatten()[:4].tolist()}")
+
+
+# Adam and AdamW with non-default settings (C++ builds the same in test_checkpoint_interop.cpp).
+ADAMS = {
+    "adam": lambda p: torch.optim.Adam(p, lr=0.01, betas=(0.8, 0.99), eps=1e-6, weight_decay=1e-3),
+    "adam-amsgrad": lambda p: torch.optim.Adam(p, lr=0.02, amsgrad=True),
+    "adamw": lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1),
+}
+
+
+def batches():
+    return torch.randn(7, 4, 1, 4, 4, generator=torch.Generator().manual_seed(5))
+
+
+def adam_run(kind, steps, start=None):
+    """Net and optimizer after `steps` steps from seed 1, or from `start` (a checkpoint dict) at step 6."""
+    torch.manual_seed(1)
+    m = Net()
+    opt = ADAMS[kind](m.parameters())
+    first = 0
+    if start is not None:
+        m.load_state_dict(start["model"])
+        opt.load_state_dict(start["optimizer"])
+        first = 6
+    for x in batches()[first:steps]:
+        opt.zero_grad()
+        m(x).pow(2).mean().backward()
+        opt.step()
+    return m, opt
+
+
+def adam_write(d):
+    torch.set_num_threads(1)
+    ref = [("x", batches())]
+    for kind in ADAMS:
+        m, opt = adam_run(kind, 3)
+        torch.save({"model": m.state_dict(), "optimizer": opt.state_dict()}, f"{d}/py_{kind}.pt")
+        m, opt = adam_run(kind, 6)
+        ref += [(f"{kind}/{k}", v) for k, v in m.state_dict().items()]
+    write_ref(f"{d}/py_adam_ref", ref)
+
+
+def adam_check(d):
+    torch.set_num_threads(1)
+    for kind in ADAMS:
+        ckpt = torch.load(f"{d}/cpp_{kind}.pt")
+        m, opt = adam_run(kind, 6)
+        for k, v in m.state_dict().items():
+            same(f"{kind} model {k}", ckpt["model"][k], v)
+        ours, theirs = opt.state_dict(), ckpt["optimizer"]
+        want_groups = [{k: v for k, v in g.items()} for g in ours["param_groups"]]
+        if theirs["param_groups"] != want_groups:
+            sys.exit(f"MISMATCH {kind} param_groups: {theirs['param_groups']} != {want_groups}")
+        if sorted(theirs["state"]) != sorted(ours["state"]):
+            sys.exit(f"MISMATCH {kind} state keys: {sorted(theirs['state'])} != {sorted(ours['state'])}")
+        for i, s in ours["state"].items():
+            if sorted(theirs["state"][i]) != sorted(s):
+                sys.exit(f"MISMATCH {kind} state[{i}] keys: {sorted(theirs['state'][i])} != {sorted(s)}")
+            for k, v in s.items():
+                same(f"{kind} state[{i}][{k}]", theirs["state"][i][k], v)
+        m7, _ = adam_run(kind, 7)
+        n7, _ = adam_run(kind, 7, start=ckpt)
+        for k, v in m7.state_dict().items():
+            same(f"{kind} step 7 from the C++ state: {k}", n7.state_dict()[k], v)
+    print("OK")
 
 
 def write(d):
@@ -158,5 +227,9 @@ if __name__ == "__main__":
         write(sys.argv[2])
     elif mode == "check":
         check(sys.argv[2])
+    elif mode == "adam-write":
+        adam_write(sys.argv[2])
+    elif mode == "adam-check":
+        adam_check(sys.argv[2])
     else:
         sys.exit(f"unknown mode {mode}")

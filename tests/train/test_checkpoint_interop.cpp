@@ -1,6 +1,10 @@
 // State dicts and checkpoints both ways with python3-torch (checkpoint_interop.py), values compared bit for bit.
 #include <c10/util/string_utils.h>
 #include <gtest/gtest.h>
+#include <ATen/Parallel.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adagrad.h>
+#include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
 #include "checkpoint_test_util.h"
@@ -103,6 +107,68 @@ TEST(CheckpointInterop, WeLoadPythonsFiles) {
   }
   train::set_rng_state(c.rng);
   EXPECT_EQ(bitwise_difference(at::rand({5}), ref.at("rng_draw")), "");
+}
+
+// (c) Adam and AdamW both ways, through training: we continue Python's run from its
+// state_dict and must land on Python's weights after 3 more steps, bit for bit (the
+// same ATen kernels on one thread); Python loads our state after those steps, finds
+// its own tensors, and its 7th step from our state equals its own.
+std::unique_ptr<torch::optim::Optimizer> make_adam(const std::string& kind, Net& net) {
+  using namespace torch::optim;
+  // Other settings than Python's (ADAMS in checkpoint_interop.py): load_optimizer_state_dict must replace them.
+  if (kind == "adamw") return std::make_unique<AdamW>(net->parameters(), AdamWOptions(1.0));
+  return std::make_unique<Adam>(net->parameters(), AdamOptions(1.0));
+}
+
+TEST(CheckpointInterop, AdamAndAdamWBothWays) {
+  TempDir dir;
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  auto [status, out] = run_oracle("adam-write " + dir.path());
+  ASSERT_EQ(status, 0) << out;
+  const auto ref = read_ref(dir.file("py_adam_ref"));
+  const at::Tensor x = ref.at("x");
+  for (const std::string kind : {"adam", "adam-amsgrad", "adamw"}) {
+    const std::string file = dir.file("py_" + kind + ".pt");
+    c10::IValue saved = train::load_checkpoint(file);
+    auto d = saved.toGenericDict();
+    Net net;
+    train::load_state_dict(*net, train::state_dict_from_ivalue(d.at("model"), file));
+    auto opt = make_adam(kind, net);
+    train::load_optimizer_state_dict(*opt, d.at("optimizer"));
+    EXPECT_NE(opt->param_groups()[0].options().get_lr(), 1.0) << kind << ": the saved lr was not loaded";
+    for (int step = 3; step < 6; ++step) {
+      opt->zero_grad();
+      net->forward(x[step]).pow(2).mean().backward();
+      opt->step();
+    }
+    for (const auto& [name, t] : train::state_dict(*net))
+      EXPECT_EQ(bitwise_difference(t, ref.at(kind + "/" + name)), "") << kind << ": " << name;
+    train::CheckpointContents c;
+    c.model = train::state_dict(*net);
+    c.optimizer = train::optimizer_state_dict(*opt);
+    train::save_atomic(train::to_ivalue(c), dir.file("cpp_" + kind + ".pt"));
+  }
+  at::set_num_threads(threads);
+  auto [check_status, check_out] = run_oracle("adam-check " + dir.path());
+  EXPECT_EQ(check_status, 0) << check_out;
+  EXPECT_NE(check_out.find("OK"), std::string::npos) << check_out;
+}
+
+TEST(OptimizerStateDict, RejectsWhatItCannotRestore) {
+  Net net;
+  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(0.1));
+  net->forward(at::randn({2, 1, 4, 4})).sum().backward();
+  adam.step();
+  c10::IValue good = train::optimizer_state_dict(adam);
+  // A state without exp_avg is refused by name; an optimizer without a PyTorch format, by the list of those with one.
+  auto d = good.toGenericDict();
+  auto state = d.at("state").toGenericDict();
+  state.at(int64_t{0}).toGenericDict().erase("exp_avg");
+  EXPECT_NE(error_of([&] { train::load_optimizer_state_dict(adam, good); }).find("state[0][\"exp_avg\"] is missing"),
+            std::string::npos);
+  torch::optim::Adagrad adagrad(net->parameters());
+  EXPECT_NE(error_of([&] { train::optimizer_state_dict(adagrad); }).find("SGD, Adam and AdamW"), std::string::npos);
 }
 
 }  // namespace

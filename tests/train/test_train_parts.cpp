@@ -7,8 +7,10 @@
 #include "ddp/train/ema.h"
 #include "ddp/train/evaluate.h"
 #include "ddp/train/losses.h"
+#include "ddp/train/recipe.h"
 #include "ddp/train/schedule.h"
 #include "support/rank_threads.h"
+#include "train/test_files.h"
 #include <torch/nn/modules/linear.h>
 
 namespace ddp::train {
@@ -59,6 +61,79 @@ TEST(TrainConfig, UnsetIsNotANumber) {
       EXPECT_NE(std::string(e.what()).find("must be"), std::string::npos) << e.what();
     }
   }
+}
+
+CommandLine parse_line(std::vector<std::string> args) {
+  std::vector<const char*> argv = {"ddp-train"};
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return parse_command_line(int(argv.size()), argv.data());
+}
+
+std::string error_of(std::vector<std::string> args) {
+  try {
+    parse_line(std::move(args));
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+// A --config file sets what it names; the command line wins over it.
+TEST(TrainConfig, ConfigFileThenFlags) {
+  test::TempDir tmp;
+  test::write_file(tmp / "job.toml", "recipe = \"fashion-mnist\"\nepochs = 7\nlr = 0.025\n"
+                                     "schedule = \"piecewise:0:0,0.25:1,1:0.1\"\nprogress = false\nresume = true\n");
+  CommandLine cl = parse_line({"--config", tmp / "job.toml", "--epochs", "2"});
+  EXPECT_EQ(cl.action, CommandLine::Action::kTrain);
+  EXPECT_EQ(cl.config.recipe, "fashion-mnist");
+  EXPECT_EQ(cl.config.epochs, std::optional<int64_t>(2));
+  EXPECT_EQ(cl.config.lr, std::optional<double>(0.025));
+  EXPECT_EQ(cl.config.schedule, "piecewise:0:0,0.25:1,1:0.1");
+  EXPECT_FALSE(cl.config.progress);
+  EXPECT_TRUE(cl.config.resume);
+  EXPECT_FALSE(cl.config.batch_size.has_value());  // not in the file: the recipe decides
+  // The file's values are checked as flags are.
+  test::write_file(tmp / "bad.toml", "recipe = \"mlp\"\nlr = -1\n");
+  EXPECT_NE(error_of({"--config", tmp / "bad.toml"}).find("--lr must be positive"), std::string::npos);
+  test::write_file(tmp / "typo.toml", "recipe = \"mlp\"\nepoch = 3\n");
+  EXPECT_NE(error_of({"--config", tmp / "typo.toml"}).find("epoch"), std::string::npos);
+  EXPECT_NE(error_of({"--config", tmp / "missing.toml"}).find("missing.toml"), std::string::npos);
+}
+
+// --print-config writes every setting resolved; --config reads it back to the same settings.
+TEST(TrainConfig, PrintedConfigReadsBack) {
+  test::TempDir tmp;
+  for (std::string recipe : recipe_names()) {
+    CommandLine cl = parse_line({recipe, "--print-config", "--seed", "5", "--no-progress"});
+    ASSERT_EQ(cl.action, CommandLine::Action::kPrintConfig);
+    fill_recipe_defaults(cl.config, 2);
+    const std::string text = to_config_file(cl.config);
+    EXPECT_EQ(text.find("recipe's default"), std::string::npos) << "unresolved setting:\n" << text;
+    test::write_file(tmp / "printed.toml", text);
+    CommandLine back = parse_line({"--config", tmp / "printed.toml"});
+    EXPECT_EQ(describe(back.config), describe(cl.config)) << text;
+    EXPECT_EQ(to_config_file(back.config), text);
+    EXPECT_EQ(back.config.seed, 5u);
+    EXPECT_FALSE(back.config.progress);
+  }
+  // The recipe's defaults depend on the world: resnet9 keeps a global batch of 512.
+  CommandLine r9 = parse_line({"cifar10-resnet9"});
+  fill_recipe_defaults(r9.config, 4);
+  EXPECT_EQ(r9.config.batch_size, std::optional<int64_t>(128));
+}
+
+TEST(TrainConfig, BadCommandLines) {
+  EXPECT_NE(error_of({}).find("missing the recipe"), std::string::npos);
+  EXPECT_NE(error_of({"resnet"}).find("unknown recipe 'resnet'"), std::string::npos);
+  EXPECT_NE(error_of({"mlp", "--epochs", "3x"}).find("--epochs expects a number, got '3x'"), std::string::npos);
+  EXPECT_NE(error_of({"mlp", "--epocs", "3"}).find("--epocs"), std::string::npos);
+  EXPECT_NE(error_of({"mlp", "--epochs"}).find("--epochs"), std::string::npos);
+  EXPECT_NE(error_of({"mlp", "--precision", "fp16"}).find("fp32, bf16 or auto"), std::string::npos);
+  EXPECT_EQ(parse_line({"--help"}).action, CommandLine::Action::kHelp);
+  EXPECT_EQ(parse_line({"mlp", "--epochs=3", "--epochs", "4"}).config.epochs, std::optional<int64_t>(4));
+  for (const char* flag : {"--config", "--print-config", "--epochs", "--batch-size", "--schedule", "--resume",
+                           "--no-progress", "--backend", "fashion-mnist"})
+    EXPECT_NE(usage().find(flag), std::string::npos) << flag;
 }
 
 TEST(Schedule, Shapes) {

@@ -2,6 +2,10 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,10 +14,13 @@
 
 namespace ddp::bench {
 
-// Arguments after the subcommand name.
-int collectives_main(const std::vector<std::string>& args);
-// Training-step time under DDP.
-int ddp_main(const std::vector<std::string>& args);
+// Each adds its subcommand to ddp-bench's command line; when it is chosen,
+// parsing sets `run` to the measurement with the parsed options.
+void add_collectives_command(CLI::App& app, std::function<int()>& run);  // bandwidth per collective
+void add_ddp_command(CLI::App& app, std::function<int()>& run);          // training-step time under DDP
+
+// Writes `doc` as indented JSON to `path`; throws naming the file.
+void write_json(const std::string& path, const nlohmann::ordered_json& doc);
 
 // Plain MPI calls on MPI_COMM_WORLD, the peer our mpi backend is measured
 // against. Returns microseconds per call (max over ranks), or -1 when MPI is

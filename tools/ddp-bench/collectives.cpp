@@ -10,13 +10,22 @@
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "bench.h"
 #include "ddp/dist.h"
 #include "ddp/train/machine.h"
 
 namespace ddp::bench {
+
+void write_json(const std::string& path, const nlohmann::ordered_json& doc) {
+  std::ofstream f(path);
+  f << doc.dump(1) << "\n";
+  if (!f) throw Error("cannot write " + path);
+}
+
 namespace {
 
 struct Options {
@@ -29,6 +38,7 @@ struct Options {
   int rounds = 3;  // per size, ours and the raw peer alternate; the best round counts
 };
 
+// "4", "64K", "16M", "1G": bytes.
 long long parse_bytes(const std::string& flag, const std::string& v) {
   size_t used = 0;
   long long n = 0;
@@ -36,46 +46,9 @@ long long parse_bytes(const std::string& flag, const std::string& v) {
   std::string unit = v.substr(used);
   long long mult = unit == "" || unit == "B" ? 1 : unit == "K" ? 1 << 10 : unit == "M" ? 1 << 20 : unit == "G" ? 1 << 30 : 0;
   if (used == 0 || mult == 0 || n <= 0)
-    throw std::invalid_argument(flag + " '" + v + "' must be a positive size like 4, 64K or 16M");
+    throw CLI::ValidationError(flag + " '" + v + "' must be a positive size like 4, 64K or 16M",
+                               CLI::ExitCodes::ValidationError);
   return n * mult;
-}
-
-Options parse(const std::vector<std::string>& args) {
-  Options o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) throw std::invalid_argument(args[i] + " needs a value");
-      return args[++i];
-    };
-    const std::string& a = args[i];
-    if (a == "--backend") o.backend = value();
-    else if (a == "--min-bytes") o.min_bytes = parse_bytes(a, value());
-    else if (a == "--max-bytes") o.max_bytes = parse_bytes(a, value());
-    else if (a == "--json") o.json = value();
-    else if (a == "--raw-mpi") o.raw_mpi = true;
-    else if (a == "--raw-c10d") o.raw_c10d = true;
-    else if (a == "--rounds") {
-      o.rounds = std::stoi(value());
-      if (o.rounds < 1) throw std::invalid_argument("--rounds must be at least 1");
-    }
-    else if (a == "--ops") {
-      o.ops.clear();
-      std::istringstream s(value());
-      for (std::string op; std::getline(s, op, ',');) {
-        if (op != "all_reduce" && op != "all_gather" && op != "broadcast" && op != "reduce_scatter")
-          throw std::invalid_argument("--ops: unknown op '" + op + "'; valid: all_reduce, all_gather, broadcast, reduce_scatter");
-        o.ops.push_back(op);
-      }
-    } else if (a == "-h" || a == "--help") {
-      std::printf("ddp-bench collectives [--backend gloo|mpi|auto] [--min-bytes 4] [--max-bytes 64M]\n"
-                  "  [--ops all_reduce,all_gather,broadcast,reduce_scatter] [--json out.json] [--raw-mpi | --raw-c10d] [--rounds 3]\n");
-      std::exit(0);
-    } else {
-      throw std::invalid_argument("unknown option '" + a + "' (see --help)");
-    }
-  }
-  if (o.min_bytes > o.max_bytes) throw std::invalid_argument("--min-bytes is larger than --max-bytes");
-  return o;
 }
 
 // Same on every rank: enough iterations for small sizes, a few for large ones.
@@ -116,8 +89,8 @@ double time_op(ProcessGroup& g, const std::string& op, long long count, int iter
 
 }  // namespace
 
-int collectives_main(const std::vector<std::string>& args) {
-  Options o = parse(args);
+int run_collectives(const Options& o) {
+  if (o.min_bytes > o.max_bytes) throw std::invalid_argument("--min-bytes is larger than --max-bytes");
   InitOptions init;
   init.backend = o.backend;
   std::shared_ptr<RawGloo> raw_gloo;
@@ -183,22 +156,40 @@ int collectives_main(const std::vector<std::string>& args) {
     }
   }
   if (lead && !o.json.empty()) {
-    std::ofstream f(o.json);
-    f << "{\"tool\": \"ddp-bench collectives\", \"cpu\": \"" << train::describe(train::cpu_info())
-      << "\", \"backend\": \"" << g->backend() << "\", \"world\": " << w
-      << ", \"dtype\": \"float32\", \"results\": [\n";
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      f << "  {\"op\": \"" << r.op << "\", \"bytes\": " << r.bytes << ", \"time_us\": " << r.us
-        << ", \"algbw_gbps\": " << r.algbw << ", \"busbw_gbps\": " << r.busbw;
-      if (r.raw_us > 0) f << (o.raw_c10d ? ", \"raw_c10d_time_us\": " : ", \"raw_mpi_time_us\": ") << r.raw_us;
-      f << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+    nlohmann::ordered_json doc = {{"tool", "ddp-bench collectives"}, {"cpu", train::describe(train::cpu_info())},
+                                  {"backend", g->backend()}, {"world", w}, {"dtype", "float32"}};
+    auto& results = doc["results"] = nlohmann::json::array();
+    for (const Row& r : rows) {
+      nlohmann::ordered_json row = {{"op", r.op}, {"bytes", r.bytes}, {"time_us", r.us}, {"algbw_gbps", r.algbw},
+                                    {"busbw_gbps", r.busbw}};
+      if (r.raw_us > 0) row[o.raw_c10d ? "raw_c10d_time_us" : "raw_mpi_time_us"] = r.raw_us;
+      results.push_back(row);
     }
-    f << "]}\n";
-    if (!f) throw Error("cannot write " + o.json);
+    write_json(o.json, doc);
   }
   destroy_process_group();
   return 0;
+}
+
+void add_collectives_command(CLI::App& app, std::function<int()>& run) {
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand("collectives", "time, algbw and busbw of each collective per message size");
+  sub->add_option("--backend", o->backend, "gloo | mpi | auto")->capture_default_str();
+  sub->add_option_function<std::string>("--min-bytes", [o](const std::string& v) { o->min_bytes = parse_bytes("--min-bytes", v); },
+                                        "smallest message (4, 64K, 16M) [default 4]");
+  sub->add_option_function<std::string>("--max-bytes", [o](const std::string& v) { o->max_bytes = parse_bytes("--max-bytes", v); },
+                                        "largest message [default 64M]");
+  sub->add_option("--ops", o->ops, "comma-separated collectives")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"all_reduce", "all_gather", "broadcast", "reduce_scatter"}))
+      ->capture_default_str();
+  sub->add_option("--json", o->json, "also write the results to this JSON file");
+  auto* raw_mpi = sub->add_flag("--raw-mpi", o->raw_mpi, "time plain MPI calls beside ours (--backend mpi)");
+  sub->add_flag("--raw-c10d", o->raw_c10d, "time c10d's ProcessGroupGloo beside ours (--backend gloo)")->excludes(raw_mpi);
+  sub->add_option("--rounds", o->rounds, "rounds per size, ours and the peer alternating; the best counts")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->callback([o, &run] { run = [o] { return run_collectives(*o); }; });
 }
 
 }  // namespace ddp::bench

@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 
 #include "bench.h"
 #include "ddp/ddp.h"
@@ -31,44 +30,9 @@ struct Options {
   int steps = 300, warmup = 30, batch = 64;
   bool use_ddp = true, bucket_view = DDPOptions{}.gradient_as_bucket_view, pair = false;
   double bucket_cap_mb = 25, first_bucket_mb = 1;
+  std::string comm_hook = "allreduce";  // allreduce: the built-in path (no hook registered)
   std::string json;
 };
-
-Options parse(const std::vector<std::string>& args) {
-  Options o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) throw std::invalid_argument(a + " needs a value");
-      return args[++i];
-    };
-    if (a == "--model") o.model = value();
-    else if (a == "--backend") o.backend = value();
-    else if (a == "--steps") o.steps = std::stoi(value());
-    else if (a == "--warmup") o.warmup = std::stoi(value());
-    else if (a == "--batch") o.batch = std::stoi(value());
-    else if (a == "--no-ddp") o.use_ddp = false;
-    else if (a == "--pair") o.pair = true;
-    else if (a == "--bucket-view") o.bucket_view = true;
-    else if (a == "--no-bucket-view") o.bucket_view = false;
-    else if (a == "--bucket-cap-mb") o.bucket_cap_mb = std::stod(value());
-    else if (a == "--first-bucket-mb") o.first_bucket_mb = std::stod(value());
-    else if (a == "--json") o.json = value();
-    else if (a == "-h" || a == "--help") {
-      std::printf("ddp-bench ddp [--model mlp|wide|cnn] [--backend gloo|mpi|auto] [--steps 300] [--warmup 30]\n"
-                  "  [--batch 64] [--no-ddp | --pair] [--bucket-view | --no-bucket-view] [--bucket-cap-mb 25] [--first-bucket-mb 1]\n"
-                  "  [--json out.json]\n");
-      std::exit(0);
-    } else {
-      throw std::invalid_argument("unknown option '" + a + "' (see --help)");
-    }
-  }
-  if (o.model != "mlp" && o.model != "wide" && o.model != "cnn")
-    throw std::invalid_argument("--model must be mlp, wide or cnn; got '" + o.model + "'");
-  if (o.steps < 1 || o.warmup < 0 || o.batch < 1) throw std::invalid_argument("--steps, --batch must be positive");
-  if (o.pair && !o.use_ddp) throw std::invalid_argument("--pair already runs the plain loop; drop --no-ddp");
-  return o;
-}
 
 DDPOptions ddp_options(const Options& o, GroupPtr g) {
   DDPOptions d;
@@ -83,6 +47,7 @@ struct Run {
   double ms_per_step;
   DDPStats stats;
   int64_t params;
+  double bytes_per_step;  // payload this rank handed to the backend per step
 };
 
 int64_t count_params(torch::nn::Module& m) {
@@ -104,19 +69,22 @@ Run run(Net net, const at::Tensor& x, const at::Tensor& y, const Options& o, Gro
   torch::optim::SGD opt(net->parameters(), 0.01);
   std::unique_ptr<DistributedDataParallel<Net>> model;
   if (o.use_ddp) model = std::make_unique<DistributedDataParallel<Net>>(net, ddp_options(o, g));
+  if (model && o.comm_hook != "allreduce") model->register_comm_hook(make_comm_hook(o.comm_hook));
   auto step = [&] { sgd_step(opt, [&](const at::Tensor& in) { return model ? (*model)(in) : net->forward(in); }, x, y); };
   for (int i = 0; i < o.warmup; ++i) step();
   DDPStats before = model ? model->stats() : DDPStats{};
   g->barrier();
+  const int64_t bytes_before = g->traffic().bytes;
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < o.steps; ++i) step();
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / o.steps;
+  const double bytes = double(g->traffic().bytes - bytes_before) / o.steps;
   DDPStats after = model ? model->stats() : DDPStats{};
   DDPStats delta;
   delta.iterations = after.iterations - before.iterations;
   delta.comm_ms = after.comm_ms - before.comm_ms;
   delta.exposed_ms = after.exposed_ms - before.exposed_ms;
-  return {ms, delta, count_params(*net)};
+  return {ms, delta, count_params(*net), bytes};
 }
 
 double median(std::vector<double> v) {
@@ -181,13 +149,10 @@ int pair_main(const Options& o, GroupPtr g, const at::Tensor& x, const at::Tenso
                 o.model.c_str(), r.params / 1e6, o.batch, g->size(), g->backend().c_str(), at::get_num_threads());
     std::printf("  plain %.3f ms/step | DDP %.3f ms/step | DDP/plain %.4f (medians of 10-step blocks, alternating)\n",
                 r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms);
-    if (!o.json.empty()) {
-      std::ofstream f(o.json);
-      f << "{\"tool\": \"ddp-bench ddp --pair\", \"cpu\": \"" << train::describe(train::cpu_info())
-        << "\", \"model\": \"" << o.model << "\", \"world\": " << g->size()
-        << ", \"backend\": \"" << g->backend() << "\", \"batch\": " << o.batch << ", \"params\": " << r.params
-        << ", \"plain_ms_per_step\": " << r.plain_ms << ", \"ddp_ms_per_step\": " << r.ddp_ms << "}\n";
-    }
+    if (!o.json.empty())
+      write_json(o.json, {{"tool", "ddp-bench ddp --pair"}, {"cpu", train::describe(train::cpu_info())},
+                          {"model", o.model}, {"world", g->size()}, {"backend", g->backend()}, {"batch", o.batch},
+                          {"params", r.params}, {"plain_ms_per_step", r.plain_ms}, {"ddp_ms_per_step", r.ddp_ms}});
   }
   destroy_process_group();
   return 0;
@@ -195,8 +160,8 @@ int pair_main(const Options& o, GroupPtr g, const at::Tensor& x, const at::Tenso
 
 }  // namespace
 
-int ddp_main(const std::vector<std::string>& args) {
-  Options o = parse(args);
+int run_ddp(const Options& o) {
+  if (o.pair && !o.use_ddp) throw std::invalid_argument("--pair already runs the plain loop; drop --no-ddp");
   InitOptions init;
   init.backend = o.backend;
   auto g = init_process_group(init);
@@ -216,19 +181,43 @@ int ddp_main(const std::vector<std::string>& args) {
     std::printf("ddp-bench ddp: model %s (%.2fM parameters), batch %d per rank, %d ranks, %s, %d threads/rank\n",
                 o.model.c_str(), params / 1e6, o.batch, g->size(), o.use_ddp ? ("DDP over " + g->backend()).c_str() : "no DDP",
                 at::get_num_threads());
-    std::printf("  step %.3f ms | %.0f samples/s | comm %.3f ms/step, %.3f ms exposed, %.0f%% overlapped\n", ms,
-                1000.0 * o.batch * g->size() / ms, s.comm_ms / n, s.exposed_ms / n,
-                s.comm_ms > 0 ? 100.0 * (s.comm_ms - s.exposed_ms) / s.comm_ms : 0.0);
-    if (!o.json.empty()) {
-      std::ofstream f(o.json);
-      f << "{\"tool\": \"ddp-bench ddp\", \"cpu\": \"" << train::describe(train::cpu_info()) << "\", \"model\": \"" << o.model << "\", \"world\": " << g->size()
-        << ", \"ddp\": " << (o.use_ddp ? "true" : "false") << ", \"backend\": \"" << g->backend()
-        << "\", \"batch\": " << o.batch << ", \"params\": " << params << ", \"ms_per_step\": " << ms
-        << ", \"comm_ms_per_step\": " << s.comm_ms / n << ", \"exposed_ms_per_step\": " << s.exposed_ms / n << "}\n";
-    }
+    std::printf("  step %.3f ms | %.0f samples/s | comm %.3f ms/step, %.3f ms exposed, %.0f%% overlapped | "
+                "%.0f bytes/step (hook %s)\n", ms, 1000.0 * o.batch * g->size() / ms, s.comm_ms / n, s.exposed_ms / n,
+                s.comm_ms > 0 ? 100.0 * (s.comm_ms - s.exposed_ms) / s.comm_ms : 0.0, r.bytes_per_step,
+                o.comm_hook.c_str());
+    if (!o.json.empty())
+      write_json(o.json, {{"tool", "ddp-bench ddp"}, {"cpu", train::describe(train::cpu_info())}, {"model", o.model},
+                          {"world", g->size()}, {"ddp", o.use_ddp}, {"backend", g->backend()}, {"batch", o.batch},
+                          {"params", params}, {"ms_per_step", ms}, {"comm_ms_per_step", s.comm_ms / n},
+                          {"exposed_ms_per_step", s.exposed_ms / n}, {"comm_hook", o.comm_hook},
+                          {"bytes_per_step", r.bytes_per_step}});
   }
   destroy_process_group();
   return 0;
+}
+
+void add_ddp_command(CLI::App& app, std::function<int()>& run) {
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand("ddp", "training-step time under DDP, communication and overlap");
+  sub->add_option("--model", o->model, "mlp | wide (hidden 2048) | cnn (FashionCNN)")
+      ->check(CLI::IsMember({"mlp", "wide", "cnn"}))
+      ->capture_default_str();
+  sub->add_option("--backend", o->backend, "gloo | mpi | auto")->capture_default_str();
+  sub->add_option("--steps", o->steps, "timed steps")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--warmup", o->warmup, "untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("--batch", o->batch, "samples per rank")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_flag("--ddp,!--no-ddp", o->use_ddp, "wrap the model in DDP (--no-ddp: the plain loop)");
+  sub->add_flag("--pair", o->pair, "plain and DDP alternating in one process; their ratio");
+  sub->add_flag("--bucket-view,!--no-bucket-view", o->bucket_view, "gradients as views into the buckets");
+  sub->add_option("--bucket-cap-mb", o->bucket_cap_mb, "bucket size")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--first-bucket-mb", o->first_bucket_mb, "first bucket's size")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--comm-hook", o->comm_hook, "how buckets are reduced")
+      ->check(CLI::IsMember(comm_hook_names()))
+      ->capture_default_str();
+  sub->add_option("--json", o->json, "also write the result to this JSON file");
+  sub->callback([o, &run] { run = [o] { return run_ddp(*o); }; });
 }
 
 }  // namespace ddp::bench

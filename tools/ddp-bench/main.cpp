@@ -5,26 +5,21 @@
 // Subcommands: collectives (bandwidth of each collective per message size),
 // ddp (training-step time under DDP).
 #include <cstdio>
-#include <string>
-#include <vector>
+#include <functional>
 
 #include "bench.h"
 
 int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "-h" || args[0] == "--help") {
-    std::printf("usage: ddp-bench collectives|ddp [options]   (run under ddprun; --help after it for options)\n");
-    return args.empty() ? 2 : 0;
-  }
-  std::string cmd = args[0];
-  args.erase(args.begin());
+  CLI::App app("performance measurements of ddp (run under ddprun)", "ddp-bench");
+  app.require_subcommand(1);
+  std::function<int()> run;
+  ddp::bench::add_collectives_command(app, run);
+  ddp::bench::add_ddp_command(app, run);
+  CLI11_PARSE(app, argc, argv);
   try {
-    if (cmd == "collectives") return ddp::bench::collectives_main(args);
-    if (cmd == "ddp") return ddp::bench::ddp_main(args);
+    return run();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ddp-bench %s: %s\n", cmd.c_str(), e.what());
+    std::fprintf(stderr, "ddp-bench %s: %s\n", app.get_subcommands().front()->get_name().c_str(), e.what());
     return 1;
   }
-  std::fprintf(stderr, "ddp-bench: unknown subcommand '%s'; valid: collectives, ddp\n", cmd.c_str());
-  return 2;
 }

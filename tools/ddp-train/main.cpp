@@ -3,9 +3,12 @@
 //   build/bin/ddp-train fashion-mnist                                  # one process
 //   build/bin/ddprun --nproc-per-node 2 --standalone build/bin/ddp-train fashion-mnist
 //   build/bin/ddp-train --help                                         # recipes and flags
+//   build/bin/ddp-train cifar10-resnet9 --print-config > my.toml       # every setting, as a file
+//   build/bin/ddp-train --config my.toml --epochs 2                    # the file, then the flags
 //
 // Prints the job, a progress line per epoch with loss, accuracy and
 // throughput, and where the logs and the checkpoint are.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +16,7 @@
 #include <string>
 
 #include "ddp/dist/init.h"
+#include "ddp/train/recipe.h"
 #include "ddp/train/trainer.h"
 
 namespace {
@@ -27,13 +31,25 @@ std::string rank_label() {
   const char* env = std::getenv("RANK");
   return env && *env ? env : "0";
 }
+// The world the recipe's defaults are resolved for: the launcher's, else 1.
+int launcher_world_size() {
+  const char* env = std::getenv("WORLD_SIZE");
+  return env && *env ? std::max(1, std::atoi(env)) : 1;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
-    auto cfg = ddp::train::parse_args(argc, argv);
-    if (cfg.recipe == "help") {
+    auto command = ddp::train::parse_command_line(argc, argv);
+    auto& cfg = command.config;
+    using Action = ddp::train::CommandLine::Action;
+    if (command.action == Action::kHelp) {
       std::cout << ddp::train::usage();
+      return 0;
+    }
+    if (command.action == Action::kPrintConfig) {
+      ddp::train::fill_recipe_defaults(cfg, launcher_world_size());
+      std::cout << ddp::train::to_config_file(cfg);
       return 0;
     }
     ddp::train::run(cfg);

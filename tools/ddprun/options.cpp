@@ -1,10 +1,14 @@
+// ddprun's command line on CLI11: torchrun's spellings (dashes or underscores,
+// "--flag value" or "--flag=value"); the first argument that is not an option
+// (or everything after "--") is the program and its arguments.
 #include "options.h"
+
+#include <CLI/CLI.hpp>
 
 #include <cerrno>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
-#include <functional>
 
 namespace ddprun {
 
@@ -35,155 +39,173 @@ bool parse_int(const std::string& text, int* out) {
   return true;
 }
 
-std::string invalid(const std::string& flag, const std::string& value, const std::string& allowed) {
-  return "invalid value '" + value + "' for " + flag + ": " + allowed;
+// Thrown from a value handler; the message is ours, whole.
+CLI::ValidationError invalid(const std::string& flag, const std::string& value, const std::string& allowed) {
+  return CLI::ValidationError("invalid value '" + value + "' for " + flag + ": " + allowed,
+                              CLI::ExitCodes::ValidationError);
 }
 
-// A flag handler returns an error message, or "" on success.
-using Handler = std::function<std::string(const std::string& flag, const std::string& value, Options&)>;
+const char* const kDescription = R"(Starts --nproc-per-node copies of program on this node (like torchrun), each
+with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,
+MASTER_PORT, OMP_NUM_THREADS and DDP_LAUNCHER=ddprun in its environment.
+Output lines are prefixed with "[rank N] ". If a rank fails, the others are
+stopped (SIGTERM, then SIGKILL after --kill-grace seconds) and a summary is
+printed on stderr.
+Options take "--flag value" or "--flag=value", with dashes or underscores.)";
 
-struct FlagSpec {
-  std::vector<std::string> names;
-  bool takes_value;
-  Handler handler;
+const char* const kFooter = R"(exit status: 0 when every rank exits 0; else the first failed rank's exit code
+(128+N if it died from signal N); 128+N when ddprun itself got signal N;
+2 for bad options; 126/127 when the program cannot be executed / is not found;
+1 for other launch errors (e.g. master port in use).)";
+
+// CLI11's help with the usage line first, naming what follows the options, then the description.
+class UsageFirst : public CLI::Formatter {
+ public:
+  std::string make_description(const CLI::App*) const override { return ""; }
+  std::string make_usage(const CLI::App* app, std::string name) const override {
+    std::string line = CLI::Formatter::make_usage(app, std::move(name));
+    line.pop_back();  // its newline
+    return line + " [--] program [program args...]\n\n" + app->get_description() + "\n";
+  }
 };
 
-std::vector<FlagSpec> make_flags(int online_cpus) {
-  std::vector<FlagSpec> flags;
-  flags.push_back({{"--nproc-per-node", "--nproc_per_node"}, true,
-                   [online_cpus](const std::string& flag, const std::string& v, Options& o) {
-                     if (v == "auto") {
-                       o.nproc_per_node = online_cpus > 0 ? online_cpus : 1;
-                       return std::string();
-                     }
-                     int n = 0;
-                     if (!parse_int(v, &n) || n < 1)
-                       return invalid(flag, v, "expected an integer >= 1 or 'auto'");
-                     o.nproc_per_node = n;
-                     return std::string();
-                   }});
-  flags.push_back({{"--nnodes"}, true, [](const std::string& flag, const std::string& v, Options& o) {
-                     size_t colon = v.find(':');
-                     if (colon != std::string::npos) {
-                       int lo = 0, hi = 0;
-                       if (parse_int(v.substr(0, colon), &lo) && parse_int(v.substr(colon + 1), &hi) &&
-                           lo == hi && lo >= 1) {
-                         o.nnodes = lo;  // "N:N" is a fixed size, same as "N"
-                         return std::string();
-                       }
-                       return invalid(flag, v,
-                                      "elastic ranges (MIN:MAX) are not supported; give a fixed number "
-                                      "of nodes >= 1");
-                     }
-                     int n = 0;
-                     if (!parse_int(v, &n) || n < 1) return invalid(flag, v, "expected an integer >= 1");
-                     o.nnodes = n;
-                     return std::string();
-                   }});
-  flags.push_back({{"--node-rank", "--node_rank"}, true,
-                   [](const std::string& flag, const std::string& v, Options& o) {
-                     int n = 0;
-                     if (!parse_int(v, &n)) return invalid(flag, v, "expected an integer >= 0");
-                     o.node_rank = n;
-                     return std::string();
-                   }});
-  flags.push_back({{"--master-addr", "--master_addr"}, true,
-                   [](const std::string& flag, const std::string& v, Options& o) {
-                     if (v.empty() || v.find_first_of(" \t\n") != std::string::npos)
-                       return invalid(flag, v, "expected a host name or IP address");
-                     o.master_addr = v;
-                     return std::string();
-                   }});
-  flags.push_back({{"--master-port", "--master_port"}, true,
-                   [](const std::string& flag, const std::string& v, Options& o) {
-                     int n = 0;
-                     if (!parse_int(v, &n) || n < 1 || n > 65535)
-                       return invalid(flag, v, "expected a TCP port number 1..65535");
-                     o.master_port = n;
-                     return std::string();
-                   }});
-  flags.push_back({{"--standalone"}, false, [](const std::string&, const std::string&, Options& o) {
-                     o.standalone = true;
-                     return std::string();
-                   }});
-  flags.push_back({{"--backend"}, true, [](const std::string& flag, const std::string& v, Options& o) {
-                     if (v == "auto") o.backend = Backend::Auto;
-                     else if (v == "gloo") o.backend = Backend::Gloo;
-                     else if (v == "mpi") o.backend = Backend::Mpi;
-                     else return invalid(flag, v, "expected one of gloo, mpi, auto");
-                     return std::string();
-                   }});
-  flags.push_back({{"--kill-grace", "--kill_grace"}, true,
-                   [](const std::string& flag, const std::string& v, Options& o) {
-                     const std::string allowed = "expected a number of seconds >= 0 (e.g. 5 or 0.5)";
-                     if (v.empty() || v.find_first_not_of("0123456789.") != std::string::npos)
-                       return invalid(flag, v, allowed);
-                     errno = 0;
-                     char* end = nullptr;
-                     double s = std::strtod(v.c_str(), &end);
-                     if (errno != 0 || end != v.c_str() + v.size() || !std::isfinite(s) || s < 0 ||
-                         s > 86400)
-                       return invalid(flag, v, allowed);
-                     o.kill_grace_s = s;
-                     return std::string();
-                   }});
-  return flags;
+// A flag with one value, handled by `set` (which throws `invalid` on a bad value).
+void value_flag(CLI::App& app, const std::string& names, const std::string& help,
+                std::function<void(const std::string&)> set) {
+  app.add_option_function<std::string>(names, std::move(set), help)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)  // as argparse: the last one wins
+      ->type_name("");
+}
+
+// Every flag of ddprun, writing into `o`.
+void define(CLI::App& app, Options& o, int online_cpus) {
+  app.description(kDescription);
+  app.footer(kFooter);
+  app.formatter(std::make_shared<UsageFirst>());
+  app.prefix_command();  // the program and its arguments are not ours
+  app.set_help_flag("-h,--help", "show this help");
+  value_flag(app, "--nproc-per-node,--nproc_per_node",
+             "processes on this node: integer >= 1 or 'auto' (= online cores) [default 1]", [&o, online_cpus](auto& v) {
+               const char* flag = "--nproc-per-node";
+               if (v == "auto") {
+                 o.nproc_per_node = online_cpus > 0 ? online_cpus : 1;
+                 return;
+               }
+               int n = 0;
+               if (!parse_int(v, &n) || n < 1) throw invalid(flag, v, "expected an integer >= 1 or 'auto'");
+               o.nproc_per_node = n;
+             });
+  value_flag(app, "--nnodes", "number of nodes [default 1]; elastic ranges are not supported", [&o](auto& v) {
+    const char* flag = "--nnodes";
+    size_t colon = v.find(':');
+    if (colon != std::string::npos) {
+      int lo = 0, hi = 0;
+      if (parse_int(v.substr(0, colon), &lo) && parse_int(v.substr(colon + 1), &hi) && lo == hi && lo >= 1) {
+        o.nnodes = lo;  // "N:N" is a fixed size, same as "N"
+        return;
+      }
+      throw invalid(flag, v, "elastic ranges (MIN:MAX) are not supported; give a fixed number of nodes >= 1");
+    }
+    int n = 0;
+    if (!parse_int(v, &n) || n < 1) throw invalid(flag, v, "expected an integer >= 1");
+    o.nnodes = n;
+  });
+  value_flag(app, "--node-rank,--node_rank", "rank of this node, 0 <= G < nnodes [default 0]", [&o](auto& v) {
+    int n = 0;
+    if (!parse_int(v, &n)) throw invalid("--node-rank", v, "expected an integer >= 0");
+    o.node_rank = n;
+  });
+  value_flag(app, "--master-addr,--master_addr", "address of node 0 [default 127.0.0.1]", [&o](auto& v) {
+    if (v.empty() || v.find_first_of(" \t\n") != std::string::npos)
+      throw invalid("--master-addr", v, "expected a host name or IP address");
+    o.master_addr = v;
+  });
+  value_flag(app, "--master-port,--master_port", "TCP port on node 0 [default 29500]", [&o](auto& v) {
+    int n = 0;
+    if (!parse_int(v, &n) || n < 1 || n > 65535) throw invalid("--master-port", v, "expected a TCP port number 1..65535");
+    o.master_port = n;
+  });
+  app.add_flag("--standalone", o.standalone, "single node: use 127.0.0.1 and a free port")->disable_flag_override();
+  value_flag(app, "--backend",
+             "gloo | mpi | auto [default auto]; exported as DDP_BACKEND unless auto. 'mpi' launches the ranks "
+             "through mpirun",
+             [&o](auto& v) {
+               if (v == "auto") o.backend = Backend::Auto;
+               else if (v == "gloo") o.backend = Backend::Gloo;
+               else if (v == "mpi") o.backend = Backend::Mpi;
+               else throw invalid("--backend", v, "expected one of gloo, mpi, auto");
+             });
+  value_flag(app, "--kill-grace,--kill_grace", "seconds between SIGTERM and SIGKILL when stopping ranks [default 5]",
+             [&o](auto& v) {
+               const std::string allowed = "expected a number of seconds >= 0 (e.g. 5 or 0.5)";
+               if (v.empty() || v.find_first_not_of("0123456789.") != std::string::npos)
+                 throw invalid("--kill-grace", v, allowed);
+               errno = 0;
+               char* end = nullptr;
+               double s = std::strtod(v.c_str(), &end);
+               if (errno != 0 || end != v.c_str() + v.size() || !std::isfinite(s) || s < 0 || s > 86400)
+                 throw invalid("--kill-grace", v, allowed);
+               o.kill_grace_s = s;
+             });
+}
+
+// CLI11's own wording for the few errors it finds before our handlers.
+std::string explain(const CLI::ParseError& e) {
+  const std::string what = e.what();
+  if (e.get_name() == "ArgumentMismatch") {
+    const auto colon = what.find(':');
+    if (what.find("required") != std::string::npos && colon != std::string::npos)
+      return "option " + what.substr(0, colon) + " needs a value";
+    if (what.find("flag override") != std::string::npos) return "option --standalone takes no value";
+  }
+  return what;
 }
 
 }  // namespace
 
 ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus) {
   ParseOutcome out;
-  const std::vector<FlagSpec> flags = make_flags(online_cpus);
   auto fail = [&out](std::string message) {
     out.kind = ParseOutcome::kError;
     out.error = std::move(message);
     return out;
   };
-
-  size_t i = 0;
-  while (i < args.size()) {
-    const std::string& arg = args[i];
-    if (arg == "--") {
+  CLI::App app("ddprun", "ddprun");
+  define(app, out.options, online_cpus);
+  // "--flag=" gives the flag an empty value (CLI11 would take the next argument).
+  std::vector<std::string> ours = args;
+  for (size_t i = 0; i < ours.size(); ++i) {
+    const std::string& a = ours[i];
+    if (a == "--" || a.size() < 2 || a[0] != '-') break;  // the program from here on
+    if (a.size() > 3 && a.compare(0, 2, "--") == 0 && a.back() == '=') {
+      ours[i].pop_back();
+      ours.insert(ours.begin() + static_cast<long>(i) + 1, "");
       ++i;
-      break;
+    } else if (a.find('=') == std::string::npos && a != "--standalone" && a != "-h" && a != "--help") {
+      ++i;  // its value
     }
-    if (arg == "-h" || arg == "--help") {
-      out.kind = ParseOutcome::kHelp;
-      return out;
-    }
-    if (arg.size() < 2 || arg[0] != '-') break;  // the program
-
-    std::string name = arg, value;
-    bool has_value = false;
-    size_t eq = arg.find('=');
-    if (arg.compare(0, 2, "--") == 0 && eq != std::string::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-      has_value = true;
-    }
-    const FlagSpec* spec = nullptr;
-    for (const FlagSpec& f : flags)
-      for (const std::string& n : f.names)
-        if (n == name) spec = &f;
-    if (spec == nullptr) return fail("unknown option '" + name + "' (see ddprun --help)");
-
-    if (spec->takes_value && !has_value) {
-      if (i + 1 >= args.size()) return fail("option " + name + " needs a value");
-      value = args[++i];
-    } else if (!spec->takes_value && has_value) {
-      return fail("option " + name + " takes no value (got '" + value + "')");
-    }
-    std::string error = spec->handler(name, value, out.options);
-    if (!error.empty()) return fail(error);
-    ++i;
+  }
+  try {
+    std::vector<std::string> reversed(ours.rbegin(), ours.rend());  // CLI11 consumes from the back
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    out.kind = ParseOutcome::kHelp;
+    return out;
+  } catch (const CLI::ParseError& e) {
+    return fail(explain(e));
   }
 
-  if (i >= args.size())
-    return fail("missing program to run (usage: ddprun [options] program [args...])");
-  if (args[i].empty()) return fail("the program name is empty");
-  out.options.program = args[i];
-  out.options.program_args.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+  // What CLI11 did not take: ["--"] program args..., or an unknown option first.
+  std::vector<std::string> rest = app.remaining();
+  if (!rest.empty() && rest[0] == "--") {
+    rest.erase(rest.begin());
+  } else if (!rest.empty() && rest[0].size() >= 2 && rest[0][0] == '-') {
+    return fail("unknown option '" + rest[0].substr(0, rest[0].find('=')) + "' (see ddprun --help)");
+  }
+  if (rest.empty()) return fail("missing program to run (usage: ddprun [options] program [args...])");
+  if (rest[0].empty()) return fail("the program name is empty");
+  out.options.program = rest[0];
+  out.options.program_args.assign(rest.begin() + 1, rest.end());
 
   const Options& o = out.options;
   if (o.node_rank >= o.nnodes)
@@ -199,34 +221,10 @@ ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus
 }
 
 std::string usage_text() {
-  return R"(usage: ddprun [options] [--] program [program args...]
-
-Starts --nproc-per-node copies of program on this node (like torchrun), each
-with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,
-MASTER_PORT, OMP_NUM_THREADS and DDP_LAUNCHER=ddprun in its environment.
-Output lines are prefixed with "[rank N] ". If a rank fails, the others are
-stopped (SIGTERM, then SIGKILL after --kill-grace seconds) and a summary is
-printed on stderr.
-
-options (--flag value and --flag=value; dashes or underscores):
-  --nproc-per-node N   processes on this node: integer >= 1 or 'auto' (= online
-                       cores) [default 1]
-  --nnodes N           number of nodes [default 1]; elastic ranges are not supported
-  --node-rank G        rank of this node, 0 <= G < nnodes [default 0]
-  --master-addr HOST   address of node 0 [default 127.0.0.1]
-  --master-port PORT   TCP port on node 0 [default 29500]
-  --standalone         single node: use 127.0.0.1 and a free port
-  --backend B          gloo | mpi | auto [default auto]; exported as DDP_BACKEND
-                       unless auto. 'mpi' launches the ranks through mpirun
-  --kill-grace S       seconds between SIGTERM and SIGKILL when stopping ranks
-                       [default 5]
-  -h, --help           show this help
-
-exit status: 0 when every rank exits 0; else the first failed rank's exit code
-(128+N if it died from signal N); 128+N when ddprun itself got signal N;
-2 for bad options; 126/127 when the program cannot be executed / is not found;
-1 for other launch errors (e.g. master port in use).
-)";
+  Options ignored;
+  CLI::App app("ddprun", "ddprun");
+  define(app, ignored, 1);
+  return app.help();
 }
 
 }  // namespace ddprun

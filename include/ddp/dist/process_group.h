@@ -10,6 +10,7 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,6 +71,15 @@ class ProcessGroup {
   // it with the same ranks; ranks outside get nullptr.
   GroupPtr new_group(const std::vector<int>& ranks);
 
+  // What this rank handed to the backend so far: operations, and payload bytes
+  // (the buffer reduced, broadcast, gathered or sent; after any widening of a
+  // dtype the backend cannot reduce). Compression hooks are measured by it.
+  struct Traffic {
+    int64_t calls = 0;
+    int64_t bytes = 0;
+  };
+  Traffic traffic() const { return {calls_.load(), bytes_.load()}; }
+
  private:
   detail::Call call(const char* op, const CollectiveOptions& opts) const;
   Work finish(Work w, const detail::Call& c) const;
@@ -81,6 +91,8 @@ class ProcessGroup {
   int rank_;
   int size_;
   std::string name_;
+  std::atomic<int64_t> calls_{0}, bytes_{0};
+  void count(const at::Tensor& payload);
 };
 
 }  // namespace ddp

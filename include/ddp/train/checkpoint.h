@@ -1,6 +1,6 @@
 // Checkpoints: one file per save, a pickled dict with string keys in PyTorch's
 // convention, that Python's torch.load() reads ("model" loads into a plain
-// module, "optimizer" into torch.optim.SGD). Rank 0 writes it atomically; the
+// module, "optimizer" into torch.optim.SGD, Adam or AdamW). Rank 0 writes it atomically; the
 // last K are kept; every rank meets at a barrier.
 //
 //   ddp::train::CheckpointManager ckpt({"runs/a", /*keep_last=*/3});
@@ -24,7 +24,7 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
-#include <torch/optim/sgd.h>
+#include <torch/optim/optimizer.h>
 
 #include <cstdint>
 #include <functional>
@@ -37,11 +37,13 @@
 
 namespace ddp::train {
 
-// PyTorch's optimizer.state_dict() format for torch::optim::SGD (momentum_buffer per parameter index; param_groups
-// with lr, momentum, dampening, weight_decay, nesterov and params as indices), so Python's SGD.load_state_dict accepts it.
-c10::IValue optimizer_state_dict(const torch::optim::SGD& opt);
+// PyTorch's optimizer.state_dict() format for torch::optim::SGD, Adam and AdamW (state per parameter
+// index: momentum_buffer, or step/exp_avg/exp_avg_sq[/max_exp_avg_sq]; param_groups with Python 1.13's
+// keys and params as indices), so Python's load_state_dict accepts it, and back. Other optimizers:
+// InvalidArgument.
+c10::IValue optimizer_state_dict(const torch::optim::Optimizer& opt);
 // InvalidArgument on mismatch (group count, param count, shapes)
-void load_optimizer_state_dict(torch::optim::SGD& opt, const c10::IValue& state);
+void load_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::IValue& state);
 // The CPU default generator's state (torch.get_rng_state() bytes) and back.
 at::Tensor get_rng_state();
 void set_rng_state(const at::Tensor& state);

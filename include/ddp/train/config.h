@@ -1,5 +1,7 @@
-// The training job's settings: what `ddp-train RECIPE [flags]` accepts.
-// Unset values (empty optionals, empty strings) take the recipe's defaults.
+// The training job's settings: what `ddp-train RECIPE [flags]` accepts, on the
+// command line or from a TOML/INI file (--config FILE; keys are the flags'
+// names without "--"). Unset values (empty optionals, empty strings) take the
+// recipe's defaults.
 //
 //   auto cfg = ddp::train::parse_args(argc, argv);   // InvalidArgument on bad flags
 //   ddp::train::run(cfg);
@@ -7,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ddp::train {
@@ -16,7 +19,10 @@ struct TrainConfig {
   std::optional<int64_t> epochs;
   std::optional<int64_t> batch_size;  // per rank
   std::optional<double> lr;           // base learning rate (for the mean loss over the global batch)
-  std::optional<double> momentum;
+  std::string optimizer = "sgd";     // sgd | adam | adamw
+  std::optional<double> momentum;     // sgd's
+  std::pair<double, double> betas = {0.9, 0.999};  // adam's and adamw's
+  double eps = 1e-8;                  // adam's and adamw's
   std::optional<double> weight_decay;
   std::optional<double> label_smoothing;
   std::string schedule;           // see schedule.h
@@ -39,12 +45,26 @@ struct TrainConfig {
   std::optional<int64_t> ema_every;  // steps between weight averages (0: off)
   std::string precision;          // fp32 | bf16 | auto (bf16 where the CPU has it natively; see precision.h)
   bool progress = true;           // rank 0's progress line
+  std::string comm_hook = "allreduce";  // how DDP reduces buckets: allreduce | fp16 | bf16 (comm_hook.h)
 };
 
-// Parses argv (argv[1] is the recipe). Prints nothing; throws InvalidArgument
-// naming the flag. "--help" yields recipe "help".
+// What the command line asks for: train, print the help, or print the settings.
+struct CommandLine {
+  enum class Action { kTrain, kHelp, kPrintConfig };
+  Action action = Action::kTrain;
+  TrainConfig config;
+};
+
+// Parses argv: the recipe (first positional, or `recipe = ...` in --config FILE)
+// and flags; flags given on the command line win over the file's. Prints nothing;
+// throws InvalidArgument naming the flag (or the file and key).
+CommandLine parse_command_line(int argc, const char* const* argv);
+// parse_command_line's config; "--help" yields recipe "help".
 TrainConfig parse_args(int argc, const char* const* argv);
 std::string usage();
+
+// The settings as a TOML file that --config reads back (what --print-config prints).
+std::string to_config_file(const TrainConfig& c);
 // The names of the recipes.
 std::vector<std::string> recipe_names();
 

@@ -45,6 +45,10 @@ struct Recipe {
   LrSchedule schedule = LrSchedule::constant();
 };
 
+// Fills cfg's unset fields with the recipe's defaults for a world of `world_size`
+// ranks (out_dir included); touches no data.
+void fill_recipe_defaults(TrainConfig& cfg, int world_size);
+
 // Resolves cfg's unset fields with the recipe's defaults and builds the recipe
 // for this rank. Loads (or, for shards, prepares) the data.
 Recipe make_recipe(TrainConfig& cfg, ProcessGroup& group);

@@ -49,6 +49,11 @@ std::string file_id(const std::string& path);
 // if DDP_DATA_DIR is set, else `fallback` (docs/training.md lists them).
 std::string default_data_dir(const std::string& dataset, const std::string& fallback);
 
+// Each recipe's defaults for the settings left unset, then its builder.
+void defaults_mlp(TrainConfig& cfg);
+void defaults_fashion_mnist(TrainConfig& cfg);
+void defaults_cifar10_resnet9(TrainConfig& cfg, int world_size);
+void defaults_cifar10_resnet18(TrainConfig& cfg);
 Recipe make_mlp(TrainConfig& cfg, ProcessGroup& group);
 Recipe make_fashion_mnist(TrainConfig& cfg, ProcessGroup& group);
 Recipe make_cifar10_resnet9(TrainConfig& cfg, ProcessGroup& group);

@@ -13,7 +13,7 @@ namespace ddp::train {
 namespace detail {
 // A 4-layer tanh MLP on a synthetic data set (make_classification, rand_state 0):
 // 9000 training samples, the last 1000 for testing.
-Recipe make_mlp(TrainConfig& cfg, ProcessGroup& group) {
+void defaults_mlp(TrainConfig& cfg) {
   fill<int64_t>(cfg.epochs, 5);
   fill<int64_t>(cfg.batch_size, 64);
   fill(cfg.lr, 0.1);
@@ -27,7 +27,9 @@ Recipe make_mlp(TrainConfig& cfg, ProcessGroup& group) {
   fill<int64_t>(cfg.ema_every, 0);
   fill(cfg.precision, "fp32");
   fill(cfg.data_dir, "(generated)");
+}
 
+Recipe make_mlp(TrainConfig& cfg, ProcessGroup& group) {
   Recipe r;
   r.name = cfg.recipe;
   ClassificationOptions d;
@@ -50,7 +52,7 @@ Recipe make_mlp(TrainConfig& cfg, ProcessGroup& group) {
 }
 
 // FashionCNN on Fashion-MNIST, normalized with the training set's mean and std.
-Recipe make_fashion_mnist(TrainConfig& cfg, ProcessGroup& group) {
+void defaults_fashion_mnist(TrainConfig& cfg) {
   fill<int64_t>(cfg.epochs, 3);
   fill<int64_t>(cfg.batch_size, 64);
   fill(cfg.lr, 0.05);
@@ -64,7 +66,9 @@ Recipe make_fashion_mnist(TrainConfig& cfg, ProcessGroup& group) {
   fill<int64_t>(cfg.ema_every, 0);
   fill(cfg.precision, "auto");  // native bf16: 1.29x per epoch, same accuracy (docs/benchmarks.md)
   fill(cfg.data_dir, default_data_dir("fashion-mnist", "/usr/share/datasets/fashion-mnist"));  // Debian's dataset-fashion-mnist
+}
 
+Recipe make_fashion_mnist(TrainConfig& cfg, ProcessGroup& group) {
   Recipe r;
   r.name = cfg.recipe;
   auto finish = [](const at::Tensor& images) { return data::normalize(images, {0.2860}, {0.3530}); };
@@ -92,8 +96,18 @@ Recipe make_fashion_mnist(TrainConfig& cfg, ProcessGroup& group) {
 
 }  // namespace detail
 
-Recipe make_recipe(TrainConfig& cfg, ProcessGroup& group) {
+void fill_recipe_defaults(TrainConfig& cfg, int world_size) {
   if (cfg.out_dir.empty()) cfg.out_dir = "runs/" + cfg.recipe;
+  if (cfg.optimizer != "sgd") detail::fill(cfg.lr, 1e-3);  // Adam's usual rate; the recipes' rates are SGD's
+  if (cfg.recipe == "mlp") detail::defaults_mlp(cfg);
+  else if (cfg.recipe == "fashion-mnist") detail::defaults_fashion_mnist(cfg);
+  else if (cfg.recipe == "cifar10-resnet9") detail::defaults_cifar10_resnet9(cfg, world_size);
+  else if (cfg.recipe == "cifar10-resnet18") detail::defaults_cifar10_resnet18(cfg);
+  else throw InvalidArgument("ddp-train: unknown recipe '" + cfg.recipe + "'");
+}
+
+Recipe make_recipe(TrainConfig& cfg, ProcessGroup& group) {
+  fill_recipe_defaults(cfg, group.size());
   Recipe r;
   if (cfg.recipe == "mlp") r = detail::make_mlp(cfg, group);
   else if (cfg.recipe == "fashion-mnist") r = detail::make_fashion_mnist(cfg, group);
