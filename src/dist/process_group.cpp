@@ -2,6 +2,8 @@
 // a backend lacks, written once over detail::Backend (backend_impl.h).
 #include "ddp/dist/process_group.h"
 
+#include "ddp/dist/half.h"
+
 #include <ATen/ATen.h>
 
 #include "dist/backend_impl.h"
@@ -80,6 +82,9 @@ Work ProcessGroup::all_reduce(at::Tensor& t, const AllReduceOptions& o) {
   detail::check_tensor(c.ctx, t, "tensor");
   detail::check_op(c.ctx, o.op, t.scalar_type());
   if (t.numel() == 0) return Work::ready(t);
+  const bool is_16bit = t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+  if (is_16bit && size_ > 1 && !impl_->can_reduce(t.scalar_type()) && (o.op == ReduceOp::SUM || o.op == ReduceOp::AVG))
+    return finish(all_reduce_16bit(t, o.op, c), c);
   Reduction r = plan(*impl_, t, o.op);
   count(r.buffer);
   Work w = impl_->all_reduce(r.buffer, r.op, c);
@@ -175,6 +180,30 @@ Work ProcessGroup::reduce_scatter(at::Tensor& out, const std::vector<at::Tensor>
   Work w = impl_->reduce_scatter(r.buffer, send, r.op, c);
   complete(w, r, out, size_);
   return finish(std::move(w.set_value(out)), c);
+}
+
+// 16-bit floats a backend cannot add (gloo): block r of every rank's tensor goes to
+// rank r (all_to_all), which adds the blocks in float32 and rounds once; then every
+// rank gathers the reduced blocks (all_gather). As many 16-bit bytes move as in a
+// ring all_reduce, none widened. The gather starts when the Work is first waited
+// for (every rank waits in its program's order, so the order of collectives holds).
+Work ProcessGroup::all_reduce_16bit(at::Tensor& t, ReduceOp op, const Call& c) {
+  const int64_t n = t.numel(), world = size_, block = (n + world - 1) / world;
+  at::Tensor flat = at::zeros({block * world}, t.options());  // padded to W blocks
+  flat.narrow(0, 0, n).copy_(t.reshape({-1}));
+  at::Tensor recv = at::empty_like(flat);
+  const std::vector<int64_t> counts(size_t(world), block);
+  count(t);
+  Call phase = c;
+  phase.async = true;
+  Work exchange = impl_->all_to_all(recv, counts, flat, counts, phase);
+  return exchange.then([this, t, flat, recv, n, block, world, op, phase](at::Tensor) mutable {
+    at::Tensor sum = recv.view({world, block}).to(at::kFloat).sum(0);
+    at::Tensor mine = to_16bit(sum, t.scalar_type(), op == ReduceOp::AVG ? double(world) : 1.0);
+    impl_->all_gather(flat, mine, phase).wait(phase.timeout);
+    t.copy_(flat.narrow(0, 0, n).view(t.sizes()));
+    return t;
+  });
 }
 
 // Block r of every rank's inputs goes to rank r (all_to_all), which reduces the

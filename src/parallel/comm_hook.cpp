@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include "ddp/dist/half.h"
 #include "ddp/errors.h"
 
 namespace ddp {
@@ -22,8 +23,9 @@ CompressHook::CompressHook(at::ScalarType dtype) : dtype_(dtype) {
 std::string CompressHook::name() const { return dtype_ == at::kHalf ? "fp16" : "bf16"; }
 
 Work CompressHook::run(ProcessGroup& group, GradBucket& bucket) {
-  // Compress, then divide (in the 16-bit type, as PyTorch's hooks do).
-  at::Tensor compressed = bucket.buffer.to(dtype_).div_(group.size());
+  // Divide while compressing: one rounding where PyTorch's hooks round twice (cast, then divide).
+  at::Tensor compressed = bucket.buffer.scalar_type() == at::kFloat ? to_16bit(bucket.buffer, dtype_, group.size())
+                                                                     : bucket.buffer.to(dtype_).div_(group.size());
   AllReduceOptions o;
   o.async_op = !bucket.is_last();
   at::Tensor buffer = bucket.buffer;

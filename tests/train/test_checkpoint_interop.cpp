@@ -164,7 +164,7 @@ TEST(OptimizerStateDict, RejectsWhatItCannotRestore) {
   // A state without exp_avg is refused by name; an optimizer without a PyTorch format, by the list of those with one.
   auto d = good.toGenericDict();
   auto state = d.at("state").toGenericDict();
-  state.at(int64_t{0}).toGenericDict().erase("exp_avg");
+  (void)state.at(int64_t{0}).toGenericDict().erase("exp_avg");
   EXPECT_NE(error_of([&] { train::load_optimizer_state_dict(adam, good); }).find("state[0][\"exp_avg\"] is missing"),
             std::string::npos);
   torch::optim::Adagrad adagrad(net->parameters());

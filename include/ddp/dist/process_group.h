@@ -83,6 +83,7 @@ class ProcessGroup {
  private:
   detail::Call call(const char* op, const CollectiveOptions& opts) const;
   Work finish(Work w, const detail::Call& c) const;
+  Work all_reduce_16bit(at::Tensor& tensor, ReduceOp op, const detail::Call& c);
   Work reduce_scatter_via_all_to_all(at::Tensor& output, const at::Tensor& flat_inputs, ReduceOp op,
                                      const detail::Call& c);
 

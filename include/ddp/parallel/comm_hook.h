@@ -44,12 +44,12 @@ class AllReduceHook final : public CommHook {
   Work run(ProcessGroup& group, GradBucket& bucket) override;
 };
 
-// PyTorch's fp16_compress_hook and bf16_compress_hook: the bucket is cast to a
-// 16-bit float, divided by the world size, all-reduced (SUM) in that type and
-// cast back into the bucket. Half the bytes on the wire; each averaged
-// gradient carries 11 (fp16) or 8 (bf16) significant bits, and fp16 overflows
-// past 65504 (bf16 has float32's range). Over gloo, which cannot add
-// bfloat16, bf16 travels as float32: no bytes saved there (use fp16 or mpi).
+// PyTorch's fp16_compress_hook and bf16_compress_hook: the bucket is divided by
+// the world size and cast to a 16-bit float (one rounding; PyTorch casts, then
+// divides), all-reduced (SUM) in that type and cast back into the bucket. Half
+// the bytes on the wire on every backend; each averaged gradient carries 11
+// (fp16) or 8 (bf16) significant bits, and fp16 overflows past 65504 (bf16 has
+// float32's range).
 class CompressHook final : public CommHook {
  public:
   explicit CompressHook(at::ScalarType dtype);  // at::kHalf or at::kBFloat16

@@ -5,14 +5,14 @@
 
 #include <algorithm>
 #include <climits>
+#include <type_traits>
+
+#include "ddp/dist/half.h"
 
 namespace ddp::mpi {
 namespace {
 
 // Reductions of 2-byte floats: computed in float, rounded back to nearest-even.
-struct Sum {
-  float operator()(float a, float b) const { return a + b; }
-};
 struct Prod {
   float operator()(float a, float b) const { return a * b; }
 };
@@ -35,13 +35,21 @@ void reduce_2byte(void* in, void* inout, int* len, MPI_Datatype*) {
     b[i] = T(f(static_cast<float>(a[i]), static_cast<float>(b[i])));
 }
 
+// SUM, the reduction gradients take, runs on fast kernels (ddp/dist/half.h).
+void sum_half(void* in, void* inout, int* len, MPI_Datatype*) {
+  detail::add_half(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout), *len);
+}
+void sum_bfloat16(void* in, void* inout, int* len, MPI_Datatype*) {
+  detail::add_bfloat16(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout), *len);
+}
+
 // [dtype: 0 half, 1 bfloat16][op: SUM, PRODUCT, MIN, MAX]
 MPI_Op custom_ops[2][4] = {{MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL},
                            {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL}};
 
 template <typename T>
 void create_ops_for(MPI_Op* ops) {
-  MPI_Op_create(&reduce_2byte<T, Sum>, /*commute=*/1, &ops[0]);
+  MPI_Op_create(std::is_same_v<T, c10::Half> ? &sum_half : &sum_bfloat16, /*commute=*/1, &ops[0]);
   MPI_Op_create(&reduce_2byte<T, Prod>, 1, &ops[1]);
   MPI_Op_create(&reduce_2byte<T, Min>, 1, &ops[2]);
   MPI_Op_create(&reduce_2byte<T, Max>, 1, &ops[3]);
