@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/nn.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -14,6 +15,9 @@
 #include "ddp/errors.h"
 #include "ddp/parallel/consistency.h"
 #include "ddp/parallel/distributed_data_parallel.h"
+#include "ddp/parallel/optimizer_state.h"
+#include "ddp/parallel/zero.h"
+#include "ddp/dist/collectives.h"
 
 namespace ddp::testing {
 namespace {
@@ -611,6 +615,97 @@ void compress_hooks(ProcessGroup& g) {
   EXPECT_THROW(make_comm_hook("powersgd:rank=0"), InvalidArgument);
 }
 
+// Net's parameters in two groups with their own settings: {fc1, fc2} and {fc3}.
+std::vector<torch::optim::OptimizerParamGroup> two_groups(Net& net) {
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::vector<at::Tensor>{net.fc1->weight, net.fc2->weight},
+                      std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(0.01).betas({0.8, 0.99})));
+  groups.emplace_back(std::vector<at::Tensor>{net.fc3->weight},
+                      std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(0.02).amsgrad(true)));
+  return groups;
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_adamw(std::vector<torch::optim::OptimizerParamGroup> groups) {
+  return std::make_unique<torch::optim::AdamW>(std::move(groups), torch::optim::AdamWOptions(0.5));
+}
+
+// Two optimizer state dicts hold the same settings and the same tensors, bit for bit.
+void expect_same_state(const c10::IValue& got, const c10::IValue& want, const std::string& what) {
+  auto g = got.toGenericDict(), w = want.toGenericDict();
+  auto gs = g.at("state").toGenericDict(), ws = w.at("state").toGenericDict();
+  ASSERT_EQ(gs.size(), ws.size()) << what << ": states for different parameters";
+  for (const auto& item : ws) {
+    ASSERT_TRUE(gs.contains(item.key())) << what << ": no state for parameter " << item.key().toInt();
+    auto a = gs.at(item.key()).toGenericDict(), b = item.value().toGenericDict();
+    ASSERT_EQ(a.size(), b.size()) << what;
+    for (const auto& kv : b)
+      EXPECT_TRUE(at::equal(a.at(kv.key()).toTensor(), kv.value().toTensor()))
+          << what << ": state[" << item.key().toInt() << "][" << kv.key().toStringRef() << "]";
+  }
+  EXPECT_EQ(c10::str(g.at("param_groups")), c10::str(w.at("param_groups"))) << what;
+}
+
+// ZeRO-1 with AdamW over DDP against plain AdamW over DDP: after 10 steps every
+// parameter is equal bit for bit (the same elementwise update of the same averaged
+// gradients; the broadcast copies bits), partitions uneven and, at world 4, one empty.
+void zero_redundancy_optimizer(ProcessGroup& g) {
+  const int r = g.rank(), w = g.size();
+  auto a = seeded<Net>(5), b = seeded<Net>(5);
+  DDPOptions o;
+  o.group = handle(g);
+  DistributedDataParallel plain_model(a, o), zero_model(b, o);
+  auto plain = make_adamw(two_groups(*a));
+  ZeroRedundancyOptimizer zero(two_groups(*b), make_adamw, ZeroOptions{handle(g)});
+  // PyTorch's partition: fc2 (500) first to rank 0, fc1 (20) to the least loaded, then fc3 (200).
+  const std::vector<int> expected_owner = {w > 1 ? 1 : 0, 0, w == 1 ? 0 : w == 2 ? 1 : 2};  // fc1, fc2, fc3
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(zero.owner(i), expected_owner[i]) << tag(g, "owner of " + std::to_string(i));
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(40 + r);
+  auto train = [&](int steps) {
+    for (int step = 0; step < steps; ++step) {
+      at::Tensor x = randn({3, 2}, gen), y = randn({3, 4}, gen);
+      plain->zero_grad();
+      torch::mse_loss(plain_model(x), y).backward();
+      plain->step();
+      zero.zero_grad();
+      torch::mse_loss(zero_model(x), y).backward();
+      zero.step();
+    }
+  };
+  train(10);
+  auto pa = a->parameters(), pb = b->parameters();
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(at::equal(pa[i], pb[i])) << tag(g, "ZeRO parameter " + std::to_string(i));
+  // Each rank holds its partition's state only; together, exactly the plain optimizer's.
+  at::Tensor bytes = at::full({1}, double(zero.local_state_bytes()), at::kDouble);
+  g.all_reduce(bytes);
+  int64_t plain_bytes = 0;
+  for (const auto& item : optimizer_state_dict(*plain).toGenericDict().at("state").toGenericDict())
+    for (const auto& kv : item.value().toGenericDict()) plain_bytes += int64_t(kv.value().toTensor().nbytes());
+  EXPECT_EQ(int64_t(bytes.item<double>()), plain_bytes) << tag(g, "state bytes over all ranks");
+  // Consolidated at the last rank: the plain optimizer's state dict.
+  const int to = w - 1;
+  zero.consolidate_state_dict(to);
+  if (r == to) expect_same_state(zero.state_dict(), optimizer_state_dict(*plain), tag(g, "consolidated"));
+  else EXPECT_THROW(zero.state_dict(), InvalidArgument);
+  // Loaded into a fresh ZeRO (and the state into the plain one's copy), one more step agrees.
+  c10::IValue full = broadcast_object(r == to ? zero.state_dict() : c10::IValue(), to, handle(g));
+  auto c = seeded<Net>(9);
+  {
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < pb.size(); ++i) c->parameters()[i].copy_(pb[i]);
+  }
+  DistributedDataParallel resumed_model(c, o);
+  ZeroRedundancyOptimizer resumed(two_groups(*c), make_adamw, ZeroOptions{handle(g)});
+  resumed.load_state_dict(full);
+  at::Tensor x = randn({3, 2}, gen), y = randn({3, 4}, gen);
+  zero.zero_grad();
+  for (auto* m : {&zero_model, &resumed_model}) torch::mse_loss((*m)(x), y).backward();
+  zero.step();
+  resumed.step();
+  auto pc = c->parameters();
+  for (size_t i = 0; i < pb.size(); ++i)
+    EXPECT_TRUE(at::equal(pb[i], pc[i])) << tag(g, "resumed ZeRO parameter " + std::to_string(i));
+}
+
 }  // namespace
 
 const std::vector<SuiteCase>& ddp_suite() {
@@ -625,6 +720,7 @@ const std::vector<SuiteCase>& ddp_suite() {
       {"DdpMismatchedModels", mismatched_models_fail_everywhere},
       {"DdpCommHook", comm_hook_sees_every_bucket},
       {"DdpCompressHooks", compress_hooks},
+      {"DdpZeroRedundancyOptimizer", zero_redundancy_optimizer},
       {"DdpEvaluationForwardOnOneRank", evaluation_forward_on_one_rank},
       {"DdpStatsCountExposedCommunication", stats_count_exposed_communication},
   };

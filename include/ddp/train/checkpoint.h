@@ -33,17 +33,14 @@
 
 #include "ddp/dist/init.h"
 #include "ddp/dist/process_group.h"
+#include "ddp/parallel/optimizer_state.h"
 #include "ddp/train/state_dict.h"
 
 namespace ddp::train {
 
-// PyTorch's optimizer.state_dict() format for torch::optim::SGD, Adam and AdamW (state per parameter
-// index: momentum_buffer, or step/exp_avg/exp_avg_sq[/max_exp_avg_sq]; param_groups with Python 1.13's
-// keys and params as indices), so Python's load_state_dict accepts it, and back. Other optimizers:
-// InvalidArgument.
-c10::IValue optimizer_state_dict(const torch::optim::Optimizer& opt);
-// InvalidArgument on mismatch (group count, param count, shapes)
-void load_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::IValue& state);
+// PyTorch's optimizer.state_dict() format for SGD, Adam and AdamW (ddp/parallel/optimizer_state.h).
+using ddp::load_optimizer_state_dict;
+using ddp::optimizer_state_dict;
 // The CPU default generator's state (torch.get_rng_state() bytes) and back.
 at::Tensor get_rng_state();
 void set_rng_state(const at::Tensor& state);

@@ -1,29 +1,27 @@
 // Optimizer state in PyTorch's optimizer.state_dict() format (state by
 // parameter index, param_groups listing indices), for every optimizer that
-// optimizer_codecs.cpp knows; and the CPU generator's state.
+// optimizer_codecs.cpp knows.
+#include "ddp/parallel/optimizer_state.h"
+
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <c10/util/string_utils.h>
 
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 
 #include "ddp/errors.h"
-#include "ddp/train/checkpoint.h"
-#include "optimizer_codecs.h"
+#include "parallel/optimizer_codecs.h"
 
-namespace ddp::train {
+namespace ddp {
 namespace {
 
 using detail::bad_optimizer_state;
 using detail::find;
 using detail::GenericDict;
 
-// LibTorch keys optimizer state by the parameter's TensorImpl address, as a string.
-std::string state_key(const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
-
 }  // namespace
+
+std::string optimizer_state_key(const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
 
 c10::IValue optimizer_state_dict(const torch::optim::Optimizer& opt) {
   const detail::OptimizerCodec& codec = detail::codec_for(opt);
@@ -34,7 +32,7 @@ c10::IValue optimizer_state_dict(const torch::optim::Optimizer& opt) {
     GenericDict g = codec.write_group(group.options());
     c10::List<int64_t> ids;
     for (const auto& p : group.params()) {
-      auto it = opt.state().find(state_key(p));
+      auto it = opt.state().find(optimizer_state_key(p));
       if (it != opt.state().end()) {
         GenericDict ps = codec.write_state(*it->second);  // a plain dict, as in Python
         if (!ps.empty()) state.insert(index, ps);
@@ -102,33 +100,9 @@ void load_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::IValue& 
   // Everything checked: replace options and state (as Python's load_state_dict does).
   for (size_t g = 0; g < groups.size(); ++g) {
     groups[g].set_options(std::move(options[g]));
-    for (const auto& p : groups[g].params()) opt.state().erase(state_key(p));
+    for (const auto& p : groups[g].params()) opt.state().erase(optimizer_state_key(p));
   }
-  for (auto& [param, st] : states) opt.state()[state_key(param)] = std::move(st);
+  for (auto& [param, st] : states) opt.state()[optimizer_state_key(param)] = std::move(st);
 }
 
-at::Tensor get_rng_state() {
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return gen.get_state();
-}
-
-void set_rng_state(const at::Tensor& state) {
-  const int64_t expected = get_rng_state().numel();
-  if (!state.defined() || state.scalar_type() != at::kByte || !state.device().is_cpu() || state.dim() != 1 ||
-      state.numel() != expected)
-    throw InvalidArgument("set_rng_state: expected torch.get_rng_state()'s 1-D uint8 CPU tensor of " +
-                          std::to_string(expected) + " bytes, got " +
-                          (state.defined() ? std::string(c10::toString(state.scalar_type())) + " " +
-                                                 c10::str(state.sizes()) + " on " + state.device().str()
-                                           : std::string("an undefined tensor")));
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  try {
-    gen.set_state(state.contiguous());
-  } catch (const c10::Error& e) {
-    throw InvalidArgument(std::string("set_rng_state: not a valid generator state: ") + e.what_without_backtrace());
-  }
-}
-
-}  // namespace ddp::train
+}  // namespace ddp

@@ -1,5 +1,5 @@
 // SGD, Adam and AdamW state in PyTorch 1.13's optimizer.state_dict() format.
-#include "optimizer_codecs.h"
+#include "parallel/optimizer_codecs.h"
 
 #include <ATen/ATen.h>
 #include <torch/optim/adam.h>
@@ -8,7 +8,7 @@
 
 #include "ddp/errors.h"
 
-namespace ddp::train::detail {
+namespace ddp::detail {
 
 void bad_optimizer_state(const std::string& what) { throw InvalidArgument("load_optimizer_state_dict: " + what); }
 
@@ -186,4 +186,4 @@ const OptimizerCodec& codec_for(const torch::optim::Optimizer& opt) {
   throw InvalidArgument("optimizer state dicts: only torch::optim::SGD, Adam and AdamW are supported");
 }
 
-}  // namespace ddp::train::detail
+}  // namespace ddp::detail

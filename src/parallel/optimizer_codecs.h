@@ -1,5 +1,5 @@
 // How each LibTorch optimizer's settings and per-parameter state map to
-// PyTorch's optimizer.state_dict() entries (internal to the checkpoint code).
+// PyTorch's optimizer.state_dict() entries (internal to optimizer_state.cpp and zero.cpp).
 #pragma once
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-namespace ddp::train::detail {
+namespace ddp::detail {
 
 using GenericDict = c10::impl::GenericDict;
 
@@ -37,4 +37,4 @@ struct OptimizerCodec {
 // The codec for opt's type; InvalidArgument naming the supported optimizers otherwise.
 const OptimizerCodec& codec_for(const torch::optim::Optimizer& opt);
 
-}  // namespace ddp::train::detail
+}  // namespace ddp::detail
