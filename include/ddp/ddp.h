@@ -1,6 +1,7 @@
 // The distributed core in one include: process groups, collectives, init and
 // backends (ddp/dist.h), DistributedSampler, DistributedDataParallel with its
-// comm hooks, and the replica-consistency check. The training layer (readers,
+// comm hooks, ZeroRedundancyOptimizer, optimizer state dicts, and the
+// replica-consistency check. The training layer (readers,
 // models, checkpoints, logs) is ddp/train.h.
 #pragma once
 #include "ddp/data/distributed_sampler.h"
@@ -8,3 +9,5 @@
 #include "ddp/parallel/comm_hook.h"
 #include "ddp/parallel/consistency.h"
 #include "ddp/parallel/distributed_data_parallel.h"
+#include "ddp/parallel/optimizer_state.h"
+#include "ddp/parallel/zero.h"

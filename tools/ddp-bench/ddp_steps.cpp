@@ -9,6 +9,8 @@
 // are compared.
 #include <ATen/Parallel.h>
 #include <torch/nn/functional/loss.h>
+#include <sys/resource.h>
+#include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
 #include <algorithm>
@@ -17,6 +19,8 @@
 
 #include "bench.h"
 #include "ddp/ddp.h"
+#include "ddp/parallel/optimizer_state.h"
+#include "ddp/parallel/zero.h"
 #include "ddp/train/models/fashion_cnn.h"
 #include "ddp/train/machine.h"
 #include "ddp/train/models/mlp.h"
@@ -31,6 +35,8 @@ struct Options {
   bool use_ddp = true, bucket_view = DDPOptions{}.gradient_as_bucket_view, pair = false;
   double bucket_cap_mb = 25, first_bucket_mb = 1;
   std::string comm_hook = "allreduce";  // allreduce: the built-in path (no hook registered)
+  std::string optimizer = "sgd";        // sgd | adam
+  bool zero = false;                    // ZeroRedundancyOptimizer over --optimizer
   std::string json;
 };
 
@@ -48,7 +54,23 @@ struct Run {
   DDPStats stats;
   int64_t params;
   double bytes_per_step;  // payload this rank handed to the backend per step
+  int64_t state_bytes;    // optimizer state this rank holds
 };
+
+int64_t state_bytes(const torch::optim::Optimizer& opt) {
+  int64_t n = 0;
+  for (const auto& item : optimizer_state_dict(opt).toGenericDict().at("state").toGenericDict())
+    for (const auto& kv : item.value().toGenericDict())
+      if (kv.value().isTensor()) n += int64_t(kv.value().toTensor().nbytes());
+  return n;
+}
+
+// --optimizer over `params` (lr 0.01; Adam's other settings PyTorch's defaults).
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name,
+                                                        std::vector<torch::optim::OptimizerParamGroup> groups) {
+  if (name == "adam") return std::make_unique<torch::optim::Adam>(std::move(groups), torch::optim::AdamOptions(0.01));
+  return std::make_unique<torch::optim::SGD>(std::move(groups), torch::optim::SGDOptions(0.01));
+}
 
 int64_t count_params(torch::nn::Module& m) {
   int64_t n = 0;
@@ -56,9 +78,9 @@ int64_t count_params(torch::nn::Module& m) {
   return n;
 }
 
-// One SGD step on the fixed batch; `forward` is the plain model or DDP.
-template <typename Forward>
-void sgd_step(torch::optim::SGD& opt, Forward&& forward, const at::Tensor& x, const at::Tensor& y) {
+// One optimizer step on the fixed batch; `forward` is the plain model or DDP.
+template <typename Opt, typename Forward>
+void sgd_step(Opt& opt, Forward&& forward, const at::Tensor& x, const at::Tensor& y) {
   opt.zero_grad();
   torch::nn::functional::cross_entropy(forward(x), y).backward();
   opt.step();
@@ -66,11 +88,21 @@ void sgd_step(torch::optim::SGD& opt, Forward&& forward, const at::Tensor& x, co
 
 template <typename Net>
 Run run(Net net, const at::Tensor& x, const at::Tensor& y, const Options& o, GroupPtr g) {
-  torch::optim::SGD opt(net->parameters(), 0.01);
+  auto factory = [&o](std::vector<torch::optim::OptimizerParamGroup> groups) {
+    return make_optimizer(o.optimizer, std::move(groups));
+  };
+  std::unique_ptr<torch::optim::Optimizer> plain;
+  std::unique_ptr<ZeroRedundancyOptimizer> zero;
+  if (o.zero) zero = std::make_unique<ZeroRedundancyOptimizer>(net->parameters(), factory, ZeroOptions{g});
+  else plain = factory({torch::optim::OptimizerParamGroup(net->parameters())});
   std::unique_ptr<DistributedDataParallel<Net>> model;
   if (o.use_ddp) model = std::make_unique<DistributedDataParallel<Net>>(net, ddp_options(o, g));
   if (model && o.comm_hook != "allreduce") model->register_comm_hook(make_comm_hook(o.comm_hook));
-  auto step = [&] { sgd_step(opt, [&](const at::Tensor& in) { return model ? (*model)(in) : net->forward(in); }, x, y); };
+  auto forward = [&](const at::Tensor& in) { return model ? (*model)(in) : net->forward(in); };
+  auto step = [&] {
+    if (zero) sgd_step(*zero, forward, x, y);
+    else sgd_step(*plain, forward, x, y);
+  };
   for (int i = 0; i < o.warmup; ++i) step();
   DDPStats before = model ? model->stats() : DDPStats{};
   g->barrier();
@@ -84,7 +116,7 @@ Run run(Net net, const at::Tensor& x, const at::Tensor& y, const Options& o, Gro
   delta.iterations = after.iterations - before.iterations;
   delta.comm_ms = after.comm_ms - before.comm_ms;
   delta.exposed_ms = after.exposed_ms - before.exposed_ms;
-  return {ms, delta, count_params(*net), bytes};
+  return {ms, delta, count_params(*net), bytes, zero ? zero->local_state_bytes() : state_bytes(*plain)};
 }
 
 double median(std::vector<double> v) {
@@ -162,6 +194,7 @@ int pair_main(const Options& o, GroupPtr g, const at::Tensor& x, const at::Tenso
 
 int run_ddp(const Options& o) {
   if (o.pair && !o.use_ddp) throw std::invalid_argument("--pair already runs the plain loop; drop --no-ddp");
+  if (o.pair && (o.zero || o.optimizer != "sgd")) throw std::invalid_argument("--pair times SGD without ZeRO");
   InitOptions init;
   init.backend = o.backend;
   auto g = init_process_group(init);
@@ -172,6 +205,12 @@ int run_ddp(const Options& o) {
   double ms = r.ms_per_step;
   const DDPStats& s = r.stats;
   const int64_t params = r.params;
+  // Memory per rank: the largest over ranks of the optimizer state held and of the peak RSS.
+  struct rusage usage {};
+  ::getrusage(RUSAGE_SELF, &usage);
+  at::Tensor memory = at::tensor({double(r.state_bytes), double(usage.ru_maxrss) * 1024.0}, at::kDouble);
+  g->all_reduce(memory, ddp::op(ReduceOp::MAX));
+  const double state_mb = memory[0].item<double>() / 1e6, rss_mb = memory[1].item<double>() / 1e6;
   at::Tensor worst = at::full({1}, ms, at::kDouble);  // the slowest rank sets the pace
   g->all_reduce(worst, ddp::op(ReduceOp::MAX));
   ms = worst.item<double>();
@@ -185,12 +224,15 @@ int run_ddp(const Options& o) {
                 "%.0f bytes/step (hook %s)\n", ms, 1000.0 * o.batch * g->size() / ms, s.comm_ms / n, s.exposed_ms / n,
                 s.comm_ms > 0 ? 100.0 * (s.comm_ms - s.exposed_ms) / s.comm_ms : 0.0, r.bytes_per_step,
                 o.comm_hook.c_str());
+    std::printf("  memory per rank (max): parameters %.1f MB, optimizer state %.1f MB (%s%s), peak RSS %.1f MB\n",
+                params * 4 / 1e6, state_mb, o.zero ? "ZeRO-1 over " : "", o.optimizer.c_str(), rss_mb);
     if (!o.json.empty())
       write_json(o.json, {{"tool", "ddp-bench ddp"}, {"cpu", train::describe(train::cpu_info())}, {"model", o.model},
                           {"world", g->size()}, {"ddp", o.use_ddp}, {"backend", g->backend()}, {"batch", o.batch},
                           {"params", params}, {"ms_per_step", ms}, {"comm_ms_per_step", s.comm_ms / n},
                           {"exposed_ms_per_step", s.exposed_ms / n}, {"comm_hook", o.comm_hook},
-                          {"bytes_per_step", r.bytes_per_step}});
+                          {"bytes_per_step", r.bytes_per_step}, {"optimizer", o.optimizer}, {"zero", o.zero},
+                          {"state_bytes_max", state_mb * 1e6}, {"peak_rss_bytes_max", rss_mb * 1e6}});
   }
   destroy_process_group();
   return 0;
@@ -216,6 +258,10 @@ void add_ddp_command(CLI::App& app, std::function<int()>& run) {
   sub->add_option("--comm-hook", o->comm_hook, "how buckets are reduced")
       ->check(CLI::IsMember(comm_hook_names()))
       ->capture_default_str();
+  sub->add_option("--optimizer", o->optimizer, "sgd | adam (lr 0.01)")
+      ->check(CLI::IsMember({"sgd", "adam"}))
+      ->capture_default_str();
+  sub->add_flag("--zero", o->zero, "ZeRO-1: ZeroRedundancyOptimizer over --optimizer");
   sub->add_option("--json", o->json, "also write the result to this JSON file");
   sub->callback([o, &run] { run = [o] { return run_ddp(*o); }; });
 }
