@@ -26,12 +26,11 @@ Call ProcessGroup::call(const char* op, const CollectiveOptions& opts) const {
   return Call{ErrorContext{name_, rank_, size_, op}, t.count() > 0 ? t : kNoTimeout, opts.async_op};
 }
 
-// A synchronous call returns only once done: errors surface here.
 void ProcessGroup::count(const at::Tensor& payload) {
-  calls_.fetch_add(1, std::memory_order_relaxed);
   if (payload.defined()) bytes_.fetch_add(static_cast<int64_t>(payload.nbytes()), std::memory_order_relaxed);
 }
 
+// A synchronous call returns only once done: errors surface here.
 Work ProcessGroup::finish(Work w, const Call& c) const {
   if (!c.async) w.wait(c.timeout);
   return w;

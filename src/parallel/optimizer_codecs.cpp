@@ -79,6 +79,9 @@ OptimizerCodec sgd_codec() {
     g.insert("differentiable", false);
     return g;
   };
+  c.tensors = [](const torch::optim::OptimizerParamState& base) {
+    return std::vector<at::Tensor>{static_cast<const torch::optim::SGDParamState&>(base).momentum_buffer()};
+  };
   c.write_state = [](const torch::optim::OptimizerParamState& base) {
     GenericDict s = dict();
     const auto& buf = static_cast<const torch::optim::SGDParamState&>(base).momentum_buffer();
@@ -128,6 +131,10 @@ OptimizerCodec adam_codec(const std::string& name, bool adamw) {
       g.insert("fused", false);
     }
     return g;
+  };
+  c.tensors = [](const torch::optim::OptimizerParamState& base) {
+    const auto& st = static_cast<const State&>(base);
+    return std::vector<at::Tensor>{st.exp_avg(), st.exp_avg_sq(), st.max_exp_avg_sq()};
   };
   c.write_state = [](const torch::optim::OptimizerParamState& base) {
     const auto& st = static_cast<const State&>(base);

@@ -24,6 +24,8 @@ struct OptimizerCodec {
   std::string name;  // Python's class name: "SGD", "Adam", "AdamW"
   // A param group's settings as Python writes them (without "params").
   std::function<GenericDict(const torch::optim::OptimizerOptions&)> write_group;
+  // A parameter's state tensors, not copied (for counting memory).
+  std::function<std::vector<at::Tensor>(const torch::optim::OptimizerParamState&)> tensors;
   // A parameter's state as Python writes it; an empty dict writes no entry.
   std::function<GenericDict(const torch::optim::OptimizerParamState&)> write_state;
   // Settings read from a saved group (g: its index, for messages).

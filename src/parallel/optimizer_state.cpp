@@ -48,6 +48,15 @@ c10::IValue optimizer_state_dict(const torch::optim::Optimizer& opt) {
   return out;
 }
 
+int64_t optimizer_state_bytes(const torch::optim::Optimizer& opt) {
+  const detail::OptimizerCodec& codec = detail::codec_for(opt);
+  int64_t bytes = 0;
+  for (const auto& [key, state] : opt.state())
+    for (const at::Tensor& t : codec.tensors(*state))
+      if (t.defined()) bytes += int64_t(t.nbytes());
+  return bytes;
+}
+
 void load_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::IValue& state) {
   const detail::OptimizerCodec& codec = detail::codec_for(opt);
   if (!state.isGenericDict())

@@ -39,12 +39,9 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<torch::optim::Optim
                                                  ZeroOptions options)
     : group_(options.group ? options.group : default_group()) {
   const int world = group_->size(), me = group_->rank();
-  for (size_t g = 0; g < groups.size(); ++g) {
-    group_size_.push_back(groups[g].params().size());
-    for (const auto& p : groups[g].params()) {
-      params_.push_back(p);
-      group_of_.push_back(g);
-    }
+  for (const auto& group : groups) {
+    group_size_.push_back(group.params().size());
+    params_.insert(params_.end(), group.params().begin(), group.params().end());
   }
   if (params_.empty()) throw InvalidArgument("ZeroRedundancyOptimizer: no parameters to optimize");
   // PyTorch's partition: per group, largest first (ties in the given order), each to
@@ -138,14 +135,7 @@ void ZeroRedundancyOptimizer::zero_grad() {
   }
 }
 
-int64_t ZeroRedundancyOptimizer::local_state_bytes() const {
-  int64_t bytes = 0;
-  const c10::IValue sd = optimizer_state_dict(*local_);
-  for (const auto& item : sd.toGenericDict().at("state").toGenericDict())
-    for (const auto& kv : item.value().toGenericDict())
-      if (kv.value().isTensor()) bytes += int64_t(kv.value().toTensor().nbytes());
-  return bytes;
-}
+int64_t ZeroRedundancyOptimizer::local_state_bytes() const { return optimizer_state_bytes(*local_); }
 
 // Every rank's state, re-indexed from its optimizer's local order to the global
 // one, gathered at `to`, which adds the param groups with every parameter's index.

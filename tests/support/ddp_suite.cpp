@@ -677,9 +677,9 @@ void zero_redundancy_optimizer(ProcessGroup& g) {
   // Each rank holds its partition's state only; together, exactly the plain optimizer's.
   at::Tensor bytes = at::full({1}, double(zero.local_state_bytes()), at::kDouble);
   g.all_reduce(bytes);
-  int64_t plain_bytes = 0;
-  for (const auto& item : optimizer_state_dict(*plain).toGenericDict().at("state").toGenericDict())
-    for (const auto& kv : item.value().toGenericDict()) plain_bytes += int64_t(kv.value().toTensor().nbytes());
+  // Plain AdamW holds two float32 moments per element of fc1 (20) and fc2 (500), three (amsgrad) of fc3 (200).
+  const int64_t plain_bytes = optimizer_state_bytes(*plain);
+  EXPECT_EQ(plain_bytes, (20 + 500) * 4 * 2 + 200 * 4 * 3) << tag(g, "plain AdamW's state bytes");
   EXPECT_EQ(int64_t(bytes.item<double>()), plain_bytes) << tag(g, "state bytes over all ranks");
   // Consolidated at the last rank: the plain optimizer's state dict.
   const int to = w - 1;

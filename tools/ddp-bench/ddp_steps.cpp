@@ -57,14 +57,6 @@ struct Run {
   int64_t state_bytes;    // optimizer state this rank holds
 };
 
-int64_t state_bytes(const torch::optim::Optimizer& opt) {
-  int64_t n = 0;
-  for (const auto& item : optimizer_state_dict(opt).toGenericDict().at("state").toGenericDict())
-    for (const auto& kv : item.value().toGenericDict())
-      if (kv.value().isTensor()) n += int64_t(kv.value().toTensor().nbytes());
-  return n;
-}
-
 // --optimizer over `params` (lr 0.01; Adam's other settings PyTorch's defaults).
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name,
                                                         std::vector<torch::optim::OptimizerParamGroup> groups) {
@@ -116,7 +108,7 @@ Run run(Net net, const at::Tensor& x, const at::Tensor& y, const Options& o, Gro
   delta.iterations = after.iterations - before.iterations;
   delta.comm_ms = after.comm_ms - before.comm_ms;
   delta.exposed_ms = after.exposed_ms - before.exposed_ms;
-  return {ms, delta, count_params(*net), bytes, zero ? zero->local_state_bytes() : state_bytes(*plain)};
+  return {ms, delta, count_params(*net), bytes, zero ? zero->local_state_bytes() : optimizer_state_bytes(*plain)};
 }
 
 double median(std::vector<double> v) {

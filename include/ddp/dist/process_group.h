@@ -71,14 +71,13 @@ class ProcessGroup {
   // it with the same ranks; ranks outside get nullptr.
   GroupPtr new_group(const std::vector<int>& ranks);
 
-  // What this rank handed to the backend so far: operations, and payload bytes
-  // (the buffer reduced, broadcast, gathered or sent; after any widening of a
-  // dtype the backend cannot reduce). Compression hooks are measured by it.
+  // Payload bytes this rank handed to the backend so far in all_reduce (and
+  // _coalesced), broadcast, all_gather, reduce_scatter and all_to_all, in the
+  // dtype each travels in. Compression hooks are measured by it.
   struct Traffic {
-    int64_t calls = 0;
     int64_t bytes = 0;
   };
-  Traffic traffic() const { return {calls_.load(), bytes_.load()}; }
+  Traffic traffic() const { return {bytes_.load()}; }
 
  private:
   detail::Call call(const char* op, const CollectiveOptions& opts) const;
@@ -92,7 +91,7 @@ class ProcessGroup {
   int rank_;
   int size_;
   std::string name_;
-  std::atomic<int64_t> calls_{0}, bytes_{0};
+  std::atomic<int64_t> bytes_{0};
   void count(const at::Tensor& payload);
 };
 

@@ -19,6 +19,8 @@ namespace ddp {
 c10::IValue optimizer_state_dict(const torch::optim::Optimizer& opt);
 // InvalidArgument on a mismatch (group count, parameter count, shapes, missing entries), naming it.
 void load_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::IValue& state);
+// Bytes of the state tensors `opt` holds (counted in place, nothing copied).
+int64_t optimizer_state_bytes(const torch::optim::Optimizer& opt);
 // The key LibTorch's optimizers file a parameter's state under.
 std::string optimizer_state_key(const at::Tensor& param);
 

@@ -66,7 +66,6 @@ class ZeroRedundancyOptimizer {
 
   GroupPtr group_;
   std::vector<at::Tensor> params_;               // all, in the given order
-  std::vector<size_t> group_of_;                 // param -> its param group
   std::vector<size_t> group_size_;               // params per group
   std::vector<int> owner_;                       // param -> rank
   std::vector<std::vector<size_t>> local_order_; // per group: this rank's params, in its optimizer's order
