@@ -82,6 +82,10 @@ Work ProcessGroup::all_reduce(at::Tensor& t, const AllReduceOptions& o) {
   detail::check_op(c.ctx, o.op, t.scalar_type());
   if (t.numel() == 0) return Work::ready(t);
   const bool is_16bit = t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+  if (is_16bit && size_ == 1 && !impl_->can_reduce(t.scalar_type())) {  // nothing to add: no float32 round trip
+    count(t);
+    return finish(Work::ready(t), c);
+  }
   if (is_16bit && size_ > 1 && !impl_->can_reduce(t.scalar_type()) && (o.op == ReduceOp::SUM || o.op == ReduceOp::AVG))
     return finish(all_reduce_16bit(t, o.op, c), c);
   Reduction r = plan(*impl_, t, o.op);

@@ -4,6 +4,7 @@
 
 #include "ddp/dist/half.h"
 #include "ddp/errors.h"
+#include "ddp/parallel/powersgd.h"
 
 namespace ddp {
 
@@ -35,12 +36,18 @@ Work CompressHook::run(ProcessGroup& group, GradBucket& bucket) {
   });
 }
 
-std::vector<std::string> comm_hook_names() { return {"allreduce", "fp16", "bf16"}; }
+std::vector<std::string> comm_hook_names() { return {"allreduce", "fp16", "bf16", "powersgd", "batched_powersgd"}; }
 
 std::shared_ptr<CommHook> make_comm_hook(const std::string& name) {
   if (name == "allreduce") return std::make_shared<AllReduceHook>();
   if (name == "fp16") return std::make_shared<CompressHook>(at::kHalf);
   if (name == "bf16") return std::make_shared<CompressHook>(at::kBFloat16);
+  const std::string head = name.substr(0, name.find(':'));
+  if (head == "powersgd" || head == "batched_powersgd") {
+    bool batched = false;
+    PowerSGDOptions o = parse_powersgd_spec(name, &batched);
+    return std::make_shared<PowerSGDHook>(o, batched);
+  }
   std::string valid;
   for (const auto& n : comm_hook_names()) valid += (valid.empty() ? "" : ", ") + n;
   throw InvalidArgument("unknown comm hook '" + name + "'; valid: " + valid);

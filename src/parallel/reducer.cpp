@@ -66,6 +66,9 @@ Reducer::~Reducer() {
 void Reducer::set_comm_hook(std::shared_ptr<CommHook> hook) {
   if (!hook) throw InvalidArgument("DistributedDataParallel: register_comm_hook got a null hook");
   hook_ = std::move(hook);
+  // As PyTorch: a registered hook runs in a world of one too (PowerSGD and the
+  // 16-bit hooks change the gradients even there).
+  world_of_one_ = false;
 }
 
 // Buckets hold a flat buffer each; every parameter has a view into one.

@@ -82,7 +82,7 @@ class Reducer {
   // by the world size as they are copied into their bucket (one pass less over
   // memory), then each bucket is all-reduced (SUM).
   std::shared_ptr<CommHook> hook_;
-  bool world_of_one_;  // nothing to reduce
+  bool world_of_one_;  // nothing to reduce: a world of one, no hook registered
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive: they hold our hooks
   std::vector<uintptr_t> hook_keys_;
 

@@ -7,5 +7,7 @@
 namespace ddp::testing {
 
 const std::vector<SuiteCase>& ddp_suite();
+// PowerSGD's cases (powersgd_suite.cpp), part of ddp_suite().
+const std::vector<SuiteCase>& powersgd_suite();
 
 }  // namespace ddp::testing

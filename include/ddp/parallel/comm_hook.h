@@ -8,6 +8,7 @@
 // hooks (fp16, PowerSGD) implement the same interface.
 #pragma once
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 
 #include <functional>
 #include <memory>
@@ -32,6 +33,10 @@ class CommHook {
   virtual ~CommHook() = default;
   virtual std::string name() const = 0;
   virtual Work run(ProcessGroup& group, GradBucket& bucket) = 0;
+  // What a checkpoint keeps of the hook's state (this rank's), and back;
+  // stateless hooks have none (an empty IValue).
+  virtual c10::IValue state_dict() const { return {}; }
+  virtual void load_state_dict(const c10::IValue& state) {}
 };
 
 // Divides by the world size, then one all_reduce (SUM) of the buffer in place:
@@ -61,7 +66,9 @@ class CompressHook final : public CommHook {
 };
 
 // The hooks by the names ddp-train's --comm-hook takes: "allreduce", "fp16",
-// "bf16". An unknown name throws InvalidArgument listing the valid ones.
+// "bf16", "powersgd[:options]", "batched_powersgd[:options]" (options:
+// powersgd.h's parse_powersgd_spec). An unknown name or a bad option throws
+// InvalidArgument naming the valid ones.
 std::shared_ptr<CommHook> make_comm_hook(const std::string& name);
 std::vector<std::string> comm_hook_names();
 
