@@ -64,7 +64,9 @@ Work average(ProcessGroup& group, GradBucket& bucket) {
 }
 
 // Error feedback: adds last step's local error to `input`, returns a copy to
-// measure this step's error against (undefined without error feedback).
+// measure this step's error against (undefined without error feedback). The
+// copy's memory is kept from step to step: a fresh one each step costs more in
+// page faults than all of PowerSGD's arithmetic.
 at::Tensor add_error(PowerSGDState& st, size_t b, at::Tensor& input) {
   if (!st.options.use_error_feedback) return {};
   auto it = st.error.find(b);
@@ -74,7 +76,16 @@ at::Tensor add_error(PowerSGDState& st, size_t b, at::Tensor& input) {
   } else {
     st.error[b] = at::zeros({input.numel()}, input.options());
   }
-  return input.clone();
+  at::Tensor& copy = st.scratch[b];
+  if (!copy.defined() || copy.numel() != input.numel()) copy = at::empty({input.numel()}, input.options());
+  copy.copy_(input);
+  return copy;
+}
+
+// This step's local error, into the error's own memory.
+void keep_error(PowerSGDState& st, size_t b, const at::Tensor& copy, const at::Tensor& output) {
+  at::Tensor& error = st.error[b];
+  at::sub_out(error, copy, output);
 }
 
 }  // namespace
@@ -230,7 +241,7 @@ Work PowerSGDHook::run_layerwise(ProcessGroup& group, GradBucket& bucket) {
           at::bmm_out(out, ps[i], qs[i].transpose(1, 2));
           for (size_t k = 0; k < originals[i].size(); ++k) originals[i][k].copy_(out[k]);
         }
-        if (st->options.use_error_feedback) st->error[b] = input_copy - input;
+        if (st->options.use_error_feedback) keep_error(*st, b, input_copy, input);
         if (!st->options.warm_start) {
           st->p.clear();
           st->q.clear();
@@ -251,8 +262,12 @@ Work PowerSGDHook::run_batched(ProcessGroup& group, GradBucket& bucket) {
   st->numel_before_compression += total;
   st->numel_after_compression += side * r * 2;
   // PyTorch resizes the bucket in place; a padded copy here.
-  at::Tensor padded = at::zeros({side * side}, bucket.buffer.options());
+  at::Tensor& padded_memory = st->padded[b];
+  if (!padded_memory.defined() || padded_memory.numel() != side * side)
+    padded_memory = at::zeros({side * side}, bucket.buffer.options());
+  at::Tensor padded = padded_memory;
   padded.narrow(0, 0, total).copy_(bucket.buffer);
+  padded.narrow(0, total, side * side - total).zero_();
   at::Tensor padded_copy = add_error(*st, b, padded);
   at::Tensor matrix = padded.view({side, side});
   if (!o.warm_start || !st->p.count(b)) {
@@ -283,7 +298,7 @@ Work PowerSGDHook::run_batched(ProcessGroup& group, GradBucket& bucket) {
         q.div_(world);
         at::Tensor m = matrix;
         at::mm_out(m, p, q.t());
-        if (st->options.use_error_feedback) st->error[b] = padded_copy - padded;
+        if (st->options.use_error_feedback) keep_error(*st, b, padded_copy, padded);
         if (!st->options.warm_start) {
           st->p.clear();
           st->q.clear();

@@ -102,7 +102,8 @@ void define(CLI::App& app, TrainConfig& c, bool& print_config) {
   number_flag<int64_t>(app, "log-every", c.log_every, "steps between train-loss logs");
   text_flag(app, "backend", c.backend, "gloo | mpi | auto");
   text_flag(app, "comm-hook", c.comm_hook,
-            "how DDP reduces gradient buckets: allreduce (float32) | fp16 | bf16 (half the bytes, 16-bit rounding)");
+            "how DDP reduces gradient buckets: allreduce (float32) | fp16 | bf16 (half the bytes, 16-bit rounding) | "
+            "powersgd[:rank=R,start=S,...] | batched_powersgd[:...] (low-rank, docs/ddp.md)");
   app.add_flag("--progress,!--no-progress", c.progress, "rank 0's progress line (on by default)");
 }
 
@@ -136,10 +137,11 @@ void check_ranges(const TrainConfig& c) {
   for (double b : {c.betas.first, c.betas.second})
     if (!(b >= 0 && b < 1)) throw InvalidArgument("ddp-train: --betas must each be in [0, 1)");
   positive("--eps", c.eps);
-  bool hook_known = false;
-  for (const auto& n : comm_hook_names()) hook_known |= n == c.comm_hook;
-  if (!hook_known)
-    throw InvalidArgument("ddp-train: --comm-hook must be one of " + join(comm_hook_names()) + ", got '" + c.comm_hook + "'");
+  try {
+    make_comm_hook(c.comm_hook);  // names and PowerSGD options checked here, before any data is read
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string("ddp-train: --comm-hook: ") + e.what());
+  }
   if (c.checkpoint_every < 0 || c.stop_after < 0 || c.limit_train < 0 || c.limit_test < 0)
     throw InvalidArgument("ddp-train: --checkpoint-every, --stop-after, --limit-train and --limit-test must be >= 0");
 }

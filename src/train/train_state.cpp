@@ -92,4 +92,44 @@ LoopState restore_checkpoint(const c10::IValue& ckpt, const std::string& path, c
   return s;
 }
 
+void add_comm_hook_state(c10::IValue& ckpt, const std::string& spec, const std::vector<c10::IValue>& states) {
+  if (states.empty() || states[0].isNone()) return;
+  c10::impl::GenericList ranks(c10::AnyType::get());
+  for (const auto& st : states) ranks.push_back(st);
+  c10::impl::GenericDict hook(c10::StringType::get(), c10::AnyType::get());
+  hook.insert("spec", spec);
+  hook.insert("ranks", ranks);
+  ckpt.toGenericDict().insert("comm_hook", hook);
+}
+
+void restore_comm_hook(const c10::IValue& ckpt, const std::string& path, const TrainConfig& cfg,
+                       const ProcessGroup& group, CommHook& hook) {
+  if (hook.state_dict().isNone()) return;  // nothing to restore
+  auto d = ckpt.toGenericDict();
+  auto it = d.find("comm_hook");
+  std::string why;
+  if (it == d.end()) {
+    why = "has no comm hook state";
+  } else {
+    auto h = it->value().toGenericDict();
+    const std::string spec = h.at("spec").toStringRef();
+    const auto& ranks = h.at("ranks").toListRef();
+    if (spec != cfg.comm_hook) why = "holds the state of comm hook '" + spec + "'";
+    else if (static_cast<int>(ranks.size()) != group.size())
+      why = "was written by " + std::to_string(ranks.size()) + " ranks, this run has " + std::to_string(group.size());
+    else {
+      try {
+        hook.load_state_dict(ranks[group.rank()]);
+      } catch (const std::exception& e) {
+        throw InvalidArgument("checkpoint " + path + ": comm hook state of rank " + std::to_string(group.rank()) +
+                              ": " + e.what());
+      }
+      return;
+    }
+  }
+  if (group.rank() == 0)
+    std::fprintf(stderr, "ddp-train: warning: checkpoint %s %s: comm hook '%s' starts afresh\n", path.c_str(),
+                 why.c_str(), cfg.comm_hook.c_str());
+}
+
 }  // namespace ddp::train::detail

@@ -5,6 +5,7 @@
 #include <torch/optim/optimizer.h>
 
 #include "ddp/dist/process_group.h"
+#include "ddp/parallel/comm_hook.h"
 #include "ddp/train/config.h"
 
 namespace ddp::train::detail {
@@ -33,5 +34,16 @@ c10::IValue make_checkpoint(const TrainConfig& cfg, const LoopState& s, const to
 LoopState restore_checkpoint(const c10::IValue& ckpt, const std::string& path, const TrainConfig& cfg,
                              const ProcessGroup& group, torch::nn::Module& model, torch::optim::Optimizer& opt,
                              torch::nn::Module* ema);
+
+// The comm hook's per-rank state (PowerSGD's error feedback, Q, random stream)
+// as "comm_hook": {"spec": --comm-hook, "ranks": [state of rank 0, ...]}; a
+// stateless hook (its state_dict() None) adds nothing. `states`: gather_object's
+// result on rank 0.
+void add_comm_hook_state(c10::IValue& ckpt, const std::string& spec, const std::vector<c10::IValue>& states);
+// Loads this rank's hook state, if the checkpoint has one for the same spec and
+// world size; otherwise (a checkpoint of another hook or world) the hook starts
+// afresh and rank 0 prints a warning saying so.
+void restore_comm_hook(const c10::IValue& ckpt, const std::string& path, const TrainConfig& cfg,
+                       const ProcessGroup& group, CommHook& hook);
 
 }  // namespace ddp::train::detail

@@ -17,6 +17,7 @@
 #include "ddp/data/batch_loader.h"
 #include "ddp/data/distributed_sampler.h"
 #include "ddp/errors.h"
+#include "ddp/dist/collectives.h"
 #include "ddp/dist/init.h"
 #include "ddp/parallel/distributed_data_parallel.h"
 #include "ddp/train/checkpoint.h"
@@ -47,6 +48,7 @@ struct Job {
   Recipe recipe;
   std::unique_ptr<torch::optim::Optimizer> opt;
   std::unique_ptr<DistributedDataParallel<Net>> model;
+  std::shared_ptr<CommHook> hook;  // --comm-hook's, if not the built-in path
   torch::nn::AnyModule shadow;  // the EMA's model, when the recipe averages weights
   std::unique_ptr<ModelEma> ema;
   std::unique_ptr<DistributedSampler> sampler;  // data mode "sampler"
@@ -91,10 +93,14 @@ double set_lr(Job& j, int64_t step) {
 }
 
 void save_checkpoint(Job& j, const detail::LoopState& s) {
-  auto rng = detail::gather_rng_states(*j.group);  // a collective: every rank
+  auto rng = detail::gather_rng_states(*j.group);  // collectives: every rank
+  std::vector<c10::IValue> hook_states;
+  if (j.hook) hook_states = gather_object(j.hook->state_dict(), 0, j.group);
   j.last_checkpoint = j.checkpoints->save(s.epoch, s.step, [&] {
-    return detail::make_checkpoint(j.cfg, s, *j.recipe.model.ptr(), *j.opt, j.ema ? &j.ema->module() : nullptr, rng,
-                                   j.group->size(), j.total_steps);
+    c10::IValue c = detail::make_checkpoint(j.cfg, s, *j.recipe.model.ptr(), *j.opt,
+                                            j.ema ? &j.ema->module() : nullptr, rng, j.group->size(), j.total_steps);
+    detail::add_comm_hook_state(c, j.cfg.comm_hook, hook_states);
+    return c;
   });
 }
 
@@ -256,7 +262,10 @@ Job set_up(TrainConfig cfg) {
   DDPOptions ddp_options;
   ddp_options.group = j.group;
   j.model = std::make_unique<DistributedDataParallel<Net>>(Net{j.recipe.model}, ddp_options);
-  if (cfg.comm_hook != "allreduce") j.model->register_comm_hook(make_comm_hook(cfg.comm_hook));  // else the built-in path
+  if (cfg.comm_hook != "allreduce") {  // else the built-in path
+    j.hook = make_comm_hook(cfg.comm_hook);
+    j.model->register_comm_hook(j.hook);
+  }
   if (j.recipe.make_shadow && *cfg.ema_every > 0) {
     j.shadow = j.recipe.make_shadow();
     j.ema = std::make_unique<ModelEma>(j.shadow.ptr(), j.recipe.ema_rho);
@@ -287,8 +296,10 @@ detail::LoopState resume_or_start(Job& j) {
   if (!j.cfg.resume) return s;
   const bool leader = j.group->rank() == 0;
   if (auto path = j.checkpoints->latest()) {
-    s = detail::restore_checkpoint(load_checkpoint(*path), *path, j.cfg, *j.group, *j.recipe.model.ptr(), *j.opt,
+    const c10::IValue ckpt = load_checkpoint(*path);
+    s = detail::restore_checkpoint(ckpt, *path, j.cfg, *j.group, *j.recipe.model.ptr(), *j.opt,
                                    j.ema ? &j.ema->module() : nullptr);
+    if (j.hook) detail::restore_comm_hook(ckpt, *path, j.cfg, *j.group, *j.hook);
     if (leader) std::cout << "resumed from " << *path << " at epoch " << s.epoch + 1 << ", step " << s.step << std::endl;
   } else if (leader) {
     std::cout << "no checkpoint in " << j.cfg.out_dir << "/checkpoints: starting from scratch" << std::endl;

@@ -11,9 +11,21 @@ run --out-dir "$work/whole" "$@"
 run --out-dir "$work/parts" --stop-after 1 "$@"
 run --out-dir "$work/parts" --resume "$@" | tee "$work/log"
 grep -q "resumed from" "$work/log" || { echo "FAIL: the second part did not resume"; exit 1; }
-/usr/bin/python3 - "$(latest "$work/whole")" "$(latest "$work/parts")" <<'PY'
+stateful_hook=0
+case " $* " in *powersgd*) stateful_hook=1 ;; esac
+/usr/bin/python3 - "$(latest "$work/whole")" "$(latest "$work/parts")" "$stateful_hook" <<'PY'
 import sys, torch
 a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
+if sys.argv[3] == "1":  # the hook's per-rank state is in both and equal
+    ha, hb = a["comm_hook"], b["comm_hook"]
+    assert ha["spec"] == hb["spec"] and len(ha["ranks"]) == len(hb["ranks"]), (ha["spec"], hb["spec"])
+    for r, (x, y) in enumerate(zip(ha["ranks"], hb["ranks"])):
+        assert x["iter"] == y["iter"] > 0 and torch.equal(x["rng"], y["rng"]), r
+        for key in ("error", "p", "q"):
+            assert x[key].keys() == y[key].keys() and len(x[key]) > 0, (r, key)
+            for k in x[key]:
+                assert torch.equal(x[key][k], y[key][k]), ("FAIL: comm hook state", r, key, k)
+    print("comm hook state equal on", len(ha["ranks"]), "ranks")
 assert a["step"] == b["step"] and a["epoch"] == b["epoch"] == 2, (a["step"], b["step"])
 for part in ("model", "ema"):
     if part not in a:

@@ -247,8 +247,15 @@ void add_ddp_command(CLI::App& app, std::function<int()>& run) {
   sub->add_option("--first-bucket-mb", o->first_bucket_mb, "first bucket's size")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  sub->add_option("--comm-hook", o->comm_hook, "how buckets are reduced")
-      ->check(CLI::IsMember(comm_hook_names()))
+  sub->add_option("--comm-hook", o->comm_hook, "how buckets are reduced: allreduce | fp16 | bf16 | powersgd[:rank=R,start=S,...] | batched_powersgd[:...]")
+      ->check([](const std::string& spec) {
+        try {
+          make_comm_hook(spec);
+          return std::string();
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+      })
       ->capture_default_str();
   sub->add_option("--optimizer", o->optimizer, "sgd | adam (lr 0.01)")
       ->check(CLI::IsMember({"sgd", "adam"}))

@@ -59,6 +59,7 @@ struct PowerSGDState {
   PowerSGDOptions options;
   NumpyRandomState rng;
   std::map<size_t, at::Tensor> error, p, q;
+  std::map<size_t, at::Tensor> scratch, padded;  // memory reused across steps (not state)
   int64_t iter = 0;  // completed steps (the last bucket counts them)
   int64_t numel_before_compression = 0, numel_after_compression = 0;
   double compression_rate() const;  // before / after, 0 before compression starts
