@@ -63,23 +63,27 @@ Work average(ProcessGroup& group, GradBucket& bucket) {
   return group.all_reduce(buffer, o);
 }
 
-// Error feedback: adds last step's local error to `input`, returns a copy to
-// measure this step's error against (undefined without error feedback). The
-// copy's memory is kept from step to step: a fresh one each step costs more in
-// page faults than all of PowerSGD's arithmetic.
-at::Tensor add_error(PowerSGDState& st, size_t b, at::Tensor& input) {
-  if (!st.options.use_error_feedback) return {};
+// Error feedback: what compression sees is the gradients plus last step's
+// local error, in memory of its own (kept from step to step: a fresh buffer
+// each step costs more in page faults than PowerSGD's arithmetic), so that the
+// bucket can take the output while this step's error is measured against it.
+// PyTorch adds in place and clones: the same values, one pass more.
+at::Tensor with_error(PowerSGDState& st, size_t b, const at::Tensor& input) {
+  if (!st.options.use_error_feedback) return input;
   auto it = st.error.find(b);
-  if (it != st.error.end()) {
-    check_size(it->second, input.numel(), "error feedback", b);
-    input.add_(it->second);
-  } else {
-    st.error[b] = at::zeros({input.numel()}, input.options());
-  }
-  at::Tensor& copy = st.scratch[b];
-  if (!copy.defined() || copy.numel() != input.numel()) copy = at::empty({input.numel()}, input.options());
-  copy.copy_(input);
-  return copy;
+  if (it == st.error.end()) it = st.error.emplace(b, at::zeros({input.numel()}, input.options())).first;
+  check_size(it->second, input.numel(), "error feedback", b);
+  at::Tensor& source = st.scratch[b];
+  if (!source.defined() || source.numel() != input.numel()) source = at::empty({input.numel()}, input.options());
+  at::add_out(source, input, it->second);
+  return source;
+}
+
+// The same view as `t` (a view into `buffer`) into `other`, laid out as buffer.
+at::Tensor same_view(const at::Tensor& t, const at::Tensor& buffer, const at::Tensor& other) {
+  const int64_t offset = (static_cast<const char*>(t.data_ptr()) - static_cast<const char*>(buffer.data_ptr())) /
+                         static_cast<int64_t>(t.element_size());
+  return other.narrow(0, offset, t.numel()).view(t.sizes());
 }
 
 // This step's local error, into the error's own memory.
@@ -124,29 +128,29 @@ Work PowerSGDHook::run_layerwise(ProcessGroup& group, GradBucket& bucket) {
   const size_t b = bucket.index;
   const int64_t world = group.size();
   at::Tensor input = bucket.buffer;
-  at::Tensor input_copy = add_error(*st, b, input);
+  at::Tensor source = with_error(*st, b, input);  // read from here, the output goes to input
 
   // Step I: matrices worth compressing, and the rest (biases, small ones).
-  std::vector<at::Tensor> matrices, uncompressed;
+  std::vector<at::Tensor> matrices, outputs, uncompressed, flat_parts;
   int64_t p_total = 0, q_total = 0;
   for (const at::Tensor& t : bucket.gradients) {
     const int64_t n = t.dim() > 0 ? t.size(0) : 1, m = n > 0 ? t.numel() / n : 0;
     const int64_t r = std::min({n, m, o.matrix_approximation_rank});
     st->numel_before_compression += n * m;
     if (t.numel() > 0 && double((n + m) * r) * o.min_compression_rate < double(n * m)) {
-      matrices.push_back(t.view({n, m}));
+      matrices.push_back(same_view(t, input, source).view({n, m}));
+      outputs.push_back(t.view({n, m}));
       p_total += n * r;
       q_total += m * r;
       st->numel_after_compression += (n + m) * r;
     } else {
       uncompressed.push_back(t);
+      flat_parts.push_back(same_view(t, input, source).reshape({-1}));
       st->numel_after_compression += n * m;
     }
   }
 
   // Step II: the uncompressed tensors, contiguous, for one all_reduce.
-  std::vector<at::Tensor> flat_parts;
-  for (const at::Tensor& t : uncompressed) flat_parts.push_back(t.reshape({-1}));
   at::Tensor flat = flat_parts.empty() ? at::empty({0}, input.options()) : at::cat(flat_parts);
 
   // Step III: P and Q memory, allocated on the first compressed step (or every
@@ -161,24 +165,34 @@ Work PowerSGDHook::run_layerwise(ProcessGroup& group, GradBucket& bucket) {
   }
   // Matrices grouped by shape, in order of first appearance; stacked per shape
   // with batch_tensors_with_same_shape, one [1, n, m] view each otherwise.
-  std::vector<std::pair<std::vector<int64_t>, std::vector<at::Tensor>>> by_shape;
-  for (const at::Tensor& mat : matrices) {
-    auto it = std::find_if(by_shape.begin(), by_shape.end(), [&](const auto& e) { return mat.sizes() == at::IntArrayRef(e.first); });
-    if (it == by_shape.end()) by_shape.push_back({mat.sizes().vec(), {mat}});
-    else it->second.push_back(mat);
+  std::vector<std::pair<std::vector<int64_t>, std::vector<size_t>>> by_shape;  // shape, indices into matrices
+  for (size_t i = 0; i < matrices.size(); ++i) {
+    auto it = std::find_if(by_shape.begin(), by_shape.end(),
+                           [&](const auto& e) { return matrices[i].sizes() == at::IntArrayRef(e.first); });
+    if (it == by_shape.end()) by_shape.push_back({matrices[i].sizes().vec(), {i}});
+    else it->second.push_back(i);
   }
-  std::vector<at::Tensor> batches, ps, qs;
-  std::vector<std::vector<at::Tensor>> originals;  // per stacked batch: the views it was stacked from
+  // Per unit: its input batch, where its output goes (one [1, n, m] view, or a
+  // stacked batch's own memory and the views to copy it to), its P and Q.
+  std::vector<at::Tensor> batches, outs, ps, qs;
+  std::vector<std::vector<at::Tensor>> scatter_to;
   int64_t p_at = 0, q_at = 0;
-  for (auto& [shape, group_of] : by_shape) {
+  for (auto& [shape, indices] : by_shape) {
     std::vector<at::Tensor> units;
-    if (o.batch_tensors_with_same_shape && group_of.size() > 1) {
-      units.push_back(at::stack(group_of));
-      originals.push_back(group_of);
+    if (o.batch_tensors_with_same_shape && indices.size() > 1) {
+      std::vector<at::Tensor> in, to;
+      for (size_t i : indices) {
+        in.push_back(matrices[i]);
+        to.push_back(outputs[i]);
+      }
+      units.push_back(at::stack(in));
+      outs.push_back(at::empty_like(units.back()));
+      scatter_to.push_back(to);
     } else {
-      for (const at::Tensor& t : group_of) {
-        units.push_back(t.unsqueeze(0));
-        originals.emplace_back();
+      for (size_t i : indices) {
+        units.push_back(matrices[i].unsqueeze(0));
+        outs.push_back(outputs[i].unsqueeze(0));
+        scatter_to.emplace_back();
       }
     }
     for (const at::Tensor& u : units) {
@@ -233,15 +247,15 @@ Work PowerSGDHook::run_layerwise(ProcessGroup& group, GradBucket& bucket) {
         if (q.numel() > 0) g->all_reduce(q);
         return q;
       })
-      .then([st, b, world, input, input_copy, batches, ps, qs, originals, last](at::Tensor q) {
+      .then([st, b, world, input, source, outs, ps, qs, scatter_to, last](at::Tensor q) {
         // Decompress: M = P Q^T / W into the bucket; remember what was lost.
         q.div_(world);
-        for (size_t i = 0; i < batches.size(); ++i) {
-          at::Tensor out = batches[i];
+        for (size_t i = 0; i < outs.size(); ++i) {
+          at::Tensor out = outs[i];
           at::bmm_out(out, ps[i], qs[i].transpose(1, 2));
-          for (size_t k = 0; k < originals[i].size(); ++k) originals[i][k].copy_(out[k]);
+          for (size_t k = 0; k < scatter_to[i].size(); ++k) scatter_to[i][k].copy_(out[k]);
         }
-        if (st->options.use_error_feedback) keep_error(*st, b, input_copy, input);
+        if (st->options.use_error_feedback) keep_error(*st, b, source, input);
         if (!st->options.warm_start) {
           st->p.clear();
           st->q.clear();
@@ -268,8 +282,8 @@ Work PowerSGDHook::run_batched(ProcessGroup& group, GradBucket& bucket) {
   at::Tensor padded = padded_memory;
   padded.narrow(0, 0, total).copy_(bucket.buffer);
   padded.narrow(0, total, side * side - total).zero_();
-  at::Tensor padded_copy = add_error(*st, b, padded);
-  at::Tensor matrix = padded.view({side, side});
+  at::Tensor source = with_error(*st, b, padded);
+  at::Tensor matrix = source.view({side, side});
   if (!o.warm_start || !st->p.count(b)) {
     st->p[b] = at::empty({side, r}, padded.options());
     at::Generator gen = seeded_generator(*st);
@@ -294,11 +308,11 @@ Work PowerSGDHook::run_batched(ProcessGroup& group, GradBucket& bucket) {
         g->all_reduce(out);
         return out;
       })
-      .then([st, b, world, matrix, p, padded, padded_copy, buffer, total, last](at::Tensor q) {
+      .then([st, b, world, p, padded, source, buffer, total, side, last](at::Tensor q) {
         q.div_(world);
-        at::Tensor m = matrix;
+        at::Tensor m = padded.view({side, side});
         at::mm_out(m, p, q.t());
-        if (st->options.use_error_feedback) keep_error(*st, b, padded_copy, padded);
+        if (st->options.use_error_feedback) keep_error(*st, b, source, padded);
         if (!st->options.warm_start) {
           st->p.clear();
           st->q.clear();
