@@ -709,21 +709,25 @@ void zero_redundancy_optimizer(ProcessGroup& g) {
 }  // namespace
 
 const std::vector<SuiteCase>& ddp_suite() {
-  static const std::vector<SuiteCase> cases = {
-      {"DdpGradientEquivalence", gradient_equivalence},
-      {"DdpBucketViewEquivalence", bucket_view_equivalence},
-      {"DdpNoSyncAccumulation", no_sync_accumulation},
-      {"DdpBatchNormCnn", batchnorm_cnn},
-      {"DdpUnusedParameters", unused_parameters},
-      {"DdpMissingGradientIsAnError", missing_gradient_is_an_error},
-      {"DdpGradientTwiceIsAnError", gradient_twice_is_an_error},
-      {"DdpMismatchedModels", mismatched_models_fail_everywhere},
-      {"DdpCommHook", comm_hook_sees_every_bucket},
-      {"DdpCompressHooks", compress_hooks},
-      {"DdpZeroRedundancyOptimizer", zero_redundancy_optimizer},
-      {"DdpEvaluationForwardOnOneRank", evaluation_forward_on_one_rank},
-      {"DdpStatsCountExposedCommunication", stats_count_exposed_communication},
-  };
+  static const std::vector<SuiteCase> cases = [] {
+    std::vector<SuiteCase> c = {
+        {"DdpGradientEquivalence", gradient_equivalence},
+        {"DdpBucketViewEquivalence", bucket_view_equivalence},
+        {"DdpNoSyncAccumulation", no_sync_accumulation},
+        {"DdpBatchNormCnn", batchnorm_cnn},
+        {"DdpUnusedParameters", unused_parameters},
+        {"DdpMissingGradientIsAnError", missing_gradient_is_an_error},
+        {"DdpGradientTwiceIsAnError", gradient_twice_is_an_error},
+        {"DdpMismatchedModels", mismatched_models_fail_everywhere},
+        {"DdpCommHook", comm_hook_sees_every_bucket},
+        {"DdpCompressHooks", compress_hooks},
+        {"DdpZeroRedundancyOptimizer", zero_redundancy_optimizer},
+        {"DdpEvaluationForwardOnOneRank", evaluation_forward_on_one_rank},
+        {"DdpStatsCountExposedCommunication", stats_count_exposed_communication},
+    };
+    for (const auto& more : sync_batch_norm_suite()) c.push_back(more);
+    return c;
+  }();
   return cases;
 }
 
