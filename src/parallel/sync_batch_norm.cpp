@@ -1,6 +1,7 @@
 // SyncBatchNorm's forward and backward: PyTorch's torch/nn/modules/_functions.py
 // (SyncBatchNorm), written with CPU ATen operations (batch_norm_stats and its
-// relatives are CUDA-only in LibTorch 1.13).
+// relatives are CUDA-only in LibTorch 1.13; the per-rank reductions use the CPU
+// batch norm's own kernels, batch_norm_update_stats and native_batch_norm_backward).
 //
 // Forward: each rank takes its per-channel mean and sum of squared deviations
 // (M2) over its n_r values, all_gathers (mean, M2, n) and merges them in float64
@@ -65,12 +66,14 @@ struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> 
                             const at::Tensor& bias, const SyncArgs* args) {
     ProcessGroup& g = *args->group;
     const int64_t c = input.size(1);
-    at::Tensor x = as_3d(input.contiguous().to(compute_type(input)));
+    const at::Tensor in = input.contiguous().to(compute_type(input));
+    const at::Tensor x = as_3d(in);
     const double n = double(x.size(0) * x.size(2));
-    // This rank's [mean, M2, n]; an empty batch sends zeros and weighs nothing.
+    // This rank's [mean, M2, n] (ATen's per-channel kernel, float64 accumulators);
+    // an empty batch sends zeros and weighs nothing.
     at::Tensor local = at::zeros({2 * c + 1}, at::kDouble);
     if (n > 0) {
-      auto [var, mean] = at::var_mean(x, at::IntArrayRef{0, 2}, /*unbiased=*/false);
+      auto [mean, var] = at::batch_norm_update_stats(in, {}, {}, 0.0);  // var: biased
       local.narrow(0, 0, c).copy_(mean);
       local.narrow(0, c, c).copy_(var.to(at::kDouble) * n);
       local[2 * c] = n;
@@ -116,13 +119,21 @@ struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> 
     auto holder = c10::static_intrusive_pointer_cast<GroupHolder>(ctx->saved_data["group"].toCapsule());
     const int64_t c = input.size(1);
     const at::ScalarType type = compute_type(input);
-    at::Tensor x = as_3d(input.contiguous().to(type)), dy = as_3d(grads[0].contiguous().to(type));
-    at::Tensor xmu = x - mean.to(type).view({1, c, 1});
-    // Sums over this rank's values (zero for an empty batch), accumulated in float64.
-    at::Tensor sum_dy = dy.sum(at::IntArrayRef{0, 2}, false, at::kDouble);
-    at::Tensor sum_dy_xmu = (dy * xmu).sum(at::IntArrayRef{0, 2}, false, at::kDouble);
+    const at::Tensor in = input.contiguous().to(type), dy_in = grads[0].contiguous().to(type);
+    const at::Tensor x = as_3d(in), dy = as_3d(dy_in);
+    const at::Tensor mean_t = mean.to(type), invstd_t = invstd.to(type);
+    // This rank's sums of dy and dy (x - mean) (zero for an empty batch): ATen's
+    // per-channel kernel, which returns them as grad_bias and grad_weight = sum_dy_xmu invstd.
+    at::Tensor sum_dy = at::zeros({c}, at::kDouble), sum_dy_x_hat = at::zeros({c}, at::kDouble);
+    if (x.numel() > 0) {
+      auto sums = at::native_batch_norm_backward(dy_in, in, at::ones({c}, in.options()), {}, {}, mean_t, invstd_t,
+                                                 /*train=*/true, 0.0, {false, true, true});
+      sum_dy_x_hat = std::get<1>(sums).to(at::kDouble);
+      sum_dy = std::get<2>(sums).to(at::kDouble);
+    }
+    const at::Tensor sum_dy_xmu = sum_dy_x_hat / invstd_t.to(at::kDouble);
     at::Tensor grad_input, grad_weight, grad_bias;
-    if (weight.numel() && ctx->needs_input_grad(1)) grad_weight = (sum_dy_xmu * invstd).to(weight.scalar_type());
+    if (weight.numel() && ctx->needs_input_grad(1)) grad_weight = sum_dy_x_hat.to(weight.scalar_type());
     if (weight.numel() && ctx->needs_input_grad(2)) grad_bias = sum_dy.to(weight.scalar_type());
     if (ctx->needs_input_grad(0)) {
       at::Tensor sums = at::cat({sum_dy, sum_dy_xmu});
@@ -134,7 +145,7 @@ struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> 
       at::Tensor k_0 = -k_dy * sums.narrow(0, 0, c) / total;
       auto per_channel = [&](const at::Tensor& k) { return k.to(type).view({1, c, 1}); };
       grad_input = at::addcmul(per_channel(k_0), dy, per_channel(k_dy));
-      grad_input.addcmul_(xmu, per_channel(k_xmu));
+      grad_input.addcmul_(x - mean_t.view({1, c, 1}), per_channel(k_xmu));
       grad_input = grad_input.view(input.sizes()).to(input.scalar_type());
     }
     return {grad_input, grad_weight, grad_bias, at::Tensor()};
