@@ -104,6 +104,8 @@ void define(CLI::App& app, TrainConfig& c, bool& print_config) {
   text_flag(app, "comm-hook", c.comm_hook,
             "how DDP reduces gradient buckets: allreduce (float32) | fp16 | bf16 (half the bytes, 16-bit rounding) | "
             "powersgd[:rank=R,start=S,...] | batched_powersgd[:...] (low-rank, docs/ddp.md)");
+  app.add_flag("--sync-bn", c.sync_bn,
+               "BatchNorm statistics over the global batch (SyncBatchNorm; 2 small collectives per layer and step)");
   app.add_flag("--progress,!--no-progress", c.progress, "rank 0's progress line (on by default)");
 }
 
@@ -238,6 +240,7 @@ std::string to_config_file(const TrainConfig& c) {
   count("log-every", c.log_every);
   text("backend", c.backend);
   text("comm-hook", c.comm_hook);
+  flag("sync-bn", c.sync_bn);
   flag("progress", c.progress);
   return out.str();
 }
@@ -269,6 +272,7 @@ std::vector<std::pair<std::string, std::string>> describe(const TrainConfig& c) 
           {"seed", std::to_string(c.seed)},
           {"backend", c.backend},
           {"comm_hook", c.comm_hook},
+          {"sync_bn", c.sync_bn ? "true" : "false"},
           {"cutout", count(c.cutout)},
           {"ema_every", count(c.ema_every)},
           {"precision", c.precision},

@@ -20,6 +20,7 @@
 #include "ddp/dist/collectives.h"
 #include "ddp/dist/init.h"
 #include "ddp/parallel/distributed_data_parallel.h"
+#include "ddp/parallel/sync_batch_norm.h"
 #include "ddp/train/checkpoint.h"
 #include "ddp/train/ema.h"
 #include "ddp/train/losses.h"
@@ -242,6 +243,17 @@ void set_up_data(Job& j) {
   j.total_steps = j.steps_per_epoch * *cfg.epochs;
 }
 
+// --sync-bn: the model's BatchNorms become SyncBatchNorms over the job's group,
+// keeping their tensors (those the optimizer holds), before DDP wraps the model.
+void use_sync_batch_norm(Job& j) {
+  auto& model = *convert_sync_batchnorm(j.recipe.model.ptr(), j.group);
+  for (const auto& m : model.modules())
+    if (dynamic_cast<const SyncBatchNormImpl*>(m.get())) return;
+  throw InvalidArgument("ddp-train: --sync-bn: the " + j.cfg.recipe + " recipe's model has no BatchNorm layers to " +
+                        "synchronize (mlp has none; cifar10-resnet9's GhostBatchNorm normalizes slices of each " +
+                        "rank's batch on purpose)");
+}
+
 // Everything before the first step: group, recipe (data, model), precision,
 // optimizer, DDP, EMA, loader, logs, checkpoints.
 Job set_up(TrainConfig cfg) {
@@ -259,6 +271,7 @@ Job set_up(TrainConfig cfg) {
   at::manual_seed(stream_seed(cfg.seed, Stream::Dropout, rank));
 
   j.opt = make_optimizer(cfg, j.recipe);
+  if (cfg.sync_bn) use_sync_batch_norm(j);
   DDPOptions ddp_options;
   ddp_options.group = j.group;
   j.model = std::make_unique<DistributedDataParallel<Net>>(Net{j.recipe.model}, ddp_options);
@@ -277,7 +290,8 @@ Job set_up(TrainConfig cfg) {
   if (rank == 0) {
     std::cout << "ddp-train " << cfg.recipe << ": " << j.group->size() << " rank(s) on " << j.group->backend() << ", "
               << j.recipe.train_total << " training samples (" << (j.recipe.train_sharded ? "shards" : "sampler")
-              << "), " << j.recipe.test_total << " test samples, batch " << *cfg.batch_size << " per rank, "
+              << "), " << j.recipe.test_total << " test samples, batch " << *cfg.batch_size << " per rank"
+              << (cfg.sync_bn ? " (SyncBatchNorm)" : "") << ", "
               << j.steps_per_epoch << " steps per epoch, lr " << *cfg.lr << " (" << j.recipe.schedule.spec() << "), "
               << cfg.precision << " (" << j.precision.reason << ")"
               << (cfg.comm_hook != "allreduce" ? ", comm hook " + cfg.comm_hook : std::string()) << "\n  cpu: " << describe(cpu_info()) << std::endl;

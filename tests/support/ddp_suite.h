@@ -6,8 +6,11 @@
 
 namespace ddp::testing {
 
+// DDP's cases, then sync_batch_norm_suite()'s.
 const std::vector<SuiteCase>& ddp_suite();
 // PowerSGD's cases (powersgd_suite.cpp), part of ddp_suite().
 const std::vector<SuiteCase>& powersgd_suite();
+// SyncBatchNorm against BatchNorm on the global batch (sync_batch_norm_suite.cpp).
+const std::vector<SuiteCase>& sync_batch_norm_suite();
 
 }  // namespace ddp::testing

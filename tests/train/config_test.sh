@@ -6,10 +6,11 @@ set -euo pipefail
 train=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-WORLD_SIZE=4 "$train" cifar10-resnet9 --print-config --optimizer adam --comm-hook bf16 > "$work/a.toml"
+WORLD_SIZE=4 "$train" cifar10-resnet9 --print-config --optimizer adam --comm-hook bf16 --sync-bn > "$work/a.toml"
 grep -qx 'batch-size = 128' "$work/a.toml" || { echo "FAIL: resnet9 at world 4 should default to 128 per rank"; exit 1; }
 grep -qx 'lr = 0.001' "$work/a.toml" || { echo "FAIL: adam's default lr"; exit 1; }
 grep -qx 'comm-hook = "bf16"' "$work/a.toml" || { echo "FAIL: comm-hook not printed"; exit 1; }
+grep -qx 'sync-bn = true' "$work/a.toml" || { echo "FAIL: sync-bn not printed"; exit 1; }
 ! grep -q "recipe's default" "$work/a.toml" || { echo "FAIL: an unresolved setting"; exit 1; }
 "$train" --config "$work/a.toml" --print-config > "$work/b.toml"
 diff "$work/a.toml" "$work/b.toml" || { echo "FAIL: the printed config does not read back to itself"; exit 1; }

@@ -6,7 +6,7 @@
 // --pair: DDP's overhead measured in one process, free of the machine's
 // drift between runs: the same model plain and wrapped in DDP (same initial
 // weights) alternate in blocks of 10 steps; the medians of the block times
-// are compared.
+// are compared. --pair --sync-bn: DDP against DDP with SyncBatchNorm, likewise.
 #include <ATen/Parallel.h>
 #include <torch/nn/functional/loss.h>
 #include <sys/resource.h>
@@ -37,6 +37,7 @@ struct Options {
   std::string comm_hook = "allreduce";  // allreduce: the built-in path (no hook registered)
   std::string optimizer = "sgd";        // sgd | adam
   bool zero = false;                    // ZeroRedundancyOptimizer over --optimizer
+  bool sync_bn = false;                 // the DDP model's BatchNorms as SyncBatchNorms
   std::string json;
 };
 
@@ -83,6 +84,7 @@ Run run(Net net, const at::Tensor& x, const at::Tensor& y, const Options& o, Gro
   auto factory = [&o](std::vector<torch::optim::OptimizerParamGroup> groups) {
     return make_optimizer(o.optimizer, std::move(groups));
   };
+  if (o.sync_bn) convert_sync_batchnorm(net.ptr(), g);
   std::unique_ptr<torch::optim::Optimizer> plain;
   std::unique_ptr<ZeroRedundancyOptimizer> zero;
   if (o.zero) zero = std::make_unique<ZeroRedundancyOptimizer>(net->parameters(), factory, ZeroOptions{g});
@@ -129,9 +131,17 @@ Pair run_pair(Net plain, Net wrapped, const at::Tensor& x, const at::Tensor& y, 
     auto src = plain->parameters(), dst = wrapped->parameters();
     for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
   }
+  // --sync-bn: both copies under DDP, the first with BatchNorm, the second with SyncBatchNorm.
+  std::unique_ptr<DistributedDataParallel<Net>> base;
+  if (o.sync_bn) {
+    convert_sync_batchnorm(wrapped.ptr(), g);
+    base = std::make_unique<DistributedDataParallel<Net>>(plain, ddp_options(o, g));
+  }
   torch::optim::SGD opt_plain(plain->parameters(), 0.01), opt_ddp(wrapped->parameters(), 0.01);
   DistributedDataParallel<Net> model(wrapped, ddp_options(o, g));
-  auto step_plain = [&] { sgd_step(opt_plain, [&](const at::Tensor& in) { return plain->forward(in); }, x, y); };
+  auto step_plain = [&] {
+    sgd_step(opt_plain, [&](const at::Tensor& in) { return base ? (*base)(in) : plain->forward(in); }, x, y);
+  };
   auto step_ddp = [&] { sgd_step(opt_ddp, model, x, y); };
   for (int i = 0; i < o.warmup; ++i) step_plain(), step_ddp();
   constexpr int kBlock = 10;
@@ -169,14 +179,20 @@ int pair_main(const Options& o, GroupPtr g, const at::Tensor& x, const at::Tenso
   Pair r = with_model(o, [&](auto make) { return run_pair(make(), make(), x, y, o, g); });
   if (g->rank() == 0) {
     std::printf("# cpu: %s\n", train::describe(train::cpu_info()).c_str());
-    std::printf("ddp-bench ddp --pair: model %s (%.2fM parameters), batch %d per rank, %d ranks, DDP over %s, %d threads/rank\n",
-                o.model.c_str(), r.params / 1e6, o.batch, g->size(), g->backend().c_str(), at::get_num_threads());
-    std::printf("  plain %.3f ms/step | DDP %.3f ms/step | DDP/plain %.4f (medians of 10-step blocks, alternating)\n",
-                r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms);
+    std::printf("ddp-bench ddp --pair: model %s (%.2fM parameters), batch %d per rank, %d ranks, DDP over %s%s, %d threads/rank\n",
+                o.model.c_str(), r.params / 1e6, o.batch, g->size(), g->backend().c_str(),
+                o.sync_bn ? " with SyncBatchNorm" : "", at::get_num_threads());
+    if (o.sync_bn)
+      std::printf("  DDP %.3f ms/step | DDP with SyncBatchNorm %.3f ms/step | ratio %.4f (medians of 10-step blocks, "
+                  "alternating)\n", r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms);
+    else
+      std::printf("  plain %.3f ms/step | DDP %.3f ms/step | DDP/plain %.4f (medians of 10-step blocks, alternating)\n",
+                  r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms);
     if (!o.json.empty())
       write_json(o.json, {{"tool", "ddp-bench ddp --pair"}, {"cpu", train::describe(train::cpu_info())},
                           {"model", o.model}, {"world", g->size()}, {"backend", g->backend()}, {"batch", o.batch},
-                          {"params", r.params}, {"plain_ms_per_step", r.plain_ms}, {"ddp_ms_per_step", r.ddp_ms}});
+                          {"params", r.params}, {"sync_bn", o.sync_bn}, {"plain_ms_per_step", r.plain_ms},
+                          {"ddp_ms_per_step", r.ddp_ms}});
   }
   destroy_process_group();
   return 0;
@@ -187,6 +203,8 @@ int pair_main(const Options& o, GroupPtr g, const at::Tensor& x, const at::Tenso
 int run_ddp(const Options& o) {
   if (o.pair && !o.use_ddp) throw std::invalid_argument("--pair already runs the plain loop; drop --no-ddp");
   if (o.pair && (o.zero || o.optimizer != "sgd")) throw std::invalid_argument("--pair times SGD without ZeRO");
+  if (o.sync_bn && o.model != "cnn") throw std::invalid_argument("--sync-bn: only --model cnn has BatchNorm layers");
+  if (o.sync_bn && !o.use_ddp) throw std::invalid_argument("--sync-bn synchronizes DDP's model; drop --no-ddp");
   InitOptions init;
   init.backend = o.backend;
   auto g = init_process_group(init);
@@ -209,9 +227,9 @@ int run_ddp(const Options& o) {
   const double n = std::max<int64_t>(1, s.iterations);
   if (g->rank() == 0) {
     std::printf("# cpu: %s\n", train::describe(train::cpu_info()).c_str());
-    std::printf("ddp-bench ddp: model %s (%.2fM parameters), batch %d per rank, %d ranks, %s, %d threads/rank\n",
+    std::printf("ddp-bench ddp: model %s (%.2fM parameters), batch %d per rank, %d ranks, %s%s, %d threads/rank\n",
                 o.model.c_str(), params / 1e6, o.batch, g->size(), o.use_ddp ? ("DDP over " + g->backend()).c_str() : "no DDP",
-                at::get_num_threads());
+                o.sync_bn ? ", SyncBatchNorm" : "", at::get_num_threads());
     std::printf("  step %.3f ms | %.0f samples/s | comm %.3f ms/step, %.3f ms exposed, %.0f%% overlapped | "
                 "%.0f bytes/step (hook %s)\n", ms, 1000.0 * o.batch * g->size() / ms, s.comm_ms / n, s.exposed_ms / n,
                 s.comm_ms > 0 ? 100.0 * (s.comm_ms - s.exposed_ms) / s.comm_ms : 0.0, r.bytes_per_step,
@@ -224,7 +242,7 @@ int run_ddp(const Options& o) {
                           {"params", params}, {"ms_per_step", ms}, {"comm_ms_per_step", s.comm_ms / n},
                           {"exposed_ms_per_step", s.exposed_ms / n}, {"comm_hook", o.comm_hook},
                           {"bytes_per_step", r.bytes_per_step}, {"optimizer", o.optimizer}, {"zero", o.zero},
-                          {"state_bytes_max", state_mb * 1e6}, {"peak_rss_bytes_max", rss_mb * 1e6}});
+                          {"sync_bn", o.sync_bn}, {"state_bytes_max", state_mb * 1e6}, {"peak_rss_bytes_max", rss_mb * 1e6}});
   }
   destroy_process_group();
   return 0;
@@ -261,6 +279,8 @@ void add_ddp_command(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::IsMember({"sgd", "adam"}))
       ->capture_default_str();
   sub->add_flag("--zero", o->zero, "ZeRO-1: ZeroRedundancyOptimizer over --optimizer");
+  sub->add_flag("--sync-bn", o->sync_bn,
+                "the DDP model's BatchNorms as SyncBatchNorms (--model cnn); with --pair: DDP against DDP with them");
   sub->add_option("--json", o->json, "also write the result to this JSON file");
   sub->callback([o, &run] { run = [o] { return run_ddp(*o); }; });
 }

@@ -46,6 +46,7 @@ struct TrainConfig {
   std::string precision;          // fp32 | bf16 | auto (bf16 where the CPU has it natively; see precision.h)
   bool progress = true;           // rank 0's progress line
   std::string comm_hook = "allreduce";  // how DDP reduces buckets: allreduce | fp16 | bf16 (comm_hook.h)
+  bool sync_bn = false;           // BatchNorm statistics over all ranks (SyncBatchNorm, sync_batch_norm.h)
 };
 
 // What the command line asks for: train, print the help, or print the settings.

@@ -1,6 +1,8 @@
 #include <torch/nn/init.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/pooling.h>
 
+#include "ddp/parallel/sync_batch_norm.h"
 #include "ddp/train/models/resnet.h"
 
 namespace ddp::models {
@@ -18,9 +20,9 @@ torch::nn::Sequential make_layer(int64_t in, int64_t out, int64_t stride) {
 
 BasicBlockImpl::BasicBlockImpl(int64_t in, int64_t out, int64_t stride) {
   conv1 = register_module("conv1", conv3x3(in, out, stride));
-  bn1 = register_module("bn1", torch::nn::BatchNorm2d(out));
+  register_module("bn1", torch::nn::BatchNorm2d(out));
   conv2 = register_module("conv2", conv3x3(out, out, 1));
-  bn2 = register_module("bn2", torch::nn::BatchNorm2d(out));
+  register_module("bn2", torch::nn::BatchNorm2d(out));
   if (stride != 1 || in != out)
     downsample = register_module(
         "downsample", torch::nn::Sequential(
@@ -29,8 +31,8 @@ BasicBlockImpl::BasicBlockImpl(int64_t in, int64_t out, int64_t stride) {
 }
 
 at::Tensor BasicBlockImpl::forward(const at::Tensor& x) {
-  at::Tensor h = at::relu(bn1(conv1(x)));
-  h = bn2(conv2(h));
+  at::Tensor h = at::relu(batch_norm_child(*this, "bn1", conv1(x)));
+  h = batch_norm_child(*this, "bn2", conv2(h));
   return at::relu(h + (downsample ? downsample->forward(x) : x));
 }
 
@@ -40,7 +42,7 @@ ResNet18Impl::ResNet18Impl(const ResNet18Options& options) : options_(options) {
   else
     conv1 = register_module("conv1",
                             torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)));
-  bn1 = register_module("bn1", torch::nn::BatchNorm2d(64));
+  register_module("bn1", torch::nn::BatchNorm2d(64));
   layer1 = register_module("layer1", make_layer(64, 64, 1));
   layer2 = register_module("layer2", make_layer(64, 128, 2));
   layer3 = register_module("layer3", make_layer(128, 256, 2));
@@ -54,7 +56,7 @@ ResNet18Impl::ResNet18Impl(const ResNet18Options& options) : options_(options) {
 }
 
 at::Tensor ResNet18Impl::forward(const at::Tensor& x) {
-  at::Tensor h = at::relu(bn1(conv1(x)));
+  at::Tensor h = at::relu(batch_norm_child(*this, "bn1", conv1(x)));
   if (!options_.cifar_stem) h = at::max_pool2d(h, 3, 2, 1);
   h = layer4->forward(layer3->forward(layer2->forward(layer1->forward(h))));
   return fc(at::adaptive_avg_pool2d(h, {1, 1}).flatten(1));

@@ -3,7 +3,9 @@
 // ResNet18: torchvision's resnet18 layout and parameter names (conv1, bn1,
 // layer1..4 of BasicBlocks, fc); with
 // cifar_stem the 7x7/2 stem and max-pool become one 3x3/1 conv (the usual
-// CIFAR variant: 16x the compute, several points more accuracy).
+// CIFAR variant: 16x the compute, several points more accuracy). BatchNorms
+// are called by name (ddp::batch_norm_child) or through a Sequential, so that
+// ddp::convert_sync_batchnorm can swap them for SyncBatchNorms.
 //
 // ResNet9BagOfTricks: the "ResNet bag of tricks" network for CIFAR-10:
 // a frozen first layer of patch-whitening filters computed from training
@@ -31,7 +33,6 @@ class BasicBlockImpl : public torch::nn::Module {
 
  private:
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
-  torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
   torch::nn::Sequential downsample{nullptr};
 };
 TORCH_MODULE(BasicBlock);
@@ -49,7 +50,6 @@ class ResNet18Impl : public torch::nn::Module {
  private:
   ResNet18Options options_;
   torch::nn::Conv2d conv1{nullptr};
-  torch::nn::BatchNorm2d bn1{nullptr};
   torch::nn::Sequential layer1{nullptr}, layer2{nullptr}, layer3{nullptr}, layer4{nullptr};
   torch::nn::Linear fc{nullptr};
 };
