@@ -80,12 +80,6 @@ std::shared_ptr<M> seeded(uint64_t seed, Args... args) {
 
 at::Tensor randn(at::IntArrayRef sizes, at::Generator& gen) { return at::randn(sizes, gen); }
 
-GroupPtr handle(ProcessGroup& g) { return GroupPtr(&g, [](ProcessGroup*) {}); }
-
-std::string tag(ProcessGroup& g, const std::string& what) {
-  return g.backend() + " rank " + std::to_string(g.rank()) + "/" + std::to_string(g.size()) + " " + what;
-}
-
 // DDP against one process on the global batch. Each gradient element is a sum of
 // at most W <= 4 per-sample terms grouped differently (per rank, then the
 // all-reduce, against one batch): float32 regrouping moves it by at most

@@ -6,6 +6,13 @@
 
 namespace ddp::testing {
 
+// The suites' group as the non-owning GroupPtr that DDPOptions and friends take.
+inline GroupPtr handle(ProcessGroup& g) { return GroupPtr(&g, [](ProcessGroup*) {}); }
+// "gloo rank 1/3 <what>": failure messages say where.
+inline std::string tag(ProcessGroup& g, const std::string& what) {
+  return g.backend() + " rank " + std::to_string(g.rank()) + "/" + std::to_string(g.size()) + " " + what;
+}
+
 // DDP's cases, then sync_batch_norm_suite()'s.
 const std::vector<SuiteCase>& ddp_suite();
 // PowerSGD's cases (powersgd_suite.cpp), part of ddp_suite().

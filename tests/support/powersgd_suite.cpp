@@ -40,11 +40,6 @@ std::shared_ptr<Mlp> make_mlp(at::ScalarType dtype, bool squares = false) {
   return m;
 }
 
-GroupPtr handle(ProcessGroup& g) { return GroupPtr(&g, [](ProcessGroup*) {}); }
-std::string tag(ProcessGroup& g, const std::string& what) {
-  return g.backend() + " rank " + std::to_string(g.rank()) + "/" + std::to_string(g.size()) + " " + what;
-}
-
 // This rank's batch at `step`, different on every rank: 16 samples, so that
 // every weight's gradient (a sum of 16 rank-one terms) has full rank.
 std::pair<at::Tensor, at::Tensor> batch(ProcessGroup& g, int step, at::ScalarType dtype, bool squares = false) {

@@ -20,12 +20,6 @@
 namespace ddp::testing {
 namespace {
 
-GroupPtr handle(ProcessGroup& g) { return GroupPtr(&g, [](ProcessGroup*) {}); }
-
-std::string tag(ProcessGroup& g, const std::string& what) {
-  return g.backend() + " rank " + std::to_string(g.rank()) + "/" + std::to_string(g.size()) + " " + what;
-}
-
 // Samples per rank: uneven, none on rank 2 (worlds 3 and 4).
 constexpr int64_t kSizes[] = {3, 5, 0, 2};
 int64_t offset(int rank) {
