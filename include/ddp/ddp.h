@@ -11,4 +11,5 @@
 #include "ddp/parallel/distributed_data_parallel.h"
 #include "ddp/parallel/optimizer_state.h"
 #include "ddp/parallel/sync_batch_norm.h"
+#include "ddp/parallel/fully_sharded.h"
 #include "ddp/parallel/zero.h"

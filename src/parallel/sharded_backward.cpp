@@ -1,0 +1,68 @@
+#include "parallel/sharded_backward.h"
+
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+namespace ddp::detail {
+
+ShardedBackward::ShardedBackward(std::vector<std::shared_ptr<ShardedUnit>> units) : units_(std::move(units)) {
+  arrived_.assign(units_.size(), 0);
+  for (size_t u = 0; u < units_.size(); ++u) {
+    for (const auto& p : units_[u]->params()) {
+      auto acc = torch::autograd::impl::grad_accumulator(p);
+      keys_.push_back(acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+          [this, u](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+            on_gradient(u);
+            return outputs;
+          })));
+      accumulators_.push_back(std::move(acc));
+    }
+  }
+}
+
+ShardedBackward::~ShardedBackward() {
+  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(keys_[i]);
+}
+
+void ShardedBackward::on_gradient(size_t unit) {
+  if (!in_backward_) {
+    in_backward_ = true;
+    torch::autograd::Engine::get_default_engine().queue_callback([this] { finalize(); });
+  }
+  ++arrived_[unit];
+  launch_ready();
+}
+
+// Strictly from the last unit down, so every rank issues the same collectives
+// in the same order whatever order its gradients arrive in.
+void ShardedBackward::launch_ready() {
+  while (launched_ < units_.size()) {
+    ShardedUnit& unit = *units_[units_.size() - 1 - launched_];
+    if (arrived_[units_.size() - 1 - launched_] < unit.params().size()) return;
+    unit.reduce_gradients();
+    unit.rest();  // every node that used these parameters has run
+    ++launched_;
+  }
+}
+
+void ShardedBackward::finalize() {
+  try {
+    for (size_t u = 0; u < units_.size(); ++u) arrived_[u] = units_[u]->params().size();
+    launch_ready();
+    for (auto& unit : units_) unit->finish_gradients();
+  } catch (...) {
+    reset();
+    throw;
+  }
+  reset();
+}
+
+void ShardedBackward::reset() {
+  std::fill(arrived_.begin(), arrived_.end(), 0);
+  launched_ = 0;
+  in_backward_ = false;
+}
+
+}  // namespace ddp::detail

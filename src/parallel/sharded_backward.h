@@ -1,0 +1,41 @@
+// FSDP's backward: autograd hooks count each unit's gradients; a unit whose
+// gradients are all in is reduce-scattered at once (asynchronously, in
+// descending unit order on every rank, the order backward reaches them) and its
+// parameters are freed; at the end of backward every reduction is waited for
+// and added into the shards' gradients. Units that got no gradient reduce zeros.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "parallel/sharded_unit.h"
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace ddp::detail {
+
+class ShardedBackward {
+ public:
+  // The units' parameters must have their real shapes (not at rest): the
+  // gradient accumulators hooked here record them.
+  explicit ShardedBackward(std::vector<std::shared_ptr<ShardedUnit>> units);
+  ~ShardedBackward();
+  ShardedBackward(const ShardedBackward&) = delete;
+  ShardedBackward& operator=(const ShardedBackward&) = delete;
+
+ private:
+  void on_gradient(size_t unit);
+  void launch_ready();
+  void finalize();
+  void reset();
+
+  std::vector<std::shared_ptr<ShardedUnit>> units_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive: they hold our hooks
+  std::vector<uintptr_t> keys_;
+  std::vector<size_t> arrived_;  // per unit, gradients in this backward
+  size_t launched_ = 0;          // units reduced, from the last one down
+  bool in_backward_ = false;
+};
+
+}  // namespace ddp::detail

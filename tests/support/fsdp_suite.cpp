@@ -1,0 +1,157 @@
+// FullyShardedDataParallel (ZeRO-3 and ZeRO-2) against DDP, on every backend
+// and world size: the same model, data and Adam give the same parameters, while
+// each rank holds 1/W of the parameters, gradients and optimizer state.
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+#include <torch/nn.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/sgd.h>
+
+#include <mutex>
+
+#include "ddp/errors.h"
+#include "ddp/parallel/distributed_data_parallel.h"
+#include "ddp/parallel/fully_sharded.h"
+#include "ddp/parallel/optimizer_state.h"
+#include "support/ddp_suite.h"
+
+namespace ddp::testing {
+namespace {
+
+using torch::nn::Linear;
+using torch::nn::LinearOptions;
+
+// Units of 63, 50, 15 and 3 elements: none divides evenly by 2, 3 or 4, and
+// at world 4 the last unit's shard on rank 3 is padding only.
+torch::nn::Sequential make_net(uint64_t seed) {
+  static std::mutex mu;  // ranks may be threads sharing the global generator
+  std::lock_guard<std::mutex> lock(mu);
+  torch::manual_seed(seed);
+  return torch::nn::Sequential(Linear(6, 9), torch::nn::Tanh(), Linear(9, 5), torch::nn::Tanh(),
+                               Linear(LinearOptions(5, 3).bias(false)), torch::nn::Tanh(),
+                               Linear(LinearOptions(3, 1).bias(false)));
+}
+const std::vector<int64_t> kUnitNumel = {63, 50, 15, 3};
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+std::string strategy_name(ShardingStrategy s) { return s == ShardingStrategy::FullShard ? "FullShard" : "ShardGradOp"; }
+
+// The optimizers: Adam (the issue's), and SGD with momentum, which unlike Adam
+// is not invariant to the scale of the gradients (a wrong average shows).
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(bool adam, std::vector<at::Tensor> params) {
+  if (adam) return std::make_unique<torch::optim::Adam>(std::move(params), torch::optim::AdamOptions(0.01));
+  return std::make_unique<torch::optim::SGD>(std::move(params), torch::optim::SGDOptions(0.1).momentum(0.9));
+}
+
+// Ten steps on rank-dependent data, DDP and FSDP side by side. Tolerance:
+// both compute the same per-rank gradients from the same parameters; only the
+// order of the W-term sums differs (all_reduce vs reduce_scatter) and Adam's
+// (and SGD's) arithmetic on a flat shard vs per-parameter tensors (vectorised body vs
+// scalar tail, FMA contraction): a few float32 ulps of an update of <= lr =
+// 0.01 per step, so <= 1e-8 per step, 1e-7 over ten; rtol 1e-5 on values of
+// order 0.5 leaves 50x room. A missed or doubled step moves parameters by ~1e-2.
+void train_side_by_side(ProcessGroup& g, ShardingStrategy strategy, int64_t min_params, bool adam) {
+  const int r = g.rank(), w = g.size();
+  const std::string what = tag(g, strategy_name(strategy) + " min_unit_params " + std::to_string(min_params) +
+                                      (adam ? " Adam" : " SGD"));
+  auto plain_net = make_net(7);
+  DDPOptions d;
+  d.group = handle(g);
+  DistributedDataParallel<torch::nn::Sequential> plain(plain_net, d);
+  auto plain_opt = make_optimizer(adam, plain_net->parameters());
+  FSDPOptions f;
+  f.group = handle(g);
+  f.sharding_strategy = strategy;
+  f.min_unit_params = min_params;
+  FullyShardedDataParallel sharded(make_net(7), f);
+  auto sharded_opt = make_optimizer(adam, sharded.parameters());
+  // The wrap policy: 60 groups {Linear 63}, {Linear 50, Tanh, Linear 15}, {Linear 3}.
+  const std::vector<int64_t> units = min_params == 0 ? kUnitNumel : std::vector<int64_t>{63, 65, 3};
+  EXPECT_EQ(sharded.num_units(), units.size()) << what;
+  int64_t shard_bytes = 0;
+  for (int64_t n : units) shard_bytes += 4 * ceil_div(n, w);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(100 + r);
+  for (int step = 0; step < 10; ++step) {
+    at::Tensor x = at::randn({4, 6}, gen), y = at::randn({4, 1}, gen);
+    plain_opt->zero_grad();
+    torch::mse_loss(plain(x), y).backward();
+    plain_opt->step();
+    sharded_opt->zero_grad();
+    torch::mse_loss(sharded(x), y).backward();
+    // Between backward and step: shards of parameters and of gradients only.
+    FSDPMemory m = sharded.memory();
+    EXPECT_EQ(m.parameter_bytes, shard_bytes) << what << " step " << step;
+    EXPECT_EQ(m.gradient_bytes, shard_bytes) << what << " step " << step;
+    sharded_opt->step();
+  }
+  EXPECT_EQ(optimizer_state_bytes(*sharded_opt), (adam ? 2 : 1) * shard_bytes)
+      << what << ": the optimizer's state of the shards (Adam: two moments; SGD: momentum)";
+  auto full = sharded.full_state_dict();
+  auto named = plain_net->named_parameters();
+  EXPECT_EQ(full.size(), named.size()) << what;
+  for (const auto& p : named) {
+    const at::Tensor* got = full.find(p.key());
+    if (!got) {
+      ADD_FAILURE() << what << ": no '" << p.key() << "' in the full state dict";
+      continue;
+    }
+    EXPECT_TRUE(at::allclose(*got, p.value(), 1e-5, 1e-7))
+        << what << ": '" << p.key() << "' differs from DDP by " << (*got - p.value()).abs().max().item<float>();
+  }
+  // Evaluation: the same outputs, and the gathered parameters are freed again.
+  at::NoGradGuard no_grad;
+  at::Tensor x = at::randn({5, 6}, gen);
+  EXPECT_TRUE(at::allclose(sharded(x), plain_net->forward(x), 1e-5, 1e-6)) << what << ": evaluation";
+  EXPECT_EQ(sharded.memory().parameter_bytes, shard_bytes) << what << ": after evaluation";
+}
+
+void fsdp_equals_ddp(ProcessGroup& g) {
+  for (auto strategy : {ShardingStrategy::FullShard, ShardingStrategy::ShardGradOp})
+    for (int64_t min_params : {int64_t(0), int64_t(60)})
+      for (bool adam : {true, false}) train_side_by_side(g, strategy, min_params, adam);
+}
+
+// A full state dict saved from one FSDP model loads into another (any world
+// size: each keeps its own shards), bit for bit; bad ones are refused by name.
+void fsdp_full_state_dict(ProcessGroup& g) {
+  FSDPOptions f;
+  f.group = handle(g);
+  FullyShardedDataParallel a(make_net(1), f), b(make_net(2), f);
+  auto state = a.full_state_dict();
+  EXPECT_EQ(state.keys(), (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "6.weight"}))
+      << tag(g, "names");
+  // Every rank holds the same full state: rank 0's initial weights.
+  auto reference = make_net(1)->named_parameters();
+  for (const auto& p : reference) EXPECT_TRUE(at::equal(state[p.key()], p.value())) << tag(g, p.key());
+  b.load_full_state_dict(state);
+  auto loaded = b.full_state_dict();
+  for (const auto& item : state) EXPECT_TRUE(at::equal(loaded[item.key()], item.value())) << tag(g, item.key());
+  auto missing = state;
+  missing.erase("2.bias");
+  EXPECT_THROW(b.load_full_state_dict(missing), InvalidArgument) << tag(g, "missing");
+  auto wrong = state;
+  wrong["4.weight"] = at::zeros({3, 4});
+  EXPECT_THROW(b.load_full_state_dict(wrong), InvalidArgument) << tag(g, "shape");
+  auto extra = state;
+  extra.insert("8.weight", at::zeros({1}));
+  EXPECT_THROW(b.load_full_state_dict(extra), InvalidArgument) << tag(g, "extra");
+  try {
+    b.load_full_state_dict(wrong);
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'4.weight' has shape [3, 4] in the state but [3, 5]"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+
+const std::vector<SuiteCase>& fsdp_suite() {
+  static const std::vector<SuiteCase> cases = {
+      {"FsdpEqualsDdp", fsdp_equals_ddp},
+      {"FsdpFullStateDict", fsdp_full_state_dict},
+  };
+  return cases;
+}
+
+}  // namespace ddp::testing
