@@ -138,6 +138,11 @@ void ShardedUnit::load_flat(const at::Tensor& flat) {
   if (n > 0) shard_.detach().narrow(0, 0, n).copy_(flat.narrow(0, start, n));
 }
 
+void ShardedUnit::load_shard(const at::Tensor& shard) {
+  at::NoGradGuard no_grad;
+  shard_.detach().copy_(shard);
+}
+
 int64_t ShardedUnit::full_bytes_now() const {
   return int64_t(full_.storage().unsafeGetStorageImpl()->nbytes());
 }

@@ -39,6 +39,9 @@ class ShardedUnit {
   at::Tensor gather_flat() const;
   // This rank's part of a full flat parameter (unpadded, numel() elements).
   void load_flat(const at::Tensor& flat);
+  // This rank's shard itself (shard_numel() elements).
+  void load_shard(const at::Tensor& shard);
+  int64_t shard_numel() const { return shard_numel_; }
 
   const at::Tensor& shard() const { return shard_; }
   const std::vector<at::Tensor>& params() const { return params_; }

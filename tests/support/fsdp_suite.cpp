@@ -7,8 +7,12 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
+#include <stdlib.h>
+
+#include <filesystem>
 #include <mutex>
 
+#include "ddp/dist/collectives.h"
 #include "ddp/errors.h"
 #include "ddp/parallel/distributed_data_parallel.h"
 #include "ddp/parallel/fully_sharded.h"
@@ -144,12 +148,99 @@ void fsdp_full_state_dict(ProcessGroup& g) {
   }
 }
 
+// Every tensor of two optimizer states is equal, bit for bit.
+void expect_same_optimizer_state(const torch::optim::Optimizer& a, const torch::optim::Optimizer& b,
+                                 const std::string& what) {
+  auto sa = optimizer_state_dict(a).toGenericDict().at("state").toGenericDict();
+  auto sb = optimizer_state_dict(b).toGenericDict().at("state").toGenericDict();
+  EXPECT_EQ(sa.size(), sb.size()) << what;
+  for (const auto& item : sa) {
+    if (!sb.contains(item.key())) {
+      ADD_FAILURE() << what << ": no state for parameter " << item.key().toInt();
+      continue;
+    }
+    auto other = sb.at(item.key()).toGenericDict();
+    for (const auto& kv : item.value().toGenericDict())
+      EXPECT_TRUE(at::equal(kv.value().toTensor(), other.at(kv.key()).toTensor()))
+          << what << ": state[" << item.key().toInt() << "][" << kv.key().toStringRef() << "]";
+  }
+}
+
+// Sharded checkpoints: saved at world W, loaded at W (training goes on as if
+// uninterrupted), and resharded through world W-1 (ranks 0..W-2) and back: the
+// parameters and Adam's moments come back bit for bit.
+void fsdp_sharded_checkpoint(ProcessGroup& g) {
+  const int r = g.rank(), w = g.size();
+  std::string dir;
+  if (r == 0) {
+    char name[] = "/tmp/ddp-fsdp-ckpt-XXXXXX";
+    dir = ::mkdtemp(name);
+  }
+  dir = broadcast_object(c10::IValue(dir), 0, handle(g)).toStringRef();
+  FSDPOptions f;
+  f.group = handle(g);
+  FullyShardedDataParallel a(make_net(3), f);
+  auto opt_a = make_optimizer(true, a.parameters());
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(200 + r);
+  auto step = [&](FullyShardedDataParallel& m, torch::optim::Optimizer& o, const at::Tensor& x, const at::Tensor& y) {
+    o.zero_grad();
+    torch::mse_loss(m(x), y).backward();
+    o.step();
+  };
+  for (int i = 0; i < 3; ++i) step(a, *opt_a, at::randn({4, 6}, gen), at::randn({4, 1}, gen));
+  a.save_sharded(dir + "/w", opt_a.get());
+  // The same world: one more step from the checkpoint equals one more uninterrupted step.
+  FullyShardedDataParallel b(make_net(4), f);
+  auto opt_b = make_optimizer(true, b.parameters());
+  b.load_sharded(dir + "/w", opt_b.get());
+  expect_same_optimizer_state(*opt_b, *opt_a, tag(g, "loaded at the same world"));
+  at::Tensor x = at::randn({4, 6}, gen), y = at::randn({4, 1}, gen);
+  step(a, *opt_a, x, y);
+  step(b, *opt_b, x, y);
+  auto sa = a.full_state_dict(), sb = b.full_state_dict();
+  for (const auto& item : sa) EXPECT_TRUE(at::equal(sb[item.key()], item.value())) << tag(g, "resumed " + item.key());
+  // Through world W-1 and back (W = 1: through world 1 itself).
+  a.save_sharded(dir + "/w2", opt_a.get());
+  std::vector<int> fewer;
+  for (int k = 0; k < std::max(1, w - 1); ++k) fewer.push_back(k);
+  GroupPtr sub = g.new_group(fewer);
+  if (sub) {
+    FSDPOptions fs;
+    fs.group = sub;
+    FullyShardedDataParallel c(make_net(5), fs);
+    auto opt_c = make_optimizer(true, c.parameters());
+    c.load_sharded(dir + "/w2", opt_c.get());
+    auto sc = c.full_state_dict();
+    for (const auto& item : sa) EXPECT_TRUE(at::equal(sc[item.key()], item.value())) << tag(g, "resharded " + item.key());
+    c.save_sharded(dir + "/fewer", opt_c.get());
+  }
+  barrier({}, handle(g));
+  FullyShardedDataParallel d(make_net(6), f);
+  auto opt_d = make_optimizer(true, d.parameters());
+  d.load_sharded(dir + "/fewer", opt_d.get());
+  expect_same_optimizer_state(*opt_d, *opt_a, tag(g, "resharded twice"));
+  auto sd = d.full_state_dict();
+  for (const auto& item : sa) EXPECT_TRUE(at::equal(sd[item.key()], item.value())) << tag(g, "resharded twice " + item.key());
+  // A directory without shards, and another model, are refused by name.
+  EXPECT_THROW(d.load_sharded(dir), InvalidArgument) << tag(g, "no shards");
+  FullyShardedDataParallel other(torch::nn::Sequential(Linear(6, 2)), f);
+  try {
+    other.load_sharded(dir + "/w");
+    ADD_FAILURE() << tag(g, "another model loaded");
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("shard-0-of-" + std::to_string(w) + ".pt"), std::string::npos) << e.what();
+  }
+  barrier({}, handle(g));
+  if (r == 0) std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 
 const std::vector<SuiteCase>& fsdp_suite() {
   static const std::vector<SuiteCase> cases = {
       {"FsdpEqualsDdp", fsdp_equals_ddp},
       {"FsdpFullStateDict", fsdp_full_state_dict},
+      {"FsdpShardedCheckpoint", fsdp_sharded_checkpoint},
   };
   return cases;
 }

@@ -21,6 +21,7 @@
 // through full_state_dict(). Parameters of one unit must share a dtype.
 #pragma once
 #include <torch/nn/modules/container/sequential.h>
+#include <torch/optim/optimizer.h>
 #include <torch/ordered_dict.h>
 
 #include <memory>
@@ -77,6 +78,14 @@ class FullyShardedDataParallel {
   // Every rank: loads a full state dict (this rank keeps its shards); names and
   // shapes must match the Sequential's.
   void load_full_state_dict(const torch::OrderedDict<std::string, at::Tensor>& state);
+
+  // Collective: each rank writes its shards (and `optimizer`'s state of them,
+  // if given) to dir/shard-<rank>-of-<world>.pt, atomically; returns when all are written.
+  void save_sharded(const std::string& dir, const torch::optim::Optimizer* optimizer = nullptr);
+  // Loads what save_sharded wrote at any world size: each rank reads the files
+  // overlapping its shards and reshards them (the optimizer's state too: it must
+  // be built over parameters(), in that order). InvalidArgument names the file.
+  void load_sharded(const std::string& dir, torch::optim::Optimizer* optimizer = nullptr);
 
   size_t num_units() const { return units_.size(); }
   // The parameter names (the Sequential's) of each unit.
