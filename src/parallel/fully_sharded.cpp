@@ -27,6 +27,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(torch::nn::Sequential module,
     throw InvalidArgument("FullyShardedDataParallel: min_unit_params must be >= 0, got " +
                           std::to_string(options_.min_unit_params));
   group_ = options_.group ? options_.group : default_group();
+  gathered_ = std::make_shared<detail::GatheredBytes>();
   // The wrap policy: which children form each unit.
   const auto children = module_->named_children();
   unit_of_child_.assign(children.size(), -1);
@@ -58,10 +59,10 @@ FullyShardedDataParallel::FullyShardedDataParallel(torch::nn::Sequential module,
         params.push_back(p.value());
         names.push_back(children[k].key() + "." + p.key());
       }
-    units_.push_back(std::make_shared<detail::ShardedUnit>(std::move(params), std::move(names), *group_));
+    units_.push_back(std::make_shared<detail::ShardedUnit>(std::move(params), std::move(names), *group_, gathered_));
   }
   backward_ = std::make_unique<detail::ShardedBackward>(units_);
-  for (auto& unit : units_) unit->rest();
+  reset_peak_memory();
 }
 
 FullyShardedDataParallel::~FullyShardedDataParallel() = default;
@@ -160,9 +161,13 @@ std::vector<std::vector<std::string>> FullyShardedDataParallel::unit_parameter_n
   return out;
 }
 
+void FullyShardedDataParallel::reset_peak_memory() { gathered_->peak = gathered_->now; }
+
 FSDPMemory FullyShardedDataParallel::memory() const {
   FSDPMemory m;
+  m.peak_parameter_bytes = gathered_->peak;
   for (const auto& unit : units_) {
+    m.peak_parameter_bytes += unit->shard().nbytes();
     m.parameter_bytes += unit->shard().nbytes() + unit->full_bytes_now();
     if (unit->shard().grad().defined()) m.gradient_bytes += unit->shard().grad().nbytes();
     m.gradient_bytes += unit->gradient_bytes_now();

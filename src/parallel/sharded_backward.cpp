@@ -10,14 +10,13 @@ namespace ddp::detail {
 ShardedBackward::ShardedBackward(std::vector<std::shared_ptr<ShardedUnit>> units) : units_(std::move(units)) {
   arrived_.assign(units_.size(), 0);
   for (size_t u = 0; u < units_.size(); ++u) {
-    for (const auto& p : units_[u]->params()) {
-      auto acc = torch::autograd::impl::grad_accumulator(p);
+    for (const auto& acc : units_[u]->accumulators()) {
       keys_.push_back(acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
           [this, u](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
             on_gradient(u);
             return outputs;
           })));
-      accumulators_.push_back(std::move(acc));
+      accumulators_.push_back(acc);
     }
   }
 }
@@ -41,6 +40,9 @@ void ShardedBackward::launch_ready() {
   while (launched_ < units_.size()) {
     ShardedUnit& unit = *units_[units_.size() - 1 - launched_];
     if (arrived_[units_.size() - 1 - launched_] < unit.params().size()) return;
+    // One reduction in flight at a time: its full-size buffers are freed before
+    // the next unit's are made (else every unit's would live until the end).
+    if (launched_ > 0) units_[units_.size() - launched_]->finish_gradients();
     unit.reduce_gradients();
     unit.rest();  // every node that used these parameters has run
     ++launched_;

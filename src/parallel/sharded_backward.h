@@ -1,8 +1,9 @@
 // FSDP's backward: autograd hooks count each unit's gradients; a unit whose
 // gradients are all in is reduce-scattered at once (asynchronously, in
 // descending unit order on every rank, the order backward reaches them) and its
-// parameters are freed; at the end of backward every reduction is waited for
-// and added into the shards' gradients. Units that got no gradient reduce zeros.
+// parameters are freed. A reduction is waited for and added into its shard's
+// gradient when the next unit launches (one in flight: bounded memory) or at
+// the end of backward. Units that got no gradient reduce zeros.
 #pragma once
 #include <memory>
 #include <vector>
@@ -17,8 +18,6 @@ namespace ddp::detail {
 
 class ShardedBackward {
  public:
-  // The units' parameters must have their real shapes (not at rest): the
-  // gradient accumulators hooked here record them.
   explicit ShardedBackward(std::vector<std::shared_ptr<ShardedUnit>> units);
   ~ShardedBackward();
   ShardedBackward(const ShardedBackward&) = delete;
@@ -31,7 +30,7 @@ class ShardedBackward {
   void reset();
 
   std::vector<std::shared_ptr<ShardedUnit>> units_;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive: they hold our hooks
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // the units', hooked
   std::vector<uintptr_t> keys_;
   std::vector<size_t> arrived_;  // per unit, gradients in this backward
   size_t launched_ = 0;          // units reduced, from the last one down

@@ -1,14 +1,17 @@
 #include "parallel/sharded_unit.h"
 
 #include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include "ddp/errors.h"
 #include "dist/error_context.h"
 
 namespace ddp::detail {
 
-ShardedUnit::ShardedUnit(std::vector<at::Tensor> params, std::vector<std::string> names, ProcessGroup& group)
-    : params_(std::move(params)), names_(std::move(names)), group_(group) {
+ShardedUnit::ShardedUnit(std::vector<at::Tensor> params, std::vector<std::string> names, ProcessGroup& group,
+                         std::shared_ptr<GatheredBytes> gathered)
+    : params_(std::move(params)), names_(std::move(names)), group_(group), tracker_(std::move(gathered)) {
   const int world = group_.size();
   for (size_t i = 0; i < params_.size(); ++i) {
     ErrorContext ctx{group_.backend(), group_.rank(), world, "FullyShardedDataParallel"};
@@ -29,12 +32,16 @@ ShardedUnit::ShardedUnit(std::vector<at::Tensor> params, std::vector<std::string
   at::NoGradGuard no_grad;
   // Rank 0's values, flattened, everywhere; this rank keeps its shard.
   full_ = at::zeros({padded_}, params_[0].options().requires_grad(false));
+  tracker_->now += full_.nbytes();
+  tracker_->peak = std::max(tracker_->peak, tracker_->now);
   for (size_t i = 0; i < params_.size(); ++i)
     full_.narrow(0, offsets_[i], params_[i].numel()).copy_(params_[i].detach().reshape({-1}));
   if (world > 1) group_.broadcast(full_);
   shard_ = full_.narrow(0, int64_t(group_.rank()) * shard_numel_, shard_numel_).clone().requires_grad_(true);
+  for (const auto& p : params_) accumulators_.push_back(torch::autograd::impl::grad_accumulator(p));
   gathered_ = true;
   bind();
+  rest();
 }
 
 // Shares the full buffer's storage, whose memory comes and goes.
@@ -44,6 +51,8 @@ void ShardedUnit::allocate_full() {
   if (storage->nbytes() == bytes) return;
   storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
   storage->set_nbytes(bytes);
+  tracker_->now += int64_t(bytes);
+  tracker_->peak = std::max(tracker_->peak, tracker_->now);
 }
 
 // The module's parameters become views into the full buffer (set_data keeps
@@ -76,6 +85,7 @@ void ShardedUnit::gather(bool refresh) {
 }
 
 void ShardedUnit::release() {
+  tracker_->now -= full_bytes_now();
   full_.storage().unsafeGetStorageImpl()->reset();
   gathered_ = false;
 }
@@ -112,6 +122,7 @@ void ShardedUnit::reduce_gradients() {
 }
 
 void ShardedUnit::finish_gradients() {
+  if (!reduced_.defined()) return;  // nothing in flight
   work_.wait();
   work_ = Work();
   flat_grad_ = at::Tensor();

@@ -7,18 +7,29 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "ddp/dist/process_group.h"
 
+namespace torch::autograd {
+struct Node;
+}
+
 namespace ddp::detail {
+
+// Bytes of full parameters gathered at the moment, over all units of a model, and their peak.
+struct GatheredBytes {
+  int64_t now = 0, peak = 0;
+};
 
 class ShardedUnit {
  public:
-  // Takes rank 0's values of params (broadcast) and keeps this rank's shard;
-  // the params are left gathered (rest() them). Every rank calls it, in the same unit order.
-  ShardedUnit(std::vector<at::Tensor> params, std::vector<std::string> names, ProcessGroup& group);
+  // Takes rank 0's values of params (broadcast), keeps this rank's shard and
+  // leaves the params at rest. Every rank calls it, in the same unit order.
+  ShardedUnit(std::vector<at::Tensor> params, std::vector<std::string> names, ProcessGroup& group,
+              std::shared_ptr<GatheredBytes> gathered);
 
   // All ranks: the full parameters, in the module's parameters (all_gather of
   // the shards); if already gathered, only with refresh (the shards may have changed).
@@ -32,7 +43,8 @@ class ShardedUnit {
   // The parameters' gradients (zero where missing), divided by the world size,
   // flattened and reduce-scattered (asynchronously); the parameters' gradients are freed.
   void reduce_gradients();
-  // Waits for reduce_gradients() and adds the result into the shard's gradient.
+  // Waits for reduce_gradients() and adds the result into the shard's gradient
+  // (nothing if no reduction is in flight).
   void finish_gradients();
 
   // Every rank: the full flat parameter (padded), without touching the module.
@@ -46,6 +58,9 @@ class ShardedUnit {
   const at::Tensor& shard() const { return shard_; }
   const std::vector<at::Tensor>& params() const { return params_; }
   const std::vector<std::string>& names() const { return names_; }
+  // The params' gradient accumulators, made while they had their real shapes (autograd
+  // checks gradients against the shape recorded then); kept alive for hooks.
+  const std::vector<std::shared_ptr<torch::autograd::Node>>& accumulators() const { return accumulators_; }
   int64_t offset(size_t i) const { return offsets_[i]; }
   const std::vector<int64_t>& shape(size_t i) const { return shapes_[i]; }
   int64_t numel() const { return numel_; }
@@ -57,10 +72,12 @@ class ShardedUnit {
   void bind();
 
   std::vector<at::Tensor> params_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::vector<std::string> names_;
   std::vector<int64_t> offsets_;
   std::vector<std::vector<int64_t>> shapes_;
   ProcessGroup& group_;
+  std::shared_ptr<GatheredBytes> tracker_;
   int64_t numel_ = 0, shard_numel_ = 0, padded_ = 0;
   at::Tensor full_;   // padded_ elements; storage freed while not gathered
   at::Tensor shard_;  // the leaf the optimizer steps

@@ -89,6 +89,14 @@ void train_side_by_side(ProcessGroup& g, ShardingStrategy strategy, int64_t min_
     EXPECT_EQ(m.gradient_bytes, shard_bytes) << what << " step " << step;
     sharded_opt->step();
   }
+  // Full parameters held at once: one unit at a time (FullShard: backward frees
+  // a unit before it gathers the one below), every unit (ShardGradOp: all stay
+  // from forward to their backward).
+  int64_t largest = 0, all = 0;
+  for (int64_t n : units) largest = std::max(largest, 4 * ceil_div(n, w) * w), all += 4 * ceil_div(n, w) * w;
+  EXPECT_EQ(sharded.memory().peak_parameter_bytes,
+            shard_bytes + (strategy == ShardingStrategy::FullShard ? largest : all))
+      << what << ": peak parameter bytes";
   EXPECT_EQ(optimizer_state_bytes(*sharded_opt), (adam ? 2 : 1) * shard_bytes)
       << what << ": the optimizer's state of the shards (Adam: two moments; SGD: momentum)";
   auto full = sharded.full_state_dict();

@@ -3,7 +3,8 @@
 //   ddprun --nproc-per-node 2 --standalone build/bin/ddp-bench collectives --backend gloo
 //
 // Subcommands: collectives (bandwidth of each collective per message size),
-// ddp (training-step time under DDP).
+// ddp (training-step time under DDP), memory (bytes per rank under DDP and
+// ZeRO-1/2/3).
 #include <cstdio>
 #include <functional>
 
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
   std::function<int()> run;
   ddp::bench::add_collectives_command(app, run);
   ddp::bench::add_ddp_command(app, run);
+  ddp::bench::add_memory_command(app, run);
   CLI11_PARSE(app, argc, argv);
   try {
     return run();

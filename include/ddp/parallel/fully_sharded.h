@@ -50,11 +50,14 @@ struct FSDPOptions {
 struct FSDPMemory {
   int64_t parameter_bytes = 0;  // shards, plus full parameters gathered at the moment
   int64_t gradient_bytes = 0;   // gradient shards, plus full gradients alive at the moment
+  // Shards plus the most full parameters gathered at once since construction or reset_peak_memory().
+  int64_t peak_parameter_bytes = 0;
 };
 
 namespace detail {
 class ShardedUnit;
 class ShardedBackward;
+struct GatheredBytes;
 }  // namespace detail
 
 class FullyShardedDataParallel {
@@ -91,6 +94,7 @@ class FullyShardedDataParallel {
   // The parameter names (the Sequential's) of each unit.
   std::vector<std::vector<std::string>> unit_parameter_names() const;
   FSDPMemory memory() const;
+  void reset_peak_memory();
   torch::nn::Sequential& module() { return module_; }
   GroupPtr group() const { return group_; }
   const FSDPOptions& options() const { return options_; }
@@ -102,6 +106,7 @@ class FullyShardedDataParallel {
   std::vector<int> unit_of_child_;  // the Sequential's child k -> its unit, or -1 (no parameters)
   std::vector<std::shared_ptr<detail::ShardedUnit>> units_;
   std::unique_ptr<detail::ShardedBackward> backward_;
+  std::shared_ptr<detail::GatheredBytes> gathered_;
 };
 
 }  // namespace ddp
