@@ -46,8 +46,12 @@ void Join::detach() {
 }
 
 // The join all_reduce: a 1 in this rank's slot (a rank out of inputs sends 0),
-// then what this iteration synchronises. Asynchronous: it overlaps the
-// forward, unless its result is needed at once.
+// then what this iteration synchronises. On gloo asynchronous (as PyTorch's):
+// it overlaps the forward, unless its result is needed at once. On mpi
+// blocking: mpi runs a blocking call on this thread when idle, while an async
+// one goes through its communication thread and delays the buckets queued
+// behind it (MLP, world 2: +0.3-0.5 ms/step async on gloo, +1.1-1.6 blocking;
+// on mpi +7 ms async, within noise blocking: docs/ddp.md).
 void Join::on_forward(bool training, bool sync) {
   if (!have_counts_) joined_counts();  // the previous iteration's, if never waited for
   pending_tensor_ = at::zeros({world_ + kNumFlags}, at::kFloat);
@@ -56,7 +60,7 @@ void Join::on_forward(bool training, bool sync) {
   t[world_ + kTraining] = training;
   t[world_ + kSync] = sync;
   AllReduceOptions o;
-  o.async_op = true;
+  o.async_op = model_->group_->backend() != "mpi";
   pending_ = model_->group_->all_reduce(pending_tensor_, o);
   have_counts_ = false;
   if (options_.throw_on_early_termination) joined_counts();
