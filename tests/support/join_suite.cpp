@@ -305,6 +305,39 @@ void join_no_sync_and_evaluation(ProcessGroup& g) {
   EXPECT_LE(worst_difference(*net, *ref), 5e-5) << tag(g, "no_sync and evaluation inside a Join");
 }
 
+// PowerSGD (compressing from step 2) issues two all_reduces per bucket, the
+// second from a continuation: the ranks out of inputs run the hook on zeros,
+// so its collectives match (a mismatch would hang or fail on sizes). No closed
+// form: the replicas must be equal to the bit, finite, and have moved.
+void join_powersgd(ProcessGroup& g) {
+  const int r = g.rank();
+  auto net = make_net(5, false, false);
+  std::vector<at::Tensor> initial;
+  for (auto& p : net->parameters()) initial.push_back(p.detach().clone());
+  DDPOptions o;
+  o.group = handle(g);
+  o.bucket_cap_mb = o.first_bucket_cap_mb = 1e-4;
+  DistributedDataParallel model(net, o);
+  model.register_comm_hook(make_comm_hook("powersgd:rank=1,start=2"));
+  Join join(model);
+  for (int step = 0; step < 3 + 2 * r; ++step) {
+    auto [x, y] = batch(r, step);
+    zero_grads(*net);
+    torch::mse_loss(model(x), y).backward();
+    sgd_step(*net);
+  }
+  join.finish();
+  EXPECT_EQ(join.shadowed_iterations(), 2 * (g.size() - 1 - r)) << tag(g, "PowerSGD");
+  EXPECT_TRUE(parameters_consistent(*net, 0, handle(g))) << tag(g, "PowerSGD: replicas differ after finish()");
+  double moved = 0;
+  auto params = net->parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_TRUE(params[i].isfinite().all().item<bool>()) << tag(g, "PowerSGD: parameter not finite");
+    moved = std::max(moved, (params[i] - initial[i]).abs().max().item<double>());
+  }
+  EXPECT_GT(moved, 1e-3) << tag(g, "PowerSGD: no training happened");
+}
+
 }  // namespace
 
 const std::vector<SuiteCase>& join_suite() {
@@ -313,6 +346,7 @@ const std::vector<SuiteCase>& join_suite() {
       {"DdpJoinActiveRanks", join_active_ranks},
       {"DdpJoinRankWithoutData", join_rank_without_data},
       {"DdpJoinCommHook", join_comm_hook},
+      {"DdpJoinPowerSGD", join_powersgd},
       {"DdpJoinBatchNorm", join_batch_norm},
       {"DdpJoinUnusedParameters", join_unused_parameters},
       {"DdpJoinThrowOnEarlyTermination", join_throw_on_early_termination},
