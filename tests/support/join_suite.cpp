@@ -338,6 +338,37 @@ void join_powersgd(ProcessGroup& g) {
   EXPECT_GT(moved, 1e-3) << tag(g, "PowerSGD: no training happened");
 }
 
+// One Join per model at a time (a second is an InvalidArgument on every rank,
+// before any communication); finish() twice, or on a disabled Join, does nothing.
+void join_api(ProcessGroup& g) {
+  auto net = make_net(5, false, false);
+  DDPOptions o;
+  o.group = handle(g);
+  DistributedDataParallel model(net, o);
+  {
+    Join join(model);
+    std::string error;
+    try {
+      Join second(model);
+    } catch (const InvalidArgument& e) {
+      error = e.what();
+    }
+    EXPECT_NE(error.find(" Join: the model already has a Join attached"), std::string::npos) << tag(g, error);
+    join.finish();
+    join.finish();
+    EXPECT_EQ(join.shadowed_iterations(), 0) << tag(g, "no iteration to shadow");
+  }
+  JoinOptions off;
+  off.enable = false;
+  Join disabled(model, off);
+  auto [x, y] = batch(g.rank(), 0);
+  torch::mse_loss(model(x), y).backward();  // plain DDP: no join all_reduce
+  disabled.finish();                        // nothing: no rank waits for another
+  at::Tensor t = at::full({2}, 1.0);
+  g.all_reduce(t);  // every rank's next collective is still this one
+  EXPECT_TRUE(at::equal(t, at::full({2}, double(g.size())))) << tag(g, "collectives out of step");
+}
+
 }  // namespace
 
 const std::vector<SuiteCase>& join_suite() {
@@ -351,6 +382,7 @@ const std::vector<SuiteCase>& join_suite() {
       {"DdpJoinUnusedParameters", join_unused_parameters},
       {"DdpJoinThrowOnEarlyTermination", join_throw_on_early_termination},
       {"DdpJoinNoSyncAndEvaluation", join_no_sync_and_evaluation},
+      {"DdpJoinApi", join_api},
   };
   return cases;
 }
