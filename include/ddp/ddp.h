@@ -9,6 +9,7 @@
 #include "ddp/parallel/comm_hook.h"
 #include "ddp/parallel/consistency.h"
 #include "ddp/parallel/distributed_data_parallel.h"
+#include "ddp/parallel/join.h"
 #include "ddp/parallel/optimizer_state.h"
 #include "ddp/parallel/sync_batch_norm.h"
 #include "ddp/parallel/fully_sharded.h"

@@ -6,6 +6,7 @@
 
 #include "ddp/dist/collectives.h"
 #include "ddp/dist/errors.h"
+#include "ddp/parallel/join.h"
 #include "dist/error_context.h"
 #include "parallel/reducer.h"
 
@@ -60,10 +61,8 @@ DistributedDataParallelBase::DistributedDataParallelBase(std::shared_ptr<torch::
   check_same_parameters(*group_, named);
 
   // Rank 0's parameters and buffers everywhere.
-  std::vector<at::Tensor> state;
-  for (const auto& p : named) state.push_back(p.value());
   for (const auto& b : base_->buffers()) buffers_.push_back(b);
-  state.insert(state.end(), buffers_.begin(), buffers_.end());
+  std::vector<at::Tensor> state = module_state();
   if (group_->size() > 1 && !state.empty()) broadcast_coalesced(state, 0, group_);
 
   std::vector<at::Tensor> params;
@@ -81,13 +80,31 @@ DistributedDataParallelBase::DistributedDataParallelBase(std::shared_ptr<torch::
   if (!params.empty()) reducer_ = std::make_unique<detail::Reducer>(params, names_, group_, ro);
 }
 
-DistributedDataParallelBase::~DistributedDataParallelBase() = default;
+DistributedDataParallelBase::~DistributedDataParallelBase() {
+  if (join_) join_->model_ = nullptr;  // a Join outliving its model does nothing
+}
 
+std::vector<at::Tensor> DistributedDataParallelBase::module_state() const {
+  std::vector<at::Tensor> state;
+  for (const auto& p : base_->named_parameters(/*recurse=*/true)) state.push_back(p.value());
+  state.insert(state.end(), buffers_.begin(), buffers_.end());
+  return state;
+}
+
+bool DistributedDataParallelBase::broadcasts_buffers(bool grad, bool training) const {
+  return options_.broadcast_buffers && group_->size() > 1 && !buffers_.empty() && training && grad;
+}
+
+// Under a Join: the join all_reduce first, then the same collectives as
+// without (the ranks out of inputs shadow them in this order), buffers coming
+// from the highest rank still training (rank 0 may have stopped).
 void DistributedDataParallelBase::before_forward() {
-  if (reducer_) reducer_->prepare_for_forward(at::GradMode::is_enabled() && base_->is_training());
-  if (options_.broadcast_buffers && group_->size() > 1 && !buffers_.empty() && base_->is_training() &&
-      at::GradMode::is_enabled())
-    broadcast_coalesced(buffers_, 0, group_);
+  const bool grad = at::GradMode::is_enabled(), training = base_->is_training();
+  const bool sync = reducer_ ? reducer_->sync() : true;
+  if (join_ && grad) join_->on_forward(training, sync);
+  if (reducer_) reducer_->prepare_for_forward(grad && training);
+  if (join_ && reducer_ && grad && sync) reducer_->set_divisor_source(join_->divisor_source());
+  if (broadcasts_buffers(grad, training)) broadcast_coalesced(buffers_, join_ ? join_->buffer_root() : 0, group_);
 }
 
 void DistributedDataParallelBase::after_forward(const std::vector<at::Tensor>& outputs) {

@@ -204,11 +204,11 @@ void Reducer::mark_ready(size_t index, bool used) {
   const at::Tensor& grad = params_[index].grad();
   if (used && grad.defined()) {
     if (grad.data_ptr() != view.data_ptr()) {
-      if (!hook_) at::div_out(view, grad, group_->size());  // while grad is hot in cache
+      if (!hook_) at::div_out(view, grad, divisor());  // while grad is hot in cache
       else view.copy_(grad);
       if (opts_.gradient_as_bucket_view) params_[index].mutable_grad() = view;
     } else if (!hook_) {
-      view.div_(group_->size());
+      view.div_(divisor());
     }
   } else {
     view.zero_();
@@ -317,8 +317,15 @@ void Reducer::finalize() {
   expect_gradients_ = false;  // until the next forward
 }
 
+double Reducer::divisor() {
+  if (divisor_ == 0) divisor_ = divisor_source_ ? divisor_source_() : group_->size();
+  return divisor_;
+}
+
 void Reducer::reset_iteration() {
   in_backward_ = false;
+  divisor_ = 0;
+  divisor_source_ = nullptr;
   std::fill(ready_.begin(), ready_.end(), 0);
   std::fill(used_.begin(), used_.end(), 0);
   if (!(opts_.static_graph && have_unused_known_)) have_unused_known_ = false;

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,15 @@ class Reducer {
   void set_sync(bool enabled) { sync_ = enabled; }
   bool sync() const { return sync_; }
   void set_comm_hook(std::shared_ptr<CommHook> hook);
+  // What the built-in path divides gradients by in the next backward (default:
+  // the world size): asked at its first gradient. Join's ranks still training.
+  void set_divisor_source(std::function<double()> source) { divisor_source_ = std::move(source); }
+  // Join (reducer_join.cpp), on a rank out of inputs while others train: the
+  // collectives of their forward (bucket rebuild, if due and `rebuild`) and of
+  // their backward (each bucket's reduction on zeros, through the hook if
+  // any, then the unused-parameter counts), in the same order.
+  void shadow_forward(bool rebuild);
+  void shadow_backward();
   // Parameter indices per bucket.
   const std::vector<std::vector<size_t>>& buckets() const { return bucket_params_; }
   const DDPStats& stats() const { return stats_; }
@@ -68,6 +78,7 @@ class Reducer {
   void launch_ready_buckets();
   void finalize();
   void reset_iteration();
+  double divisor();
   [[noreturn]] void fail_unfinished();
   [[noreturn]] void fail_gradient_twice(size_t index);
   // Parameters may get no gradient: find_unused_parameters, or static_graph
@@ -82,6 +93,8 @@ class Reducer {
   // by the world size as they are copied into their bucket (one pass less over
   // memory), then each bucket is all-reduced (SUM).
   std::shared_ptr<CommHook> hook_;
+  std::function<double()> divisor_source_;
+  double divisor_ = 0;  // 0: not asked yet in this backward
   bool world_of_one_;  // nothing to reduce: a world of one, no hook registered
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive: they hold our hooks
   std::vector<uintptr_t> hook_keys_;

@@ -19,6 +19,8 @@ const std::vector<SuiteCase>& ddp_suite();
 const std::vector<SuiteCase>& powersgd_suite();
 // FullyShardedDataParallel against DDP (fsdp_suite.cpp), part of ddp_suite().
 const std::vector<SuiteCase>& fsdp_suite();
+// Join's cases (join_suite.cpp): uneven inputs, part of ddp_suite().
+const std::vector<SuiteCase>& join_suite();
 // SyncBatchNorm against BatchNorm on the global batch (sync_batch_norm_suite.cpp).
 const std::vector<SuiteCase>& sync_batch_norm_suite();
 

@@ -6,7 +6,8 @@
 // --pair: DDP's overhead measured in one process, free of the machine's
 // drift between runs: the same model plain and wrapped in DDP (same initial
 // weights) alternate in blocks of 10 steps; the medians of the block times
-// are compared. --pair --sync-bn: DDP against DDP with SyncBatchNorm, likewise.
+// are compared. --pair --sync-bn: DDP against DDP with SyncBatchNorm, likewise;
+// --pair --join: DDP against DDP under a Join (even inputs: the join all_reduce's cost).
 #include <ATen/Parallel.h>
 #include <torch/nn/functional/loss.h>
 #include <sys/resource.h>
@@ -38,6 +39,7 @@ struct Options {
   std::string optimizer = "sgd";        // sgd | adam
   bool zero = false;                    // ZeroRedundancyOptimizer over --optimizer
   bool sync_bn = false;                 // the DDP model's BatchNorms as SyncBatchNorms
+  bool join = false;                    // --pair: the second DDP model under a Join
   std::string json;
 };
 
@@ -132,13 +134,14 @@ Pair run_pair(Net plain, Net wrapped, const at::Tensor& x, const at::Tensor& y, 
     for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
   }
   // --sync-bn: both copies under DDP, the first with BatchNorm, the second with SyncBatchNorm.
+  // --join: both under DDP, the second under a Join too.
   std::unique_ptr<DistributedDataParallel<Net>> base;
-  if (o.sync_bn) {
-    convert_sync_batchnorm(wrapped.ptr(), g);
-    base = std::make_unique<DistributedDataParallel<Net>>(plain, ddp_options(o, g));
-  }
+  if (o.sync_bn) convert_sync_batchnorm(wrapped.ptr(), g);
+  if (o.sync_bn || o.join) base = std::make_unique<DistributedDataParallel<Net>>(plain, ddp_options(o, g));
   torch::optim::SGD opt_plain(plain->parameters(), 0.01), opt_ddp(wrapped->parameters(), 0.01);
   DistributedDataParallel<Net> model(wrapped, ddp_options(o, g));
+  std::unique_ptr<Join> join;
+  if (o.join) join = std::make_unique<Join>(model);
   auto step_plain = [&] {
     sgd_step(opt_plain, [&](const at::Tensor& in) { return base ? (*base)(in) : plain->forward(in); }, x, y);
   };
@@ -156,6 +159,7 @@ Pair run_pair(Net plain, Net wrapped, const at::Tensor& x, const at::Tensor& y, 
     if (b % 2 == 0) t_plain.push_back(block(step_plain)), t_ddp.push_back(block(step_ddp));
     else t_ddp.push_back(block(step_ddp)), t_plain.push_back(block(step_plain));
   }
+  if (join) join->finish();
   return {median(t_plain), median(t_ddp), count_params(*plain)};
 }
 
@@ -182,7 +186,10 @@ int pair_main(const Options& o, GroupPtr g, const at::Tensor& x, const at::Tenso
     std::printf("ddp-bench ddp --pair: model %s (%.2fM parameters), batch %d per rank, %d ranks, DDP over %s%s, %d threads/rank\n",
                 o.model.c_str(), r.params / 1e6, o.batch, g->size(), g->backend().c_str(),
                 o.sync_bn ? " with SyncBatchNorm" : "", at::get_num_threads());
-    if (o.sync_bn)
+    if (o.join)
+      std::printf("  DDP %.3f ms/step | DDP under Join %.3f ms/step | ratio %.4f, +%.3f ms/step (medians of 10-step "
+                  "blocks, alternating)\n", r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms, r.ddp_ms - r.plain_ms);
+    else if (o.sync_bn)
       std::printf("  DDP %.3f ms/step | DDP with SyncBatchNorm %.3f ms/step | ratio %.4f (medians of 10-step blocks, "
                   "alternating)\n", r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms);
     else
@@ -191,7 +198,7 @@ int pair_main(const Options& o, GroupPtr g, const at::Tensor& x, const at::Tenso
     if (!o.json.empty())
       write_json(o.json, {{"tool", "ddp-bench ddp --pair"}, {"cpu", train::describe(train::cpu_info())},
                           {"model", o.model}, {"world", g->size()}, {"backend", g->backend()}, {"batch", o.batch},
-                          {"params", r.params}, {"sync_bn", o.sync_bn}, {"plain_ms_per_step", r.plain_ms},
+                          {"params", r.params}, {"sync_bn", o.sync_bn}, {"join", o.join}, {"plain_ms_per_step", r.plain_ms},
                           {"ddp_ms_per_step", r.ddp_ms}});
   }
   destroy_process_group();
@@ -205,6 +212,7 @@ int run_ddp(const Options& o) {
   if (o.pair && (o.zero || o.optimizer != "sgd")) throw std::invalid_argument("--pair times SGD without ZeRO");
   if (o.sync_bn && o.model != "cnn") throw std::invalid_argument("--sync-bn: only --model cnn has BatchNorm layers");
   if (o.sync_bn && !o.use_ddp) throw std::invalid_argument("--sync-bn synchronizes DDP's model; drop --no-ddp");
+  if (o.join && (!o.pair || o.sync_bn)) throw std::invalid_argument("--join: with --pair, without --sync-bn");
   InitOptions init;
   init.backend = o.backend;
   auto g = init_process_group(init);
@@ -281,6 +289,7 @@ void add_ddp_command(CLI::App& app, std::function<int()>& run) {
   sub->add_flag("--zero", o->zero, "ZeRO-1: ZeroRedundancyOptimizer over --optimizer");
   sub->add_flag("--sync-bn", o->sync_bn,
                 "the DDP model's BatchNorms as SyncBatchNorms (--model cnn); with --pair: DDP against DDP with them");
+  sub->add_flag("--join", o->join, "with --pair: DDP against DDP under a Join (even inputs)");
   sub->add_option("--json", o->json, "also write the result to this JSON file");
   sub->callback([o, &run] { run = [o] { return run_ddp(*o); }; });
 }

@@ -48,6 +48,7 @@ struct DDPStats {
 namespace detail {
 class Reducer;
 }
+class Join;
 
 class DistributedDataParallelBase {
  public:
@@ -84,12 +85,19 @@ class DistributedDataParallelBase {
   void after_forward(const std::vector<at::Tensor>& outputs);
 
  private:
+  friend class Join;  // join.h: shadows this model's collectives on ranks out of inputs
+  // Buffers are broadcast before a forward in training with gradients enabled.
+  bool broadcasts_buffers(bool grad, bool training) const;
+  // Every parameter and buffer: what the construction and Join::finish() broadcast.
+  std::vector<at::Tensor> module_state() const;
+
   std::shared_ptr<torch::nn::Module> base_;
   DDPOptions options_;
   GroupPtr group_;
   std::vector<std::string> names_;
   std::vector<at::Tensor> buffers_;
   std::unique_ptr<detail::Reducer> reducer_;
+  Join* join_ = nullptr;  // the Join attached, if any
 };
 
 namespace detail {
