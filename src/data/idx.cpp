@@ -96,7 +96,7 @@ at::Tensor read_idx_labels(const std::string& path) {
   return labels.to(at::kLong);
 }
 
-ImageDataset load_mnist_format(const std::string& dir, bool train) {
+ImageDataset load_mnist_format(const std::string& dir, bool train, int64_t num_classes) {
   const std::string prefix = train ? "train" : "t10k";
   auto find = [&](const std::string& name) {
     const std::string path = dir + "/" + name;
@@ -114,6 +114,15 @@ ImageDataset load_mnist_format(const std::string& dir, bool train) {
     throw DataError(dir + ": " + images_path + " holds " + std::to_string(out.images.size(0)) + " images but " +
                     labels_path + " holds " + std::to_string(out.labels.size(0)) +
                     " labels; the two files must come from the same data set");
+  if (num_classes > 0) {
+    at::Tensor outside = ((out.labels < 0) | (out.labels >= num_classes)).nonzero();
+    if (outside.numel() > 0) {
+      const int64_t record = outside[0][0].item<int64_t>();
+      throw DataError(labels_path + ": record " + std::to_string(record) + " (counting from 0) has label " + std::to_string(out.labels[record].item<int64_t>()) + ", outside the " +
+                      std::to_string(num_classes) + " classes 0.." + std::to_string(num_classes - 1) + " (" +
+                      std::to_string(outside.size(0)) + " such record(s)); the file is corrupt or of another data set");
+    }
+  }
   return out;
 }
 

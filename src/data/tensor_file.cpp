@@ -218,8 +218,10 @@ TensorFile read_tensor_file(const std::string& path) {
   const uint32_t computed = r.crc;
   const auto stored = r.get<uint32_t>("the checksum");
   if (stored != computed)
-    r.corrupt(size - 4, "checksum mismatch: stored " + hex32(stored) + ", computed " + hex32(computed) +
-                            " over bytes 0.." + std::to_string(size - 4) + ": the file is corrupt");
+    throw DataError(path + ": checksum mismatch: the CRC-32 stored in its last 4 bytes is " + hex32(stored) +
+                    ", the one computed over bytes 0.." + std::to_string(size - 5) + " is " + hex32(computed) +
+                    ": the file is corrupt: some byte in that range changed after it was written (a CRC-32 cannot say which)" +
+                    kRewrite);
   return out;
 }
 

@@ -107,6 +107,9 @@ void define(CLI::App& app, TrainConfig& c, bool& print_config) {
   app.add_flag("--sync-bn", c.sync_bn,
                "BatchNorm statistics over the global batch (SyncBatchNorm; 2 small collectives per layer and step)");
   app.add_flag("--progress,!--no-progress", c.progress, "rank 0's progress line (on by default)");
+  app.add_flag("--nan-check,!--no-nan-check", c.nan_check,
+               "stop, naming the step and the first parameter, when a gradient becomes NaN or inf (on by default; "
+               "one summing pass over the gradients per step)");
 }
 
 void check_ranges(const TrainConfig& c) {
@@ -242,6 +245,7 @@ std::string to_config_file(const TrainConfig& c) {
   text("comm-hook", c.comm_hook);
   flag("sync-bn", c.sync_bn);
   flag("progress", c.progress);
+  flag("nan-check", c.nan_check);
   return out.str();
 }
 

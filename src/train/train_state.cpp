@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdio>
+
 #include "ddp/errors.h"
 #include "ddp/train/checkpoint.h"
 #include "ddp/train/state_dict.h"
@@ -17,6 +19,19 @@ c10::IValue get(const c10::impl::GenericDict& d, const std::string& key, const s
   return it->value();
 }
 
+// Settings of this run that differ from those the checkpoint was written with, on stderr.
+void warn_changed_settings(const c10::impl::GenericDict& saved, const TrainConfig& cfg, const std::string& path) {
+  std::string changes;
+  for (const auto& [key, now] : describe(cfg)) {
+    auto it = saved.find(key);
+    if (it == saved.end() || !it->value().isString() || it->value().toStringRef() == now) continue;
+    changes += "\n  " + key + ": " + it->value().toStringRef() + " -> " + now;
+  }
+  if (!changes.empty())
+    std::fprintf(stderr, "ddp-train: warning: resuming %s with settings that differ from the checkpoint's:%s\n",
+                 path.c_str(), changes.c_str());
+}
+
 }  // namespace
 
 std::vector<at::Tensor> gather_rng_states(ProcessGroup& group) {
@@ -27,9 +42,18 @@ std::vector<at::Tensor> gather_rng_states(ProcessGroup& group) {
   return all;
 }
 
+at::Tensor gather_loss_sums(const LoopState& s, ProcessGroup& group) {
+  at::Tensor mine = at::tensor({s.loss_sum, double(s.loss_count)}, at::kDouble);
+  std::vector<at::Tensor> all;
+  for (int r = 0; r < group.size(); ++r) all.push_back(at::empty_like(mine));
+  group.all_gather(all, mine).wait();
+  return at::stack(all);
+}
+
 c10::IValue make_checkpoint(const TrainConfig& cfg, const LoopState& s, const torch::nn::Module& model,
                             const torch::optim::Optimizer& opt, const torch::nn::Module* ema,
-                            const std::vector<at::Tensor>& rng_states, int world, int64_t total_steps) {
+                            const std::vector<at::Tensor>& rng_states, const at::Tensor& loss_sums, int world,
+                            int64_t total_steps) {
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
   d.insert("model", state_dict_to_ivalue(state_dict(model)));
   d.insert("optimizer", optimizer_state_dict(opt));
@@ -41,6 +65,7 @@ c10::IValue make_checkpoint(const TrainConfig& cfg, const LoopState& s, const to
   c10::List<at::Tensor> rng;
   for (const auto& t : rng_states) rng.push_back(t);
   d.insert("rng", rng);
+  d.insert("train_loss_sums", loss_sums);  // [rank] = (sum, count) of the epoch in progress
   c10::Dict<std::string, int64_t> sampler;
   sampler.insert("seed", static_cast<int64_t>(cfg.seed));
   sampler.insert("epoch", s.epoch);
@@ -89,6 +114,14 @@ LoopState restore_checkpoint(const c10::IValue& ckpt, const std::string& path, c
   s.epoch = get(d, "epoch", path).toInt();
   s.micro = get(d, "micro", path).toInt();
   s.step = get(d, "step", path).toInt();
+  auto sums = d.find("train_loss_sums");
+  if (s.micro > 0 && world == group.size() && sums != d.end() && sums->value().isTensor() &&
+      sums->value().toTensor().sizes() == at::IntArrayRef{world, 2}) {
+    at::Tensor mine = sums->value().toTensor()[group.rank()];
+    s.loss_sum = mine[0].item<double>();
+    s.loss_count = static_cast<int64_t>(mine[1].item<double>());
+  }
+  if (group.rank() == 0) warn_changed_settings(config, cfg, path);
   return s;
 }
 

@@ -17,7 +17,12 @@ struct LoopState {
   int64_t epoch = 0;
   int64_t micro = 0;
   int64_t step = 0;
+  double loss_sum = 0;     // this rank's training losses so far in the epoch, for its mean train loss
+  int64_t loss_count = 0;  // how many micro-batches loss_sum holds
 };
+
+// Every rank's (loss_sum, loss_count) in rank order, as a [world, 2] float64 tensor (a collective).
+at::Tensor gather_loss_sums(const LoopState& s, ProcessGroup& group);
 
 // Every rank's CPU generator state, in rank order (a collective).
 std::vector<at::Tensor> gather_rng_states(ProcessGroup& group);
@@ -27,10 +32,12 @@ std::vector<at::Tensor> gather_rng_states(ProcessGroup& group);
 // state per rank), world_size, sampler, schedule, config.
 c10::IValue make_checkpoint(const TrainConfig& cfg, const LoopState& s, const torch::nn::Module& model,
                             const torch::optim::Optimizer& opt, const torch::nn::Module* ema,
-                            const std::vector<at::Tensor>& rng_states, int world, int64_t total_steps);
+                            const std::vector<at::Tensor>& rng_states, const at::Tensor& loss_sums, int world,
+                            int64_t total_steps);
 
 // Loads a checkpoint into model, optimizer, EMA and this rank's generator.
 // InvalidArgument when it does not fit (another recipe, architecture or world size).
+// Rank 0 warns, listing each setting whose value differs from the checkpoint's.
 LoopState restore_checkpoint(const c10::IValue& ckpt, const std::string& path, const TrainConfig& cfg,
                              const ProcessGroup& group, torch::nn::Module& model, torch::optim::Optimizer& opt,
                              torch::nn::Module* ema);

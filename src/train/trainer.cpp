@@ -26,6 +26,7 @@
 #include "ddp/train/losses.h"
 #include "ddp/train/machine.h"
 #include "ddp/train/recipe.h"
+#include "finite_check.h"
 #include "train_logs.h"
 #include "train_state.h"
 
@@ -93,13 +94,28 @@ double set_lr(Job& j, int64_t step) {
   return *j.cfg.lr * m;
 }
 
+// Every rank checks (its weights are rank 0's): a non-finite model never becomes a checkpoint, so `latest` keeps
+// naming the last finite one.
+void check_finite_before_saving(Job& j, const detail::LoopState& s) {
+  auto bad = detail::first_non_finite(*j.recipe.model.ptr(), /*gradients=*/false);
+  if (!bad && j.ema) bad = detail::first_non_finite(j.ema->module(), false);
+  if (!bad) return;
+  const std::string when = s.micro == 0 ? "after epoch " + std::to_string(s.epoch) : "in epoch " + std::to_string(s.epoch + 1);
+  throw Error("the model is not finite " + when + ", step " + std::to_string(s.step) + ": " + *bad +
+              "; no checkpoint written, " +
+              (j.last_checkpoint.empty() ? std::string("none was written yet") : "the last one is " + j.last_checkpoint));
+}
+
 void save_checkpoint(Job& j, const detail::LoopState& s) {
+  check_finite_before_saving(j, s);
   auto rng = detail::gather_rng_states(*j.group);  // collectives: every rank
+  at::Tensor loss_sums = detail::gather_loss_sums(s, *j.group);
   std::vector<c10::IValue> hook_states;
   if (j.hook) hook_states = gather_object(j.hook->state_dict(), 0, j.group);
   j.last_checkpoint = j.checkpoints->save(s.epoch, s.step, [&] {
     c10::IValue c = detail::make_checkpoint(j.cfg, s, *j.recipe.model.ptr(), *j.opt,
-                                            j.ema ? &j.ema->module() : nullptr, rng, j.group->size(), j.total_steps);
+                                            j.ema ? &j.ema->module() : nullptr, rng, loss_sums, j.group->size(),
+                                            j.total_steps);
     detail::add_comm_hook_state(c, j.cfg.comm_hook, hook_states);
     return c;
   });
@@ -134,13 +150,28 @@ at::Tensor forward_backward(Job& j, const data::Batch& batch, bool sync) {
   return loss;
 }
 
+// --nan-check: after the gradients are reduced and before the step, so a NaN or inf never reaches the weights.
+// The reduced gradients are the same on every rank, so every rank stops at the same step.
+void check_finite_step(Job& j, const detail::LoopState& s, double window_loss) {
+  if (!j.cfg.nan_check || detail::gradients_finite(*j.recipe.model.ptr())) return;
+  auto bad = detail::first_non_finite(*j.recipe.model.ptr(), /*gradients=*/true);
+  std::ostringstream loss;
+  loss << window_loss;
+  throw Error("the gradients are not finite at epoch " +
+              std::to_string(s.epoch + 1) + ", step " + std::to_string(s.step + 1) + " (this rank's loss " +
+              loss.str() + "); first non-finite gradient: " + (bad ? *bad : std::string("?")) +
+              "; the weights were not updated and no checkpoint was written (the last: " +
+              (j.last_checkpoint.empty() ? std::string("none") : j.last_checkpoint) +
+              "). Lower --lr, check the data, or resume from that checkpoint; --no-nan-check trains on regardless");
+}
+
 // One epoch from micro-batch s.micro on. Returns the mean training loss of this rank.
 double train_epoch(Job& j, detail::LoopState& s) {
   const TrainConfig& c = j.cfg;
   j.loader->start_epoch(epoch_order(j, s.epoch), s.epoch, s.micro);
   j.logs.begin_epoch(s.epoch, *c.epochs, j.steps_per_epoch);
-  double loss_sum = 0, window_sum = 0;
-  int64_t counted = 0, window = 0;
+  double window_sum = 0;
+  int64_t window = 0;
   const auto t0 = Clock::now();
   const int64_t first_micro = s.micro;
   while (s.micro < j.micro_per_epoch) {
@@ -154,14 +185,15 @@ double train_epoch(Job& j, detail::LoopState& s) {
     window_sum += loss.item<double>();
     ++window;
     if (!sync) continue;
+    check_finite_step(j, s, window_sum / double(window));
     j.opt->step();
     ++s.step;
     if (j.ema && s.step % *c.ema_every == 0) j.ema->update(*j.recipe.model.ptr());
 
     const double rate = double((s.micro - first_micro) * *c.batch_size * j.group->size()) / seconds_since(t0);
     j.logs.step(s.micro / c.accumulate, window_sum / double(window), lr, rate);
-    loss_sum += window_sum;
-    counted += window;
+    s.loss_sum += window_sum;
+    s.loss_count += window;
     if (s.step % c.log_every == 0) {  // the mean over ranks of the loss since the last log
       at::Tensor mean = at::tensor({window_sum / double(window)}, at::kDouble);
       j.group->all_reduce(mean, op(ReduceOp::AVG)).wait();
@@ -172,7 +204,7 @@ double train_epoch(Job& j, detail::LoopState& s) {
     if (c.checkpoint_every > 0 && s.step % c.checkpoint_every == 0 && s.micro < j.micro_per_epoch)
       save_checkpoint(j, s);
   }
-  return counted ? loss_sum / double(counted) : 0.0;
+  return s.loss_count ? s.loss_sum / double(s.loss_count) : 0.0;
 }
 
 // "auto" takes bf16 only where every rank's CPU has it natively: the ranks of a job compute alike.
@@ -301,23 +333,63 @@ Job set_up(TrainConfig cfg) {
   co.keep_last = cfg.keep_last;
   co.group = j.group;
   j.checkpoints = std::make_unique<CheckpointManager>(co);
+  if (rank == 0) {
+    const auto stale = j.checkpoints->remove_stale_temporaries();
+    for (const auto& name : stale)
+      std::cerr << "ddp-train: removed " << co.dir << "/" << name << ", left by a save that was interrupted" << std::endl;
+  }
   return j;
 }
 
-// With --resume: the state of the latest checkpoint, else a fresh start.
+// Reads a checkpoint on every rank; the ranks agree whether all of them could (the lowest rank that could not
+// prints why). Returns the checkpoint, or None when some rank could not read it.
+c10::IValue read_on_every_rank(Job& j, const std::string& path) {
+  c10::IValue ckpt;
+  std::string error;
+  try {
+    ckpt = load_checkpoint(path);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  const int rank = j.group->rank();
+  at::Tensor first_failed = at::tensor({error.empty() ? j.group->size() : rank}, at::kInt);
+  j.group->all_reduce(first_failed, op(ReduceOp::MIN)).wait();
+  if (first_failed.item<int>() == j.group->size()) return ckpt;
+  if (first_failed.item<int>() == rank) std::cerr << "ddp-train: rank " << rank << ": " << error << std::endl;
+  return c10::IValue();
+}
+
+// With --resume: the state of the newest checkpoint every rank can read (a corrupt one is reported by name
+// and the one before it used), else a fresh start.
 detail::LoopState resume_or_start(Job& j) {
   detail::LoopState s;
   if (!j.cfg.resume) return s;
   const bool leader = j.group->rank() == 0;
-  if (auto path = j.checkpoints->latest()) {
-    const c10::IValue ckpt = load_checkpoint(*path);
-    s = detail::restore_checkpoint(ckpt, *path, j.cfg, *j.group, *j.recipe.model.ptr(), *j.opt,
+  const auto candidates = j.checkpoints->candidates();
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const std::string& path = candidates[i];
+    const c10::IValue ckpt = read_on_every_rank(j, path);
+    if (ckpt.isNone()) {
+      if (leader && i + 1 < candidates.size())
+        std::cerr << "ddp-train: warning: checkpoint " << path << " is unusable; trying the one before it, "
+                  << candidates[i + 1] << std::endl;
+      continue;
+    }
+    s = detail::restore_checkpoint(ckpt, path, j.cfg, *j.group, *j.recipe.model.ptr(), *j.opt,
                                    j.ema ? &j.ema->module() : nullptr);
-    if (j.hook) detail::restore_comm_hook(ckpt, *path, j.cfg, *j.group, *j.hook);
-    if (leader) std::cout << "resumed from " << *path << " at epoch " << s.epoch + 1 << ", step " << s.step << std::endl;
-  } else if (leader) {
-    std::cout << "no checkpoint in " << j.cfg.out_dir << "/checkpoints: starting from scratch" << std::endl;
+    if (j.hook) detail::restore_comm_hook(ckpt, path, j.cfg, *j.group, *j.hook);
+    j.last_checkpoint = path;
+    if (leader) {
+      std::cout << "resumed from " << path << " at epoch " << s.epoch + 1 << ", step " << s.step
+                << (i > 0 ? " (an older checkpoint: the newer ones are corrupt, see above)" : "") << std::endl;
+    }
+    return s;
   }
+  if (!candidates.empty())
+    throw Error("ddp-train: --resume: none of the " + std::to_string(candidates.size()) + " checkpoint(s) in " +
+                j.checkpoints->options().dir + " is readable (see the errors above); move them away to start " +
+                "from scratch, or restore a good copy");
+  if (leader) std::cout << "no checkpoint in " << j.cfg.out_dir << "/checkpoints: starting from scratch" << std::endl;
   return s;
 }
 
@@ -356,6 +428,14 @@ TrainSummary run(TrainConfig config) {
 
   TrainSummary summary;
   const int64_t first_epoch = s.epoch;
+  if (s.epoch >= *cfg.epochs) {  // --resume of a finished run: its final model's metrics, nothing trained
+    summary.eval = evaluate_epoch(j);
+    if (rank == 0)
+      std::cout << "the run in " << cfg.out_dir << " is already finished: " << s.epoch << " of " << *cfg.epochs
+                << " epoch(s) done (raise --epochs to train on); its final model: acc1 " << percent(summary.eval.acc1)
+                << ", acc5 " << percent(summary.eval.acc5) << ", val_loss " << summary.eval.loss << " on "
+                << summary.eval.count << " test samples" << std::endl;
+  }
   while (s.epoch < *cfg.epochs) {
     const auto t0 = Clock::now();
     const int64_t micro0 = s.micro;
@@ -366,6 +446,8 @@ TrainSummary run(TrainConfig config) {
     log_epoch(j, s.epoch, s.step, train_loss, throughput, train_s, summary.eval, seconds_since(start));
     s.epoch += 1;
     s.micro = 0;
+    s.loss_sum = 0;
+    s.loss_count = 0;
     save_checkpoint(j, s);
     if (cfg.stop_after > 0 && s.epoch - first_epoch >= cfg.stop_after && s.epoch < *cfg.epochs) {
       if (rank == 0) std::cout << "stopping after " << cfg.stop_after << " epoch(s) as asked (--stop-after)" << std::endl;

@@ -128,6 +128,13 @@ TEST(Shards, CorruptMissingAndMixedFiles) {
   flipped[flipped.size() - 20] ^= 0x01;  // one bit of the index data
   write_bytes(p1, flipped);
   expect_error<DataError>([&] { data::load_shard(spec, 1); }, {p1, "checksum mismatch", "corrupt"});
+  try {  // a CRC cannot locate the flipped byte: the message must not pretend to (it once named the checksum's own)
+    data::load_shard(spec, 1);
+    ADD_FAILURE() << "a flipped bit loaded";
+  } catch (const DataError& e) {
+    EXPECT_EQ(std::string(e.what()).find("at byte"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bytes 0.." + std::to_string(good.size() - 5)), std::string::npos) << e.what();
+  }
   write_bytes(p1, good.substr(0, good.size() - 9));
   expect_error<DataError>([&] { data::load_shard(spec, 1); }, {p1, "truncated at byte " + std::to_string(good.size() - 9)});
   write_bytes(p1, "not a shard file at all, just text");

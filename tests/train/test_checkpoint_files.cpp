@@ -222,5 +222,43 @@ TEST(LoadCheckpoint, MissingEmptyGarbageAndTruncatedFilesNameThePath) {
   }
 }
 
+TEST(LoadCheckpoint, EveryFlippedBitIsCaughtOrHarmless) {
+  // Each byte of a checkpoint with one bit flipped: loading must fail with a ddp::Error naming the file, or (a
+  // byte no record covers: zip padding, unused header fields) load exactly the original contents.
+  TempDir dir;
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  d.insert("w", at::arange(16, at::kFloat) * 0.25 + 1234.5);
+  d.insert("step", int64_t{42});
+  train::save_atomic(d, dir.file("good.pt"));
+  std::ifstream in(dir.file("good.pt"), std::ios::binary);
+  const std::string good((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const at::Tensor w = d.at("w").toTensor();
+  const std::string w_bytes(static_cast<const char*>(w.data_ptr()), w.nbytes());
+  const size_t w_at = good.find(w_bytes);
+  ASSERT_NE(w_at, std::string::npos) << "the tensor's bytes are stored as they are";
+  int caught = 0, harmless = 0;
+  for (size_t i = 0; i < good.size(); ++i) {
+    std::string bad = good;
+    bad[i] ^= static_cast<char>(1 << (i % 8));
+    const std::string path = dir.file("bad.pt");
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bad;
+    try {
+      auto got = train::load_checkpoint(path).toGenericDict();
+      ASSERT_TRUE(got.at("w").toTensor().equal(w) && got.at("step").toInt() == 42)
+          << "byte " << i << " of " << good.size() << ": a flipped bit loaded different contents silently";
+      ++harmless;
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      ASSERT_NE(msg.find(path), std::string::npos) << msg;
+      if (i >= w_at && i < w_at + w_bytes.size()) {  // inside the tensor's record: named, with the cause
+        EXPECT_NE(msg.find("corrupt checkpoint: record '"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("/data/0' (64 bytes) fails its check: CRC error"), std::string::npos) << msg;
+      }
+      ++caught;
+    }
+  }
+  EXPECT_GT(caught, int(good.size()) / 2) << harmless << " harmless";
+}
+
 }  // namespace
 }  // namespace ddp::testing

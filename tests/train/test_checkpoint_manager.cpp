@@ -7,6 +7,9 @@
 #include <fstream>
 #include <mutex>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "checkpoint_test_util.h"
 #include "ddp/dist/errors.h"
 #include "ddp/train/checkpoint.h"
@@ -68,6 +71,32 @@ TEST(CheckpointManager, LatestFallsBackToTheHighestNumberedFile) {
   std::ofstream(dir.file("checkpoint-e0011-s00000000.pt.tmp.123")) << "partial";  // not complete: ignored
   std::ofstream(dir.file("checkpoint-e0012-s00000000.pt")).close();             // empty: ignored
   EXPECT_EQ(*mgr.latest(), dir.file("checkpoint-e0010-s00000005.pt"));
+}
+
+TEST(CheckpointManager, CandidatesAreNewestFirstStartingWithLatest) {
+  TempDir dir;
+  train::CheckpointManager mgr({dir.path(), /*keep_last=*/0});
+  EXPECT_TRUE(mgr.candidates().empty());
+  for (int64_t e : {1, 3, 2}) mgr.save(e, e * 10, [&] { return contents(e, e * 10); });
+  const auto f = [&](int64_t e) { return dir.file("checkpoint-e000" + std::to_string(e) + "-s000000" + std::to_string(e * 10) + ".pt"); };
+  EXPECT_EQ(mgr.candidates(), (std::vector<std::string>{f(2), f(3), f(1)}));  // latest (saved last), then by number
+  fs::remove(dir.file("latest"));
+  EXPECT_EQ(mgr.candidates(), (std::vector<std::string>{f(3), f(2), f(1)}));
+}
+
+TEST(CheckpointManager, RemovesTemporariesOfDeadWritersOnly) {
+  TempDir dir;
+  train::CheckpointManager mgr({dir.path(), 3});
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ::waitpid(dead, nullptr, 0);  // reaped: no process has this pid now
+  const std::string gone1 = "checkpoint-e0001-s00000010.pt.tmp." + std::to_string(dead);
+  const std::string gone2 = "latest.tmp." + std::to_string(dead);
+  const std::string live = "checkpoint-e0002-s00000020.pt.tmp." + std::to_string(::getpid());
+  for (const auto& name : {gone1, gone2, live, std::string("notes.tmp.txt")}) std::ofstream(dir.file(name)) << "partial";
+  EXPECT_EQ(mgr.remove_stale_temporaries(), (std::vector<std::string>{gone1, gone2}));
+  EXPECT_EQ(listing(dir.path()), (std::vector<std::string>{live, "notes.tmp.txt"}));
 }
 
 TEST(CheckpointManager, RejectsBadArguments) {

@@ -23,6 +23,8 @@ at::Tensor read_idx_labels(const std::string& path);  // int64 [N]; magic 0x0000
 
 // dir holds train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz], t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz]
 // (train = false reads the t10k files). When both x and x.gz exist the plain x is read.
-ImageDataset load_mnist_format(const std::string& dir, bool train);
+// num_classes > 0: every label must be in 0..num_classes-1, else a DataError naming the labels file and the
+// first record outside.
+ImageDataset load_mnist_format(const std::string& dir, bool train, int64_t num_classes = 0);
 
 }  // namespace ddp::data

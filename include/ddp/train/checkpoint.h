@@ -30,6 +30,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ddp/dist/init.h"
 #include "ddp/dist/process_group.h"
@@ -66,6 +67,12 @@ class CheckpointManager {
   std::string save(int64_t epoch, int64_t step, const std::function<c10::IValue()>& make);
   // The newest complete checkpoint (from latest, else the highest-numbered file), or nullopt if none.
   std::optional<std::string> latest() const;
+  // Every checkpoint file, newest first: latest's file, then the others by (epoch, step) descending. Resuming
+  // tries them in this order, so a corrupt newest file falls back to the one before it.
+  std::vector<std::string> candidates() const;
+  // Deletes the temporary files (<name>.tmp.<pid>) that a save killed mid-write left in dir, where no process
+  // <pid> runs any more; returns their names. Call on the writing rank before the first save.
+  std::vector<std::string> remove_stale_temporaries() const;
 
   // The file name save(epoch, step) writes, inside dir.
   std::string path_for(int64_t epoch, int64_t step) const;

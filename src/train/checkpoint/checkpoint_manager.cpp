@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdint>
+#include <signal.h>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -120,6 +123,33 @@ std::string CheckpointManager::save(int64_t epoch, int64_t step, const std::func
   }
   if (error) std::rethrow_exception(error);
   return path;
+}
+
+std::vector<std::string> CheckpointManager::candidates() const {
+  std::vector<std::string> out;
+  if (auto newest = latest()) out.push_back(*newest);
+  const auto all = list_checkpoints(opts_.dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    std::error_code ec;
+    if (out.empty() || !fs::equivalent(it->second, out.front(), ec)) out.push_back(it->second.string());
+  }
+  return out;
+}
+
+std::vector<std::string> CheckpointManager::remove_stale_temporaries() const {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(opts_.dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const size_t at = name.rfind(".tmp.");
+    int64_t pid = 0;
+    if (at == std::string::npos || !parse_number(name.substr(at + 5), pid) || pid <= 0 || pid > INT32_MAX) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // its writer may still run
+    std::error_code ec2;
+    if (fs::remove(entry.path(), ec2)) removed.push_back(name);
+  }
+  std::sort(removed.begin(), removed.end());
+  return removed;
 }
 
 std::optional<std::string> CheckpointManager::latest() const {

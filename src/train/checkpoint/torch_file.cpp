@@ -46,6 +46,7 @@ void check_file(const std::string& path) {
 
 c10::IValue read_torch_file(const std::string& path) {
   check_file(path);
+  verify_zip_records(path);
   try {
     caffe2::serialize::PyTorchStreamReader reader(path);
     if (!reader.hasRecord("data.pkl")) throw Error(path + ": zip archive without data.pkl: not a torch.save file");

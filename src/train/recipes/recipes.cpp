@@ -76,11 +76,11 @@ Recipe make_fashion_mnist(TrainConfig& cfg, ProcessGroup& group) {
                          file_id(cfg.data_dir + "/train-images-idx3-ubyte");
   set_train_data(r, cfg, group, "fashion-mnist-train", id,
                  [&] {
-                   auto ds = data::load_mnist_format(cfg.data_dir, true);
+                   auto ds = data::load_mnist_format(cfg.data_dir, true, /*num_classes=*/10);
                    return std::make_pair(ds.images, ds.labels);
                  },
                  finish);
-  auto test = data::load_mnist_format(cfg.data_dir, false);
+  auto test = data::load_mnist_format(cfg.data_dir, false, /*num_classes=*/10);
   set_test_data(r, cfg, group, finish(test.images), test.labels);
 
   models::FashionCNN net;

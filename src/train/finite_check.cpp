@@ -1,0 +1,36 @@
+#include "finite_check.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <vector>
+
+namespace ddp::train::detail {
+
+bool gradients_finite(const torch::nn::Module& model) {
+  std::vector<at::Tensor> sums;
+  for (const auto& p : model.parameters())
+    if (p.grad().defined()) sums.push_back(p.grad().sum(at::kDouble));
+  if (sums.empty()) return true;
+  return std::isfinite(at::stack(sums).sum().item<double>());
+}
+
+namespace {
+
+std::optional<std::string> describe_if_non_finite(const std::string& name, const at::Tensor& t) {
+  if (!t.defined() || !at::isFloatingType(t.scalar_type()) || at::isfinite(t).all().item<bool>()) return std::nullopt;
+  return name + " (" + (at::isnan(t).any().item<bool>() ? "nan" : "inf") + ")";
+}
+
+}  // namespace
+
+std::optional<std::string> first_non_finite(const torch::nn::Module& model, bool gradients) {
+  for (const auto& item : model.named_parameters())
+    if (auto bad = describe_if_non_finite(item.key(), gradients ? item.value().grad() : item.value())) return bad;
+  if (gradients) return std::nullopt;
+  for (const auto& item : model.named_buffers())
+    if (auto bad = describe_if_non_finite(item.key(), item.value())) return bad;
+  return std::nullopt;
+}
+
+}  // namespace ddp::train::detail
