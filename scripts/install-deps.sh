@@ -9,6 +9,7 @@ PKGS=(
   libgtest-dev libgmock-dev             # tests
   libcli11-dev nlohmann-json3-dev       # command lines, JSON
   zlib1g-dev                            # gzip data files
+  iproute2                              # network namespaces: multi-host tests on one machine
   libzip-dev                            # checkpoint integrity: the zip's CRC-32 of every record
   dataset-fashion-mnist                 # the main job's data
   python3-torch                         # test oracle and benchmark peer only

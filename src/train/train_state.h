@@ -19,6 +19,7 @@ struct LoopState {
   int64_t step = 0;
   double loss_sum = 0;     // this rank's training losses so far in the epoch, for its mean train loss
   int64_t loss_count = 0;  // how many micro-batches loss_sum holds
+  bool preempted = false;  // a rank got SIGTERM: a checkpoint was written at this state, and training stops
 };
 
 // Every rank's (loss_sum, loss_count) in rank order, as a [world, 2] float64 tensor (a collective).

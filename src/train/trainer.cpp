@@ -9,7 +9,11 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include <signal.h>
+
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -34,6 +38,45 @@ namespace ddp::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// SIGTERM while training (preemption): noted here, acted on at the next step boundary.
+std::atomic<int> g_stop_signal{0};
+extern "C" void note_stop_signal(int sig) { g_stop_signal.store(sig); }
+
+class StopSignalHandler {
+ public:
+  StopSignalHandler() {
+    struct sigaction sa {};
+    sa.sa_handler = note_stop_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGTERM, &sa, &old_);
+  }
+  ~StopSignalHandler() { ::sigaction(SIGTERM, &old_, nullptr); }
+
+ private:
+  struct sigaction old_ {};
+};
+
+// Whether any rank got SIGTERM: started before a step (a one-integer all_reduce that runs while the step
+// computes), read after it.
+class StopCheck {
+ public:
+  explicit StopCheck(ProcessGroup& group) : flag_(at::tensor({g_stop_signal.load()}, at::kInt)) {
+    AllReduceOptions o = op(ReduceOp::MAX);
+    o.async_op = true;
+    work_ = group.all_reduce(flag_, o);
+  }
+  bool requested() {
+    work_.wait();
+    return flag_.item<int>() != 0;
+  }
+
+ private:
+  at::Tensor flag_;
+  Work work_;
+};
+
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // What DistributedDataParallel needs of a type-erased module: ptr() and ->forward(x).
@@ -174,12 +217,16 @@ double train_epoch(Job& j, detail::LoopState& s) {
   int64_t window = 0;
   const auto t0 = Clock::now();
   const int64_t first_micro = s.micro;
+  std::optional<StopCheck> stop;
   while (s.micro < j.micro_per_epoch) {
     auto batch = j.loader->next();
     if (!batch) break;
     const bool sync = (s.micro + 1) % c.accumulate == 0;  // the last micro-batch of a step reduces gradients
     const double lr = set_lr(j, s.step);
-    if (s.micro % c.accumulate == 0) j.opt->zero_grad();
+    if (s.micro % c.accumulate == 0) {
+      j.opt->zero_grad();
+      stop.emplace(*j.group);
+    }
     at::Tensor loss = forward_backward(j, *batch, sync);
     ++s.micro;
     window_sum += loss.item<double>();
@@ -201,9 +248,17 @@ double train_epoch(Job& j, detail::LoopState& s) {
     }
     window_sum = 0;
     window = 0;
+    if (stop->requested()) {  // preemption: this step's state, saved where a restart resumes exactly
+      stop.reset();
+      save_checkpoint(j, s);
+      s.preempted = true;
+      break;
+    }
+    stop.reset();
     if (c.checkpoint_every > 0 && s.step % c.checkpoint_every == 0 && s.micro < j.micro_per_epoch)
       save_checkpoint(j, s);
   }
+  if (stop) stop->requested();  // a step begun but not finished (none with drop_last): keep the ranks in step
   return s.loss_count ? s.loss_sum / double(s.loss_count) : 0.0;
 }
 
@@ -421,6 +476,11 @@ void print_done(Job& j, const TrainSummary& summary) {
 
 TrainSummary run(TrainConfig config) {
   const auto start = Clock::now();
+  const StopSignalHandler on_sigterm;
+  if (const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT"); restarts && std::atoi(restarts) > 0) {
+    if (!config.resume) std::cerr << "ddp-train: restart " << restarts << " by the launcher: resuming from the latest checkpoint" << std::endl;
+    config.resume = true;
+  }
   Job j = set_up(std::move(config));
   detail::LoopState s = resume_or_start(j);
   const TrainConfig& cfg = j.cfg;
@@ -440,6 +500,14 @@ TrainSummary run(TrainConfig config) {
     const auto t0 = Clock::now();
     const int64_t micro0 = s.micro;
     const double train_loss = train_epoch(j, s);
+    if (s.preempted) {
+      if (rank == 0)
+        std::cout << "preempted (SIGTERM): stopped after step " << s.step << " of epoch " << s.epoch + 1
+                  << ", checkpoint " << j.last_checkpoint << "; exiting with code " << kExitPreempted
+                  << " (--resume, or a restart by ddprun, goes on from here exactly)" << std::endl;
+      summary.preempted = true;
+      break;
+    }
     const double train_s = seconds_since(t0);
     const double throughput = double((s.micro - micro0) * *cfg.batch_size * world) / train_s;
     summary.eval = evaluate_epoch(j);
@@ -458,7 +526,7 @@ TrainSummary run(TrainConfig config) {
   summary.steps = s.step;
   summary.checkpoint = j.last_checkpoint;
   summary.seconds = seconds_since(start);
-  print_done(j, summary);
+  if (!summary.preempted) print_done(j, summary);
   return summary;
 }
 

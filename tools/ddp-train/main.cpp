@@ -52,9 +52,9 @@ int main(int argc, char** argv) {
       std::cout << ddp::train::to_config_file(cfg);
       return 0;
     }
-    ddp::train::run(cfg);
+    const auto summary = ddp::train::run(cfg);
     ddp::destroy_process_group();
-    return 0;
+    return summary.preempted ? ddp::train::kExitPreempted : 0;
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "ddp-train: rank %s: %s\n", rank_label().c_str(), strip(e.what()));
     return 2;

@@ -23,10 +23,19 @@ struct TrainSummary {
   EvalResult eval;           // the last evaluation
   double seconds = 0;        // wall time of this run, start to end
   std::string checkpoint;    // the last checkpoint written ("" if none)
+  bool preempted = false;    // stopped by SIGTERM after writing `checkpoint`: exit with kExitPreempted
 };
+
+// ddp-train's exit code after a SIGTERM (preemption): the current step finished, a checkpoint was written, and
+// a restart resumes from it exactly. 75 is EX_TEMPFAIL ("try again later").
+constexpr int kExitPreempted = 75;
 
 // Creates the default process group if none exists (cfg.backend), trains, and
 // returns on every rank. Errors are exceptions (ddp::Error, InvalidArgument).
+// SIGTERM to any rank during training: every rank finishes its current step, a checkpoint is written, and run
+// returns with preempted set (the ranks agree through a one-integer all_reduce overlapped with each step).
+// Under an elastic launcher (TORCHELASTIC_RESTART_COUNT > 0) a run resumes from its latest checkpoint as with
+// cfg.resume.
 TrainSummary run(TrainConfig cfg);
 
 }  // namespace ddp::train
