@@ -13,6 +13,9 @@
 //                         "parent done" and exit 0 at once
 //   term-report           print "ready", sleep 60 s; on SIGTERM/SIGINT print
 //                         "got SIGTERM"/"got SIGINT" and exit 0
+//   pid-sleep S           print "ready pid=<pid>", sleep S s, exit 0
+//   early-exit R          rank R exits 0 after 0.1 s; the others fail with code 3
+//                         and "Connection reset by peer" after 2 s
 #include <signal.h>
 #include <unistd.h>
 
@@ -58,7 +61,7 @@ extern "C" void report_and_exit(int sig) {
 }
 
 int usage() {
-  say("usage: ddprun_probe env|args|spam|longline|exit|fail|signal|ignore-term|orphan|term-report ...", STDERR_FILENO);
+  say("usage: ddprun_probe env|args|spam|longline|exit|fail|signal|ignore-term|orphan|term-report|pid-sleep|early-exit ...", STDERR_FILENO);
   return 64;
 }
 
@@ -121,6 +124,23 @@ int main(int argc, char** argv) {
     say("ready");
     sleep_seconds(600);  // far beyond any deadline: a test that waits for it has found a hang
     return 0;
+  }
+  if (mode == "pid-sleep") {
+    say("ready pid=" + std::to_string(::getpid()));
+    sleep_seconds(std::atof(argc > 2 ? argv[2] : "0"));
+    return 0;
+  }
+  if (mode == "early-exit") {
+    if (rank == arg(2)) {
+      sleep_seconds(0.1);
+      say("probe rank " + std::to_string(rank) + " done early");
+      return 0;
+    }
+    sleep_seconds(2);
+    say("probe rank " + std::to_string(rank) + ": recv from rank " + std::to_string(arg(2)) +
+            ": Connection reset by peer",
+        STDERR_FILENO);
+    return 3;
   }
   if (mode == "orphan") {
     if (fork() == 0) {

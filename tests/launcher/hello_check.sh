@@ -1,0 +1,42 @@
+#!/bin/sh
+# Checks examples/hello:
+#   hello_check.sh ranks DDPRUN HELLO BACKEND NP   every rank prints "My rank is R, same as R", exit 0
+#   hello_check.sh init-error DDPRUN HELLO         init errors: a message and exit code 1 (no abort),
+#                                                  alone and under ddprun (whose summary shows the message)
+set -u
+mode=$1 ddprun=$2 hello=$3
+out=$(mktemp) || exit 1
+trap 'rm -f "$out"' EXIT
+fail() { echo "FAIL: $*"; cat "$out"; exit 1; }
+unset RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT DDP_BACKEND DDP_TIMEOUT TORCHELASTIC_ERROR_FILE
+case $mode in
+  ranks)
+    backend=$4 np=$5
+    "$ddprun" --nproc-per-node "$np" --standalone --backend "$backend" "$hello" >"$out" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || fail "ddprun exited with $rc"
+    r=0
+    while [ $r -lt "$np" ]; do
+      [ "$(grep -c "^\[rank $r\] My rank is $r, same as $r\$" "$out")" -eq 1 ] || fail "rank $r did not print its own rank once"
+      r=$((r + 1))
+    done
+    [ "$(grep -c 'My rank is' "$out")" -eq "$np" ] || fail "expected $np lines"
+    ;;
+  init-error)
+    # Alone: a world of 2 without MASTER_ADDR.
+    WORLD_SIZE=2 RANK=0 "$hello" >"$out" 2>&1
+    rc=$?
+    [ $rc -eq 1 ] || fail "hello exited with $rc, expected 1"
+    grep -qx 'hello: rank 0: \[init\] env:// needs MASTER_ADDR for a world of 2 (ddprun and torchrun set it)' "$out" ||
+      fail "message missing"
+    # Under ddprun: a bad DDP_TIMEOUT fails every rank's init.
+    DDP_TIMEOUT=abc "$ddprun" --nproc-per-node 2 --standalone "$hello" >"$out" 2>&1
+    rc=$?
+    [ $rc -eq 1 ] || fail "ddprun exited with $rc, expected 1"
+    grep -q "^ddprun: root cause: rank [01] (pid [0-9]*) reported the first error, at " "$out" || fail "no root cause"
+    grep -qx "ddprun:   | \[init\] DDP_TIMEOUT='abc' must be a positive number of seconds" "$out" || fail "message missing"
+    grep -q "core dumped\|Aborted\|terminate called" "$out" && fail "aborted"
+    ;;
+  *) echo "usage: $0 ranks|init-error ..."; exit 2 ;;
+esac
+echo PASS
