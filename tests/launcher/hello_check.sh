@@ -3,6 +3,7 @@
 #   hello_check.sh ranks DDPRUN HELLO BACKEND NP   every rank prints "My rank is R, same as R", exit 0
 #   hello_check.sh init-error DDPRUN HELLO         init errors: a message and exit code 1 (no abort),
 #                                                  alone and under ddprun (whose summary shows the message)
+#   hello_check.sh timeout DDPRUN HELLO            ddprun --timeout 1 ends a rendezvous that cannot succeed in ~1 s
 set -u
 mode=$1 ddprun=$2 hello=$3
 out=$(mktemp) || exit 1
@@ -37,6 +38,18 @@ case $mode in
     grep -qx "ddprun:   | \[init\] DDP_TIMEOUT='abc' must be a positive number of seconds" "$out" || fail "message missing"
     grep -q "core dumped\|Aborted\|terminate called" "$out" && fail "aborted"
     ;;
-  *) echo "usage: $0 ranks|init-error ..."; exit 2 ;;
+  timeout)
+    # ddprun --timeout reaches the ranks (DDP_TIMEOUT): rank 1 of a 2-node job whose node 0 never
+    # comes gives up after 1 s instead of the default 600 s.
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    start=$(date +%s)
+    "$ddprun" --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 --master-port "$port" --timeout 1 "$hello" >"$out" 2>&1
+    rc=$?
+    took=$(( $(date +%s) - start ))
+    [ $rc -eq 1 ] || fail "ddprun exited with $rc, expected 1"
+    [ $took -lt 30 ] || fail "took $took s (10x headroom over ~2 s)"
+    grep -q "^ddprun:   | .*within 1 s" "$out" || fail "the root cause does not show the 1 s timeout"
+    ;;
+  *) echo "usage: $0 ranks|init-error|timeout ..."; exit 2 ;;
 esac
 echo PASS
