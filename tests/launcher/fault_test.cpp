@@ -242,7 +242,9 @@ class EarlyExit : public ::testing::TestWithParam<int> {};
 
 TEST_P(EarlyExit, NamedAsLikelyCause) {
   const int np = GetParam();
-  RunResult r = run_ddprun({"--nproc-per-node", std::to_string(np), "--standalone", probe_path(), "early-exit", "1"});
+  TempDir tmp;
+  RunResult r = run_ddprun(
+      {"--nproc-per-node", std::to_string(np), "--standalone", probe_path(), "early-exit", "1", tmp.path()});
   ASSERT_EQ(r.exit_code(), 3) << diag(r);
   const std::string others = np == 2 ? "0" : "0, 2";
   std::smatch m;
@@ -251,7 +253,7 @@ TEST_P(EarlyExit, NamedAsLikelyCause) {
       std::regex(R"(ddprun: likely root cause: rank 1 \(pid \d+\) exited with code 0 after ([0-9.e-]+) s while rank\(s\) )" +
                  others + " still ran")))
       << diag(r);
-  EXPECT_LT(std::stod(m[1].str()), 2.0) << diag(r);
+  EXPECT_LT(std::stod(m[1].str()), 20.0) << diag(r);  // ~0.1 s
   EXPECT_LT(m.position(0), static_cast<long>(r.err.find("first failed rank"))) << diag(r);
 }
 
