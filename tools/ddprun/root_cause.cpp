@@ -6,6 +6,7 @@
 #include <ctime>
 #include <sstream>
 
+#include "output.h"
 #include "signals.h"
 #include "summary.h"
 
@@ -14,13 +15,6 @@ namespace ddprun {
 namespace {
 
 constexpr size_t kMaxMessageLines = 12;
-
-std::string seconds_text(double s) {
-  std::ostringstream out;
-  out.precision(s < 10 ? 2 : 3);
-  out << s << " s";
-  return out.str();
-}
 
 std::string who(int rank, long pid) {
   return "rank " + std::to_string(rank) + (pid > 0 ? " (pid " + std::to_string(pid) + ")" : "");

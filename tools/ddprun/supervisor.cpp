@@ -8,10 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <ctime>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "line_splitter.h"
 #include "output.h"
@@ -44,22 +42,6 @@ struct Child {
   int stop_signal = 0;
   Clock::time_point stopped_at;
 };
-
-// "07:55:01" (local time) of now.
-std::string clock_time() {
-  std::time_t t = std::time(nullptr);
-  struct tm tm_now;
-  char text[16] = "?";
-  if (::localtime_r(&t, &tm_now) != nullptr) std::strftime(text, sizeof text, "%H:%M:%S", &tm_now);
-  return text;
-}
-
-std::string seconds_text(double s) {
-  std::ostringstream out;
-  out.precision(s < 10 ? 2 : 3);
-  out << s << " s";
-  return out.str();
-}
 
 long long wall_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -199,12 +181,10 @@ class Run {
       int status = 0;
       pid_t rc = ::waitpid(r.pid, &status, WNOHANG | WUNTRACED | WCONTINUED);
       if (rc == 0 || (rc < 0 && errno == EINTR)) continue;
-      if (rc == r.pid && WIFSTOPPED(status)) {
-        on_stopped(i, WSTOPSIG(status));
-        continue;
-      }
-      if (rc == r.pid && WIFCONTINUED(status)) {
-        on_continued(i);
+      if (rc == r.pid && (WIFSTOPPED(status) || WIFCONTINUED(status))) {
+        if (WIFSTOPPED(status)) on_stopped(i, WSTOPSIG(status));
+        else on_continued(i);
+        --i;  // this child may have more news (continued, then exited)
         continue;
       }
       r.reaped = true;
