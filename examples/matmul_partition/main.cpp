@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "ddp/dist/error_file.h"
 #include "ddp/dist.h"
 
 namespace {
@@ -51,7 +52,7 @@ at::Tensor by_reduction(ddp::ProcessGroup& g, const at::Tensor& A, const at::Ten
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   int64_t m = 512, k = 768, n = 256;
   if (argc == 4) {
     m = std::atoll(argv[1]);
@@ -87,3 +88,5 @@ int main(int argc, char** argv) {
   if (!ok) std::fprintf(stderr, "error above 1e-4\n");
   return ok ? 0 : 1;
 }
+
+int main(int argc, char** argv) { return ddp::run_main("matmul_partition", argc, argv, run); }

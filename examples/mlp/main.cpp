@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <string>
 
+#include "ddp/dist/error_file.h"
 #include "ddp/ddp.h"
 #include "ddp/data/synthetic.h"
 #include "ddp/train/models/mlp.h"
@@ -162,6 +163,7 @@ int main(int argc, char** argv) try {
   ddp::destroy_process_group();
   return worst == 0 ? 0 : 1;
 } catch (const std::exception& e) {
+  ddp::record_error(e);  // for ddprun's summary (TORCHELASTIC_ERROR_FILE)
   std::fprintf(stderr, "mlp: %s\n", e.what());
   return 1;
 }

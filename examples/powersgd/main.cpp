@@ -18,6 +18,7 @@
 
 #include <cstdio>
 
+#include "ddp/dist/error_file.h"
 #include "ddp/ddp.h"
 #include "ddp/data/synthetic.h"
 #include "ddp/parallel/powersgd.h"
@@ -81,6 +82,7 @@ int main(int argc, char** argv) try {
   ddp::destroy_process_group();
   return 0;
 } catch (const std::exception& e) {
+  ddp::record_error(e);  // for ddprun's summary (TORCHELASTIC_ERROR_FILE)
   std::fprintf(stderr, "powersgd: %s\n", e.what());
   return 1;
 }

@@ -22,6 +22,7 @@
 
 #include <cstdio>
 
+#include "ddp/dist/error_file.h"
 #include "ddp/data/synthetic.h"
 #include "ddp/ddp.h"
 
@@ -74,6 +75,7 @@ int main(int argc, char** argv) try {
   ddp::destroy_process_group();
   return 0;
 } catch (const std::exception& e) {
+  ddp::record_error(e);  // for ddprun's summary (TORCHELASTIC_ERROR_FILE)
   std::fprintf(stderr, "zero3: %s\n", e.what());
   return 1;
 }

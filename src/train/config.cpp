@@ -101,6 +101,9 @@ void define(CLI::App& app, TrainConfig& c, bool& print_config) {
   number_flag<int64_t>(app, "stop-after", c.stop_after, "stop (as if interrupted) after N epochs (0: never)");
   number_flag<int64_t>(app, "log-every", c.log_every, "steps between train-loss logs");
   text_flag(app, "backend", c.backend, "gloo | mpi | auto");
+  number_flag<double>(app, "timeout", c.timeout,
+                      "seconds a rendezvous or collective may wait before failing [default: DDP_TIMEOUT "
+                      "(ddprun --timeout), else 600]");
   text_flag(app, "comm-hook", c.comm_hook,
             "how DDP reduces gradient buckets: allreduce (float32) | fp16 | bf16 (half the bytes, 16-bit rounding) | "
             "powersgd[:rank=R,start=S,...] | batched_powersgd[:...] (low-rank, docs/ddp.md)");
@@ -125,6 +128,7 @@ void check_ranges(const TrainConfig& c) {
   if (c.epochs) positive("--epochs", double(*c.epochs));
   if (c.batch_size) positive("--batch-size", double(*c.batch_size));
   if (c.lr) positive("--lr", *c.lr);
+  if (c.timeout) positive("--timeout", *c.timeout);
   if (c.momentum) non_negative("--momentum", *c.momentum);
   if (c.weight_decay) non_negative("--weight-decay", *c.weight_decay);
   if (c.label_smoothing) non_negative("--label-smoothing", *c.label_smoothing);
@@ -242,6 +246,8 @@ std::string to_config_file(const TrainConfig& c) {
   count("stop-after", c.stop_after);
   count("log-every", c.log_every);
   text("backend", c.backend);
+  if (c.timeout) real("timeout", c.timeout);
+  else out << "# timeout = (DDP_TIMEOUT, else 600)\n";
   text("comm-hook", c.comm_hook);
   flag("sync-bn", c.sync_bn);
   flag("progress", c.progress);
@@ -275,6 +281,7 @@ std::vector<std::pair<std::string, std::string>> describe(const TrainConfig& c) 
           {"out_dir", c.out_dir},
           {"seed", std::to_string(c.seed)},
           {"backend", c.backend},
+          {"timeout", c.timeout ? num(c.timeout) : std::string("(DDP_TIMEOUT, else 600)")},
           {"comm_hook", c.comm_hook},
           {"sync_bn", c.sync_bn ? "true" : "false"},
           {"cutout", count(c.cutout)},

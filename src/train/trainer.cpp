@@ -347,6 +347,8 @@ Job set_up(TrainConfig cfg) {
   Job j;
   InitOptions init;
   init.backend = cfg.backend;
+  if (cfg.timeout)  // else InitOptions reads DDP_TIMEOUT
+    init.timeout = Milliseconds(std::max<int64_t>(1, static_cast<int64_t>(*cfg.timeout * 1000 + 0.5)));
   j.group = is_initialized() ? default_group() : init_process_group(init);
   const int rank = j.group->rank();
   at::manual_seed(stream_seed(cfg.seed, Stream::Weights, rank));  // DDP also broadcasts rank 0's

@@ -140,11 +140,16 @@ TEST(MpiLaunch, MpirunCommandLine) {
   std::vector<std::string> expected = {"/usr/bin/mpirun", "-np", "3", "--oversubscribe", "--bind-to", "none",
                                        "--tag-output", "--allow-run-as-root"};
   for (const char* var : {"OMP_NUM_THREADS", "DDP_BACKEND", "DDP_LAUNCHER", "LOCAL_WORLD_SIZE", "WORLD_SIZE",
-                          "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT"}) {
+                          "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT", "DDP_HEARTBEAT_TIMEOUT",
+                          "TORCHELASTIC_ERROR_FILE"}) {
     expected.push_back("-x");
     expected.push_back(var);
   }
   for (const char* a : {"/bin/prog", "--x", "y"}) expected.push_back(a);
+  EXPECT_EQ(argv, expected);
+  o.timeout = "60";  // DDP_TIMEOUT only when --timeout was given
+  argv = build_mpirun_argv(o, "/usr/bin/mpirun", "/bin/prog", true);
+  expected.insert(expected.end() - 5, {"-x", "DDP_TIMEOUT"});
   EXPECT_EQ(argv, expected);
   argv = build_mpirun_argv(o, "mpirun", "/bin/prog", false);
   EXPECT_EQ(std::count(argv.begin(), argv.end(), "--allow-run-as-root"), 0);
@@ -162,7 +167,14 @@ TEST(RankEnv, VariablesOfEachRank) {
   std::vector<std::string> expected = {"PATH=/bin",         "OTHER=1",           "RANK=11",
                                        "LOCAL_RANK=3",      "WORLD_SIZE=12",     "LOCAL_WORLD_SIZE=4",
                                        "GROUP_RANK=2",      "MASTER_ADDR=10.1.2.3", "MASTER_PORT=4000",
-                                       "OMP_NUM_THREADS=4", "DDP_BACKEND=gloo",  "DDP_LAUNCHER=ddprun"};
+                                       "OMP_NUM_THREADS=4", "DDP_BACKEND=gloo",  "DDP_LAUNCHER=ddprun",
+                                       "DDP_HEARTBEAT_TIMEOUT=30"};
+  EXPECT_EQ(env, expected);
+  o.timeout = "7.5";
+  o.heartbeat_timeout = "0";
+  env = merge_env(base, rank_env_vars(o, 4000, base, 16, 3));
+  expected.back() = "DDP_HEARTBEAT_TIMEOUT=0";
+  expected.push_back("DDP_TIMEOUT=7.5");
   EXPECT_EQ(env, expected);
 }
 

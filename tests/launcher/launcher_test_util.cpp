@@ -29,6 +29,7 @@ double now_seconds() {
 
 std::string ddprun_path() { return DDPRUN_PATH; }
 std::string probe_path() { return DDPRUN_PROBE_PATH; }
+std::string error_probe_path() { return DDPRUN_ERROR_PROBE_PATH; }
 
 int online_cpus() {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -83,7 +84,8 @@ std::vector<std::string> split_lines(const std::string& text) {
 
 const char* const kLauncherVars[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
                                      "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "DDP_BACKEND",
-                                     "DDP_LAUNCHER", "OMPI_COMM_WORLD_RANK"};
+                                     "DDP_LAUNCHER", "OMPI_COMM_WORLD_RANK", "DDP_TIMEOUT",
+                                     "DDP_HEARTBEAT_TIMEOUT", "TORCHELASTIC_ERROR_FILE"};
 
 std::vector<std::string> test_environment(const EnvChanges& changes) {
   std::vector<std::string> env;

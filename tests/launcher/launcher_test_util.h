@@ -56,6 +56,7 @@ RunResult run_ddprun(const std::vector<std::string>& args, double timeout_s = 30
 // Paths of the binaries under test (compile definitions).
 std::string ddprun_path();
 std::string probe_path();
+std::string error_probe_path();  // ddprun_error_probe (uses ddp::run_main)
 
 // A TCP port that was free on 127.0.0.1 a moment ago.
 int free_port();

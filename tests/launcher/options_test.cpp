@@ -111,7 +111,8 @@ TEST(Options, Help) {
   EXPECT_EQ(parse({"prog", "--help"}).kind, ParseOutcome::kRun);  // --help of the program
   const std::string usage = ddprun::usage_text();
   for (const char* flag : {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port",
-                           "--standalone", "--backend", "--kill-grace", "[--] program [program args...]", "exit status"})
+                           "--standalone", "--backend", "--kill-grace", "--timeout", "DDP_TIMEOUT",
+                           "--heartbeat-timeout", "DDP_HEARTBEAT_TIMEOUT", "[--] program [program args...]", "exit status"})
     EXPECT_NE(usage.find(flag), std::string::npos) << flag << " missing from:\n" << usage;
 }
 
@@ -140,6 +141,27 @@ TEST(Options, BadNumbers) {
             "invalid value 'soon' for --kill-grace: expected a number of seconds >= 0 (e.g. 5 or 0.5)");
   EXPECT_EQ(parse_error({"--master-addr", "", "prog"}),
             "invalid value '' for --master-addr: expected a host name or IP address");
+}
+
+TEST(Options, Timeouts) {
+  Options o = parse_ok({"prog"});
+  EXPECT_EQ(o.timeout, "");
+  EXPECT_EQ(o.heartbeat_timeout, "30");
+  EXPECT_DOUBLE_EQ(o.heartbeat_timeout_s, 30.0);
+  o = parse_ok({"--timeout", "90", "--heartbeat-timeout=2.5", "prog"});
+  EXPECT_EQ(o.timeout, "90");
+  EXPECT_EQ(o.heartbeat_timeout, "2.5");
+  EXPECT_DOUBLE_EQ(o.heartbeat_timeout_s, 2.5);
+  o = parse_ok({"--timeout=0.5", "--heartbeat_timeout", "0", "prog"});
+  EXPECT_EQ(o.timeout, "0.5");
+  EXPECT_DOUBLE_EQ(o.heartbeat_timeout_s, 0.0);
+  for (const char* bad : {"0", "-3", "abc", "", "1e3", "1.2.3", "100000"})
+    EXPECT_EQ(parse_error({"--timeout", bad, "prog"}),
+              std::string("invalid value '") + bad + "' for --timeout: expected a number of seconds > 0 (e.g. 60 or 0.5)");
+  for (const char* bad : {"-1", "x", "", "inf"})
+    EXPECT_EQ(parse_error({"--heartbeat-timeout", bad, "prog"}),
+              std::string("invalid value '") + bad +
+                  "' for --heartbeat-timeout: expected a number of seconds >= 0 (0 disables; e.g. 30)");
 }
 
 TEST(Options, BadBackend) {

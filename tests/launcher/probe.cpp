@@ -13,6 +13,10 @@
 //                         "parent done" and exit 0 at once
 //   term-report           print "ready", sleep 60 s; on SIGTERM/SIGINT print
 //                         "got SIGTERM"/"got SIGINT" and exit 0
+//   pid-sleep S           print "ready pid=<pid>", sleep S s, exit 0
+//   early-exit R DIR      rank R writes its pid to DIR/early.pid and exits 0 after
+//                         0.1 s; the others wait until that process is gone (reaped
+//                         by ddprun), then fail with code 3 and "Connection reset by peer"
 #include <signal.h>
 #include <unistd.h>
 
@@ -58,7 +62,7 @@ extern "C" void report_and_exit(int sig) {
 }
 
 int usage() {
-  say("usage: ddprun_probe env|args|spam|longline|exit|fail|signal|ignore-term|orphan|term-report ...", STDERR_FILENO);
+  say("usage: ddprun_probe env|args|spam|longline|exit|fail|signal|ignore-term|orphan|term-report|pid-sleep|early-exit ...", STDERR_FILENO);
   return 64;
 }
 
@@ -121,6 +125,38 @@ int main(int argc, char** argv) {
     say("ready");
     sleep_seconds(600);  // far beyond any deadline: a test that waits for it has found a hang
     return 0;
+  }
+  if (mode == "pid-sleep") {
+    say("ready pid=" + std::to_string(::getpid()));
+    sleep_seconds(std::atof(argc > 2 ? argv[2] : "0"));
+    return 0;
+  }
+  if (mode == "early-exit" && argc > 3) {
+    const std::string pid_file = std::string(argv[3]) + "/early.pid";
+    if (rank == arg(2)) {
+      sleep_seconds(0.1);
+      const std::string tmp = pid_file + ".tmp";
+      if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+        std::fprintf(f, "%ld\n", static_cast<long>(::getpid()));
+        std::fclose(f);
+        std::rename(tmp.c_str(), pid_file.c_str());
+      }
+      say("probe rank " + std::to_string(rank) + " done early");
+      return 0;
+    }
+    long early = 0;
+    for (int i = 0; i < 6000 && early == 0; ++i) {  // up to 60 s: a hang, not slowness
+      if (FILE* f = std::fopen(pid_file.c_str(), "r")) {
+        if (std::fscanf(f, "%ld", &early) != 1) early = 0;
+        std::fclose(f);
+      }
+      if (early == 0) sleep_seconds(0.01);
+    }
+    for (int i = 0; i < 6000 && early > 0 && ::kill(static_cast<pid_t>(early), 0) == 0; ++i) sleep_seconds(0.01);
+    say("probe rank " + std::to_string(rank) + ": recv from rank " + std::to_string(arg(2)) +
+            ": Connection reset by peer",
+        STDERR_FILENO);
+    return 3;
   }
   if (mode == "orphan") {
     if (fork() == 0) {

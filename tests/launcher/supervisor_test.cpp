@@ -88,3 +88,51 @@ TEST(Supervisor, SigkillAfterGrace) {
   EXPECT_TRUE(WIFSIGNALED(r.children[0].status) && WTERMSIG(r.children[0].status) == SIGKILL);
   EXPECT_TRUE(lines.lines.empty());
 }
+
+TEST(Supervisor, StoppedChildFailsTheJobAfterTheStopTimeout) {
+  Collect lines;
+  Supervisor supervisor(5, &lines);
+  supervisor.set_stop_timeout(0.3);
+  auto start = std::chrono::steady_clock::now();
+  // The child stops itself; SIGTERM alone would stay pending: ddprun adds SIGCONT.
+  SupervisorResult r = supervisor.run({sh("sleep 300"), sh("kill -STOP $$; sleep 300")});
+  double elapsed = seconds_since(start);
+  EXPECT_GE(elapsed, 0.3);
+  EXPECT_LT(elapsed, 4.0);  // ~0.35 s: 10x headroom; never noticed: 300 s
+  EXPECT_EQ(r.first_failed, -1);
+  EXPECT_EQ(r.stalled, 1);
+  EXPECT_EQ(r.stalled_who, "test child (pid " + std::to_string(r.children[1].pid) + ")");
+  EXPECT_EQ(r.stalled_signal, SIGSTOP);
+  EXPECT_GE(r.stalled_for_s, 0.3);
+  EXPECT_EQ(r.stop_signal, SIGTERM);
+  for (const ChildResult& c : r.children) {
+    EXPECT_TRUE(WIFSIGNALED(c.status) && WTERMSIG(c.status) == SIGTERM);
+    EXPECT_FALSE(c.sent_kill);  // the stopped one died of SIGTERM, not of the grace period's SIGKILL
+  }
+}
+
+TEST(Supervisor, ContinuedChildGoesOn) {
+  Collect lines;
+  Supervisor supervisor(5, &lines);
+  supervisor.set_stop_timeout(30);
+  // The child stops itself; a sibling continues it once it is stopped.
+  SupervisorResult r = supervisor.run(
+      {sh("kill -STOP $$; echo resumed"),
+       sh("for i in $(seq 200); do p=$(pgrep -P $PPID -f 'resume[d]'); "
+          "[ -n \"$p\" ] && grep -q '^State:.*stopped' /proc/$p/status && break; sleep 0.05; done; kill -CONT $p")});
+  EXPECT_EQ(r.stalled, -1);
+  EXPECT_EQ(r.first_failed, -1);
+  for (const ChildResult& c : r.children) EXPECT_TRUE(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0);
+  EXPECT_EQ(lines.lines, (std::vector<std::string>{"0 out resumed"}));
+}
+
+TEST(Supervisor, RecordsExitTimes) {
+  Collect lines;
+  Supervisor supervisor(5, &lines);
+  SupervisorResult r = supervisor.run({sh("exit 0"), sh("sleep 0.3")});
+  ASSERT_EQ(r.children.size(), 2u);
+  EXPECT_GE(r.children[0].exit_after_s, 0.0);
+  EXPECT_GE(r.children[1].exit_after_s, 0.3);
+  EXPECT_LT(r.children[0].exit_after_s, r.children[1].exit_after_s);
+  EXPECT_LT(r.children[0].exit_wall_us, r.children[1].exit_wall_us);
+}

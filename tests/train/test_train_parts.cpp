@@ -136,6 +136,16 @@ TEST(TrainConfig, BadCommandLines) {
     EXPECT_NE(usage().find(flag), std::string::npos) << flag;
 }
 
+// --timeout: the rendezvous/collective timeout (else DDP_TIMEOUT, which ddprun --timeout sets).
+TEST(TrainConfig, Timeout) {
+  EXPECT_FALSE(parse_line({"mlp"}).config.timeout.has_value());
+  EXPECT_EQ(parse_line({"mlp", "--timeout", "12.5"}).config.timeout, std::optional<double>(12.5));
+  EXPECT_NE(error_of({"mlp", "--timeout", "0"}).find("ddp-train: --timeout must be positive"), std::string::npos);
+  EXPECT_NE(error_of({"mlp", "--timeout", "soon"}).find("--timeout expects a number, got 'soon'"), std::string::npos);
+  EXPECT_NE(usage().find("--timeout"), std::string::npos);
+  EXPECT_NE(to_config_file(parse_line({"mlp", "--timeout", "90"}).config).find("\ntimeout = 90\n"), std::string::npos);
+}
+
 TEST(Schedule, Shapes) {
   const int64_t T = 101;
   auto one = LrSchedule::parse("onecycle:0.25:0");

@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "bench.h"
+#include "ddp/dist/error_file.h"
 
 int main(int argc, char** argv) {
   CLI::App app("performance measurements of ddp (run under ddprun)", "ddp-bench");
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   try {
     return run();
   } catch (const std::exception& e) {
+    ddp::record_error(e, 1);  // for ddprun's summary (TORCHELASTIC_ERROR_FILE)
     std::fprintf(stderr, "ddp-bench %s: %s\n", app.get_subcommands().front()->get_name().c_str(), e.what());
     return 1;
   }

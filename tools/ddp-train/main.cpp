@@ -15,6 +15,7 @@
 #include <iostream>
 #include <string>
 
+#include "ddp/dist/error_file.h"
 #include "ddp/dist/init.h"
 #include "ddp/train/recipe.h"
 #include "ddp/train/trainer.h"
@@ -56,9 +57,11 @@ int main(int argc, char** argv) {
     ddp::destroy_process_group();
     return summary.preempted ? ddp::train::kExitPreempted : 0;
   } catch (const std::invalid_argument& e) {
+    ddp::record_error(e, 2);  // for ddprun's summary (TORCHELASTIC_ERROR_FILE)
     std::fprintf(stderr, "ddp-train: rank %s: %s\n", rank_label().c_str(), strip(e.what()));
     return 2;
   } catch (const std::exception& e) {
+    ddp::record_error(e, 1);
     std::fprintf(stderr, "ddp-train: rank %s: %s\n", rank_label().c_str(), strip(e.what()));
     return 1;
   }

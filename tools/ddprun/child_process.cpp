@@ -2,6 +2,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <unistd.h>
 
 #include <cerrno>
@@ -58,6 +61,7 @@ SpawnedChild spawn_child(const SpawnSpec& spec) {
   std::vector<char*> envp = c_strings(spec.env);
   const std::string exec_error = "cannot execute '" + spec.exec_path + "' for " + spec.label;
 
+  const pid_t parent = ::getpid();  // to detect that ddprun died before prctl() below
   pid_t pid = ::fork();
   if (pid < 0) {
     out.error = std::string("fork() failed: ") + std::strerror(errno);
@@ -67,6 +71,17 @@ SpawnedChild spawn_child(const SpawnSpec& spec) {
   if (pid == 0) {
     ::setpgid(0, 0);
     reset_signals_in_child();
+#ifdef __linux__
+    if (spec.death_signal > 0) {
+      ::prctl(PR_SET_PDEATHSIG, spec.death_signal);
+      if (::getppid() != parent) {  // ddprun already died: never run orphaned
+        ::raise(spec.death_signal);
+        ::_exit(128 + spec.death_signal);
+      }
+    }
+#else
+    (void)parent;
+#endif
     if (::dup2(err_pipe[1], STDERR_FILENO) < 0) ::_exit(127);
     if (::dup2(out_pipe[1], STDOUT_FILENO) < 0) child_fail("dup2");
     int null_fd = ::open("/dev/null", O_RDONLY);
@@ -91,6 +106,12 @@ SpawnedChild spawn_child(const SpawnSpec& spec) {
 
 std::vector<pid_t> child_pids_of(pid_t parent) {
   std::vector<pid_t> out;
+  for (const auto& child : child_states_of(parent)) out.push_back(child.first);
+  return out;
+}
+
+std::vector<std::pair<pid_t, char>> child_states_of(pid_t parent) {
+  std::vector<std::pair<pid_t, char>> out;
 #ifdef __linux__
   DIR* dir = ::opendir("/proc");
   if (dir == nullptr) return out;
@@ -107,13 +128,26 @@ std::vector<pid_t> child_pids_of(pid_t parent) {
     std::istringstream rest(stat.substr(close_paren + 1));
     std::string state;
     long ppid = 0;
-    if (rest >> state >> ppid && ppid == parent) out.push_back(static_cast<pid_t>(pid));
+    if (rest >> state >> ppid && ppid == parent && !state.empty())
+      out.emplace_back(static_cast<pid_t>(pid), state[0]);
   }
   ::closedir(dir);
 #else
   (void)parent;
 #endif
   return out;
+}
+
+int mpi_rank_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ");
+  const std::string key = "OMPI_COMM_WORLD_RANK=";
+  for (std::string entry; std::getline(in, entry, '\0');) {
+    if (entry.compare(0, key.size(), key) != 0) continue;
+    char* end = nullptr;
+    long rank = std::strtol(entry.c_str() + key.size(), &end, 10);
+    return *end == '\0' && rank >= 0 ? static_cast<int>(rank) : -1;
+  }
+  return -1;
 }
 
 }  // namespace ddprun

@@ -1,9 +1,11 @@
 // Starting one child process with its stdout/stderr connected to pipes.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ddprun {
@@ -13,6 +15,9 @@ struct SpawnSpec {
   std::vector<std::string> argv;  // argv[0] included
   std::vector<std::string> env;   // "KEY=VALUE"
   std::string label;              // used in the exec error message, e.g. "rank 3"
+  // Sent to the child when ddprun dies, even by SIGKILL (Linux PR_SET_PDEATHSIG;
+  // 0: none). SIGKILL for ranks; SIGTERM for mpirun, which then stops its ranks.
+  int death_signal = SIGKILL;
 };
 
 struct SpawnedChild {
@@ -22,13 +27,22 @@ struct SpawnedChild {
   std::string error;  // set when fork/pipe failed (pid == -1)
 };
 
-// Forks and execs. The child gets its own process group (pgid == pid), stdin
-// from /dev/null, default signal dispositions and an empty signal mask. When
+// Forks and execs; call it from the main thread (the death signal fires when
+// the forking *thread* exits). The child gets its own process group (pgid ==
+// pid), stdin from /dev/null, default signal dispositions, an empty signal
+// mask and spec.death_signal as its parent-death signal. When
 // execve() fails the child prints "ddprun: cannot execute ..." on its stderr
 // and exits with code 127.
 SpawnedChild spawn_child(const SpawnSpec& spec);
 
 // Direct children of `parent` (read from /proc on Linux; empty elsewhere).
 std::vector<pid_t> child_pids_of(pid_t parent);
+
+// Direct children of `parent` with their /proc state letter ('T': stopped by
+// a signal, 'S' sleeping, 'Z' zombie...); empty where /proc is missing.
+std::vector<std::pair<pid_t, char>> child_states_of(pid_t parent);
+
+// OMPI_COMM_WORLD_RANK from the environment of process `pid`; -1 when unknown.
+int mpi_rank_of(pid_t pid);
 
 }  // namespace ddprun

@@ -5,9 +5,11 @@
 
 #include <algorithm>
 
+#include "error_files.h"
 #include "line_splitter.h"
 #include "output.h"
 #include "rank_env.h"
+#include "root_cause.h"
 #include "signals.h"
 #include "summary.h"
 #include "supervisor.h"
@@ -47,6 +49,9 @@ int run_local(const Options& options, const std::string& exec_path, int master_p
   const std::vector<std::string> base = current_environment();
   const int cpus = online_cpu_count();
 
+  ErrorFileDir error_dir;  // removed when the run ends
+  if (!error_dir.error().empty()) report("warning: " + error_dir.error() + "; the summary cannot name the first error");
+
   std::vector<int> ranks;
   std::vector<ManagedChild> children;
   for (int local = 0; local < nproc; ++local) {
@@ -56,13 +61,16 @@ int run_local(const Options& options, const std::string& exec_path, int master_p
     child.spec.exec_path = exec_path;
     child.spec.argv.push_back(options.program);
     child.spec.argv.insert(child.spec.argv.end(), options.program_args.begin(), options.program_args.end());
-    child.spec.env = merge_env(base, rank_env_vars(options, master_port, base, cpus, local));
+    auto vars = rank_env_vars(options, master_port, base, cpus, local);
+    vars.emplace_back("TORCHELASTIC_ERROR_FILE", error_dir.file_for_rank(rank));
+    child.spec.env = merge_env(base, vars);
     child.spec.label = "rank " + std::to_string(rank);
     children.push_back(std::move(child));
   }
 
   RankLines lines(ranks);
   Supervisor supervisor(options.kill_grace_s, &lines);
+  supervisor.set_stop_timeout(options.heartbeat_timeout_s);
   SupervisorResult result = supervisor.run(children);
 
   if (!result.spawn_error.empty()) report(result.spawn_error);
@@ -72,13 +80,27 @@ int run_local(const Options& options, const std::string& exec_path, int master_p
     report("warning: output of rank(s) " + join_ranks(abandoned) +
            " was still open 2 s after the rank exited (held by a process it started); stopped reading it");
   }
-  if (result.first_failed < 0 && result.received_signal == 0 && result.spawn_error.empty()) return 0;
+  if (result.first_failed < 0 && result.received_signal == 0 && result.spawn_error.empty() && result.stalled < 0)
+    return 0;
 
   Summary summary;
   summary.grace_s = options.kill_grace_s;
   summary.received_signal = result.received_signal;
   summary.stop_signal = result.stop_signal;
   summary.kill_signal = result.kill_signal;
+  if (result.received_signal == 0) {  // else the ranks failed because ddprun stopped them
+    RootCauseInput cause;
+    for (size_t i = 0; i < result.children.size(); ++i) {
+      const ChildResult& c = result.children[i];
+      cause.ranks.push_back({ranks[i], static_cast<long>(c.pid), c.reaped, c.status, c.exit_after_s, c.exit_wall_us});
+    }
+    cause.errors = error_dir.read_all();
+    if (result.first_failed >= 0) cause.failure_wall_us = result.children[static_cast<size_t>(result.first_failed)].exit_wall_us;
+    cause.stalled_who = result.stalled_who;
+    cause.stalled_signal = result.stalled_signal;
+    cause.stalled_for_s = result.stalled_for_s;
+    summary.root_cause = root_cause_lines(cause);
+  }
   if (result.first_failed >= 0) {
     size_t i = static_cast<size_t>(result.first_failed);
     const ChildResult& failed = result.children[i];
@@ -115,7 +137,7 @@ int run_local(const Options& options, const std::string& exec_path, int master_p
   } else if (result.first_failed >= 0) {
     summary.exit_code = exit_code_of_wait_status(result.children[static_cast<size_t>(result.first_failed)].status);
   } else {
-    summary.exit_code = 1;  // spawn failure
+    summary.exit_code = 1;  // a rank stopped for too long, or a spawn failure
   }
   print_summary(summary);
   return summary.exit_code;

@@ -5,10 +5,12 @@
 
 #include <map>
 
+#include "error_files.h"
 #include "line_splitter.h"
 #include "mpi_output.h"
 #include "output.h"
 #include "rank_env.h"
+#include "root_cause.h"
 #include "signals.h"
 #include "summary.h"
 #include "supervisor.h"
@@ -18,7 +20,7 @@ namespace ddprun {
 const std::vector<std::string>& mpi_exported_vars() {
   static const std::vector<std::string> vars = {"OMP_NUM_THREADS", "DDP_BACKEND", "DDP_LAUNCHER",
                                                 "LOCAL_WORLD_SIZE", "WORLD_SIZE", "GROUP_RANK",
-                                                "MASTER_ADDR", "MASTER_PORT"};
+                                                "MASTER_ADDR", "MASTER_PORT", "DDP_HEARTBEAT_TIMEOUT"};
   return vars;
 }
 
@@ -27,7 +29,10 @@ std::vector<std::string> build_mpirun_argv(const Options& options, const std::st
   std::vector<std::string> argv = {mpirun_path, "-np", std::to_string(options.nproc_per_node),
                                    "--oversubscribe", "--bind-to", "none", "--tag-output"};
   if (as_root) argv.push_back("--allow-run-as-root");
-  for (const std::string& var : mpi_exported_vars()) {
+  std::vector<std::string> vars = mpi_exported_vars();
+  if (!options.timeout.empty()) vars.push_back("DDP_TIMEOUT");
+  vars.push_back("TORCHELASTIC_ERROR_FILE");
+  for (const std::string& var : vars) {
     argv.push_back("-x");
     argv.push_back(var);
   }
@@ -77,6 +82,9 @@ int run_mpi(const Options& options, const std::string& mpirun_path, const std::s
   const bool as_root = ::geteuid() == 0;
   const std::vector<std::string> base = current_environment();
   auto vars = node_env_vars(options, master_port, base, online_cpu_count());
+  ErrorFileDir error_dir;  // one file for all ranks: the first error wins; removed at the end
+  if (!error_dir.error().empty()) report("warning: " + error_dir.error() + "; the summary cannot name the first error");
+  vars.emplace_back("TORCHELASTIC_ERROR_FILE", error_dir.shared_file());
   if (as_root) {
     vars.emplace_back("OMPI_ALLOW_RUN_AS_ROOT", "1");
     vars.emplace_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
@@ -88,9 +96,11 @@ int run_mpi(const Options& options, const std::string& mpirun_path, const std::s
   mpirun.spec.env = merge_env(base, vars, {"RANK", "LOCAL_RANK"});
   mpirun.spec.label = "mpirun";
   mpirun.signal_group = false;  // mpirun forwards SIGINT/SIGTERM to the ranks itself
+  mpirun.spec.death_signal = SIGTERM;  // if ddprun dies, mpirun stops its ranks and exits
 
   MpirunLines lines;
   Supervisor supervisor(options.kill_grace_s, &lines);
+  supervisor.set_stop_timeout(options.heartbeat_timeout_s);
   SupervisorResult result = supervisor.run({mpirun});
   if (!result.spawn_error.empty()) {
     report(result.spawn_error);
@@ -98,13 +108,21 @@ int run_mpi(const Options& options, const std::string& mpirun_path, const std::s
   }
   const ChildResult& r = result.children.at(0);
   const bool ok = WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
-  if (ok && result.received_signal == 0) return 0;
+  if (ok && result.received_signal == 0 && result.stalled < 0) return 0;
 
   Summary summary;
   summary.grace_s = options.kill_grace_s;
   summary.received_signal = result.received_signal;
+  if (result.received_signal == 0) {
+    RootCauseInput cause;
+    cause.errors = error_dir.read_all();
+    cause.stalled_who = result.stalled_who;
+    cause.stalled_signal = result.stalled_signal;
+    cause.stalled_for_s = result.stalled_for_s;
+    summary.root_cause = root_cause_lines(cause);
+  }
   std::optional<MpiFailure> f;
-  if (result.received_signal == 0) f = lines.failure();  // else the ranks died of the forwarded signal
+  if (result.received_signal == 0 && result.stalled < 0) f = lines.failure();  // else the ranks died of the forwarded signal
   if (f) {
     summary.has_failure = true;
     summary.failure.rank = f->rank;
@@ -120,7 +138,7 @@ int run_mpi(const Options& options, const std::string& mpirun_path, const std::s
     }
     summary.failure.stderr_tail = lines.rank_tail(f->rank);
     summary.notes.push_back("mpirun stopped the other ranks");
-  } else if (!ok && result.received_signal == 0) {
+  } else if (!ok && result.received_signal == 0 && result.stalled < 0) {
     summary.failure_unknown = "mpirun ended with " + describe_wait_status(r.status) +
                               "; its messages did not name a failed rank";
     for (const std::string& l : lines.mpirun_tail().lines()) summary.notes.push_back("  | " + l);
@@ -131,7 +149,7 @@ int run_mpi(const Options& options, const std::string& mpirun_path, const std::s
                                                    : "mpirun was killed with SIGKILL after the grace period");
   summary.notes.push_back("mpirun ended with " + describe_wait_status(r.status));
   summary.exit_code = result.received_signal > 0 ? 128 + result.received_signal : exit_code_of_wait_status(r.status);
-  if (summary.exit_code == 0) summary.exit_code = 1;
+  if (summary.exit_code == 0 || result.stalled >= 0) summary.exit_code = 1;
   print_summary(summary);
   return summary.exit_code;
 }

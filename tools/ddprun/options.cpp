@@ -39,6 +39,17 @@ bool parse_int(const std::string& text, int* out) {
   return true;
 }
 
+// Seconds: digits and at most one '.', finite, at most a day.
+bool parse_seconds(const std::string& text, double* out) {
+  if (text.empty() || text.find_first_not_of("0123456789.") != std::string::npos) return false;
+  errno = 0;
+  char* end = nullptr;
+  double s = std::strtod(text.c_str(), &end);
+  if (errno != 0 || end != text.c_str() + text.size() || !std::isfinite(s) || s < 0 || s > 86400) return false;
+  *out = s;
+  return true;
+}
+
 // Thrown from a value handler; the message is ours, whole.
 CLI::ValidationError invalid(const std::string& flag, const std::string& value, const std::string& allowed) {
   return CLI::ValidationError("invalid value '" + value + "' for " + flag + ": " + allowed,
@@ -56,7 +67,8 @@ Options take "--flag value" or "--flag=value", with dashes or underscores.)";
 const char* const kFooter = R"(exit status: 0 when every rank exits 0; else the first failed rank's exit code
 (128+N if it died from signal N); 128+N when ddprun itself got signal N;
 2 for bad options; 126/127 when the program cannot be executed / is not found;
-1 for other launch errors (e.g. master port in use).)";
+1 for a rank stopped (SIGSTOP) longer than --heartbeat-timeout and for other
+launch errors (e.g. master port in use).)";
 
 // CLI11's help with the usage line first, naming what follows the options, then the description.
 class UsageFirst : public CLI::Formatter {
@@ -137,15 +149,26 @@ void define(CLI::App& app, Options& o, int online_cpus) {
              });
   value_flag(app, "--kill-grace,--kill_grace", "seconds between SIGTERM and SIGKILL when stopping ranks [default 5]",
              [&o](auto& v) {
-               const std::string allowed = "expected a number of seconds >= 0 (e.g. 5 or 0.5)";
-               if (v.empty() || v.find_first_not_of("0123456789.") != std::string::npos)
-                 throw invalid("--kill-grace", v, allowed);
-               errno = 0;
-               char* end = nullptr;
-               double s = std::strtod(v.c_str(), &end);
-               if (errno != 0 || end != v.c_str() + v.size() || !std::isfinite(s) || s < 0 || s > 86400)
-                 throw invalid("--kill-grace", v, allowed);
-               o.kill_grace_s = s;
+               if (!parse_seconds(v, &o.kill_grace_s))
+                 throw invalid("--kill-grace", v, "expected a number of seconds >= 0 (e.g. 5 or 0.5)");
+             });
+  value_flag(app, "--timeout",
+             "seconds a rank waits in rendezvous or a collective before failing; exported as DDP_TIMEOUT "
+             "[default: the ranks' own, 600]",
+             [&o](auto& v) {
+               double s = 0;
+               if (!parse_seconds(v, &s) || s <= 0)
+                 throw invalid("--timeout", v, "expected a number of seconds > 0 (e.g. 60 or 0.5)");
+               o.timeout = v;
+             });
+  value_flag(app, "--heartbeat-timeout,--heartbeat_timeout",
+             "seconds after which a rank that stopped answering fails the job: a rank stopped by a signal "
+             "(SIGSTOP) for this long is stopped with the others; exported as DDP_HEARTBEAT_TIMEOUT; 0 disables "
+             "[default 30]",
+             [&o](auto& v) {
+               if (!parse_seconds(v, &o.heartbeat_timeout_s))
+                 throw invalid("--heartbeat-timeout", v, "expected a number of seconds >= 0 (0 disables; e.g. 30)");
+               o.heartbeat_timeout = v;
              });
 }
 

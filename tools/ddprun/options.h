@@ -20,6 +20,13 @@ struct Options {
   bool standalone = false;
   Backend backend = Backend::Auto;
   double kill_grace_s = 5.0;
+  // --timeout: exported as DDP_TIMEOUT (the ranks' collective/rendezvous
+  // timeout); empty when not given (then DDP_TIMEOUT is left as it is).
+  std::string timeout;
+  // --heartbeat-timeout, exported as DDP_HEARTBEAT_TIMEOUT; ddprun itself fails
+  // the job when a rank stays stopped (SIGSTOP) this long. 0 disables.
+  double heartbeat_timeout_s = 30.0;
+  std::string heartbeat_timeout = "30";
   std::string program;                    // as given on the command line
   std::vector<std::string> program_args;  // arguments after the program
 };

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <ctime>
+#include <sstream>
 
 namespace ddprun {
 
@@ -38,5 +40,20 @@ bool write_line(int fd, std::string_view prefix, std::string_view line) {
 void report(std::string_view message) { write_line(STDERR_FILENO, "ddprun: ", message); }
 
 std::string rank_prefix(int rank) { return "[rank " + std::to_string(rank) + "] "; }
+
+std::string seconds_text(double s) {
+  std::ostringstream out;
+  out.precision(s < 10 ? 2 : 3);
+  out << s << " s";
+  return out.str();
+}
+
+std::string clock_time() {
+  std::time_t t = std::time(nullptr);
+  struct tm tm_now;
+  char text[16] = "?";
+  if (::localtime_r(&t, &tm_now) != nullptr) std::strftime(text, sizeof text, "%H:%M:%S", &tm_now);
+  return text;
+}
 
 }  // namespace ddprun

@@ -20,4 +20,10 @@ void report(std::string_view message);
 // "[rank N] "
 std::string rank_prefix(int rank);
 
+// "0.25 s", "2 s", "30.5 s": a duration with 2 (3 from 10 s) significant digits.
+std::string seconds_text(double s);
+
+// "07:55:01": the local time now.
+std::string clock_time();
+
 }  // namespace ddprun

@@ -88,7 +88,7 @@ SignalPipe::SignalPipe(const std::vector<int>& signals) : signals_(signals) {
     struct sigaction action = {};
     action.sa_handler = on_signal;
     sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESTART | (sig == SIGCHLD ? SA_NOCLDSTOP : 0);
+    action.sa_flags = SA_RESTART;  // SIGCHLD also for stopped/continued children
     auto* old = new struct sigaction();
     ::sigaction(sig, &action, old);
     old_actions_.push_back(old);

@@ -26,6 +26,7 @@ std::string seconds(double s) {
 std::vector<std::string> format_summary(const Summary& summary) {
   std::vector<std::string> lines;
   lines.push_back("=============== failure summary ===============");
+  lines.insert(lines.end(), summary.root_cause.begin(), summary.root_cause.end());
   if (summary.has_failure) {
     const RankFailure& f = summary.failure;
     std::string who = "rank " + std::to_string(f.rank);

@@ -16,6 +16,7 @@ struct RankFailure {
 };
 
 struct Summary {
+  std::vector<std::string> root_cause;  // printed first (see root_cause.h)
   bool has_failure = false;
   RankFailure failure;            // the first failed rank (when has_failure)
   std::string failure_unknown;    // when a failure happened but no rank is known

@@ -8,8 +8,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <map>
+#include <set>
 
 #include "line_splitter.h"
+#include "output.h"
 #include "signals.h"
 
 namespace ddprun {
@@ -22,6 +25,10 @@ using Clock = std::chrono::steady_clock;
 // hold the pipes open).
 constexpr auto kDrainTime = std::chrono::seconds(2);
 
+// How often the children of an mpirun child are looked up in /proc for
+// stopped ranks (they are not ddprun's children: no SIGCHLD, no waitpid).
+constexpr auto kScanPeriod = std::chrono::milliseconds(500);
+
 struct Pipe {
   int fd = -1;
   LineSplitter splitter;
@@ -31,14 +38,27 @@ struct Child {
   ManagedChild config;
   ChildResult result;
   Pipe pipes[2];  // [0] stdout, [1] stderr
+  bool stopped = false;  // stopped by a signal (waitpid WUNTRACED), not continued since
+  int stop_signal = 0;
+  Clock::time_point stopped_at;
 };
+
+long long wall_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 class Run {
  public:
-  Run(double grace_s, LineHandler* handler) : grace_(std::chrono::duration<double>(grace_s)), handler_(handler) {}
+  Run(double grace_s, double stop_timeout_s, LineHandler* handler)
+      : grace_(std::chrono::duration<double>(grace_s)), stop_timeout_s_(stop_timeout_s), handler_(handler) {}
 
   SupervisorResult run(const std::vector<ManagedChild>& configs) {
     SignalPipe signal_pipe({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD});
+    start_ = Clock::now();
+    next_scan_ = start_;
+    for (const ManagedChild& c : configs) has_group_less_child_ = has_group_less_child_ || !c.signal_group;
     children_.resize(configs.size());
     for (size_t i = 0; i < configs.size(); ++i) {
       children_[i].config = configs[i];
@@ -72,6 +92,8 @@ class Run {
       reap();
       Clock::time_point now = Clock::now();
       if (stopping_ && !killed_ && now >= kill_deadline_) escalate();
+      scan_grandchildren(now);
+      check_stopped(now);
       bool all_reaped = std::all_of(children_.begin(), children_.end(),
                                     [](const Child& c) { return c.result.reaped; });
       if (all_reaped) {
@@ -117,6 +139,12 @@ class Run {
   int timeout_ms(Clock::time_point now) const {
     Clock::time_point deadline = now + std::chrono::seconds(1);  // periodic re-check
     if (stopping_ && !killed_) deadline = std::min(deadline, kill_deadline_);
+    if (!stopping_ && stop_timeout_s_ > 0) {
+      for (const Child& c : children_)
+        if (c.stopped) deadline = std::min(deadline, c.stopped_at + stop_timeout());
+      for (const auto& g : grand_stops_) deadline = std::min(deadline, g.second.since + stop_timeout());
+    }
+    if (has_group_less_child_) deadline = std::min(deadline, next_scan_);
     if (draining_) deadline = std::min(deadline, drain_deadline_);
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
     return static_cast<int>(std::max<long long>(0, ms));
@@ -151,10 +179,19 @@ class Run {
       ChildResult& r = children_[i].result;
       if (r.reaped || r.pid < 0) continue;
       int status = 0;
-      pid_t rc = ::waitpid(r.pid, &status, WNOHANG);
+      pid_t rc = ::waitpid(r.pid, &status, WNOHANG | WUNTRACED | WCONTINUED);
       if (rc == 0 || (rc < 0 && errno == EINTR)) continue;
+      if (rc == r.pid && (WIFSTOPPED(status) || WIFCONTINUED(status))) {
+        if (WIFSTOPPED(status)) on_stopped(i, WSTOPSIG(status));
+        else on_continued(i);
+        --i;  // this child may have more news (continued, then exited)
+        continue;
+      }
       r.reaped = true;
       r.status = rc == r.pid ? status : 0;
+      r.exit_after_s = std::chrono::duration<double>(Clock::now() - start_).count();
+      r.exit_wall_us = wall_us();
+      children_[i].stopped = false;
       if (rc == r.pid && !(WIFEXITED(status) && WEXITSTATUS(status) == 0) && failed < 0)
         failed = static_cast<int>(i);
     }
@@ -162,6 +199,117 @@ class Run {
       result_.first_failed = failed;
       begin_stop(SIGTERM);
     }
+  }
+
+  Clock::duration stop_timeout() const {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(stop_timeout_s_));
+  }
+
+  std::string who(size_t i) const {
+    return children_[i].config.spec.label + " (pid " + std::to_string(children_[i].result.pid) + ")";
+  }
+
+  void on_stopped(size_t i, int sig) {
+    Child& c = children_[i];
+    if (c.stopped) return;
+    c.stopped = true;
+    c.stop_signal = sig;
+    c.stopped_at = Clock::now();
+    if (stopping_) {  // being stopped by ddprun: it must be able to handle SIGTERM or die
+      continue_child(c);
+      return;
+    }
+    report_stopped(who(i), sig);
+  }
+
+  void report_stopped(const std::string& who, int sig) {
+    std::string what = who + " was stopped" + (sig > 0 ? " by " + signal_name(sig) : "") + " at " + clock_time();
+    if (stop_timeout_s_ > 0) {
+      report(what + "; the job is stopped if it is not continued within " + seconds_text(stop_timeout_s_) +
+             " (--heartbeat-timeout)");
+    } else {
+      report(what + "; waiting for it (--heartbeat-timeout 0)");
+    }
+  }
+
+  // The ranks under an mpirun child: stopped ones are found in /proc (state 'T').
+  void scan_grandchildren(Clock::time_point now) {
+    if (!has_group_less_child_ || now < next_scan_) return;
+    next_scan_ = now + kScanPeriod;
+    std::set<pid_t> stopped_now, alive;
+    for (const Child& c : children_) {
+      if (c.config.signal_group || c.result.reaped || c.result.pid < 0) continue;
+      for (const auto& child : child_states_of(c.result.pid)) {
+        alive.insert(child.first);
+        if (child.second != 'T') continue;
+        stopped_now.insert(child.first);
+        if (grand_stops_.count(child.first) != 0) continue;
+        const int rank = mpi_rank_of(child.first);
+        GrandchildStop stop;
+        stop.since = now;
+        stop.who = (rank >= 0 ? "rank " + std::to_string(rank) : "a child of " + c.config.spec.label) + " (pid " +
+                   std::to_string(child.first) + ")";
+        grand_stops_[child.first] = stop;
+        if (stopping_) {
+          ::kill(child.first, SIGCONT);
+        } else {
+          report_stopped(stop.who, 0);
+        }
+      }
+    }
+    for (auto it = grand_stops_.begin(); it != grand_stops_.end();) {
+      if (stopped_now.count(it->first) != 0) {
+        ++it;
+        continue;
+      }
+      if (!stopping_ && alive.count(it->first) != 0)
+        report(it->second.who + " was continued after " +
+               seconds_text(std::chrono::duration<double>(now - it->second.since).count()) + " stopped");
+      it = grand_stops_.erase(it);
+    }
+  }
+
+  void on_continued(size_t i) {
+    Child& c = children_[i];
+    if (!c.stopped) return;
+    c.stopped = false;
+    if (stopping_) return;
+    report(who(i) + " was continued after " +
+           seconds_text(std::chrono::duration<double>(Clock::now() - c.stopped_at).count()) + " stopped");
+  }
+
+  // A child stopped for longer than the stop timeout fails the job.
+  void check_stopped(Clock::time_point now) {
+    if (stopping_ || stop_timeout_s_ <= 0) return;
+    for (size_t i = 0; i < children_.size(); ++i) {
+      const Child& c = children_[i];
+      if (!c.stopped || c.result.reaped || now < c.stopped_at + stop_timeout()) continue;
+      result_.stalled = static_cast<int>(i);
+      result_.stalled_who = who(i);
+      result_.stalled_signal = c.stop_signal;
+      result_.stalled_for_s = std::chrono::duration<double>(now - c.stopped_at).count();
+      report(who(i) + " is still stopped after " + seconds_text(result_.stalled_for_s) + ": stopping the job");
+      begin_stop(SIGTERM);
+      return;
+    }
+    for (const auto& g : grand_stops_) {
+      if (now < g.second.since + stop_timeout()) continue;
+      result_.stalled = 0;
+      for (size_t i = 0; i < children_.size(); ++i)
+        if (!children_[i].config.signal_group) result_.stalled = static_cast<int>(i);
+      result_.stalled_who = g.second.who;
+      result_.stalled_for_s = std::chrono::duration<double>(now - g.second.since).count();
+      report(g.second.who + " is still stopped after " + seconds_text(result_.stalled_for_s) + ": stopping the job");
+      begin_stop(SIGTERM);
+      return;
+    }
+  }
+
+  // SIGCONT so that a stopped child acts on the signal it was sent.
+  void continue_child(const Child& c) {
+    if (c.result.pid < 0 || c.result.reaped) return;
+    if (c.config.signal_group) ::kill(-c.result.pid, SIGCONT);
+    ::kill(c.result.pid, SIGCONT);
   }
 
   void on_signal(int sig) {
@@ -186,6 +334,9 @@ class Run {
         if (mark) r.sent_stop = true;
         if (c.config.signal_group) ::kill(-r.pid, sig);
         ::kill(r.pid, sig);
+        if (c.stopped) continue_child(c);
+        if (!c.config.signal_group)
+          for (const auto& g : grand_stops_) ::kill(g.first, SIGCONT);  // after mpirun's SIGTERM
       } else if (c.config.signal_group) {
         ::kill(-r.pid, sig);  // leftover descendants of an exited rank
       }
@@ -228,7 +379,17 @@ class Run {
   }
 
   std::chrono::duration<double> grace_;
+  double stop_timeout_s_;
   LineHandler* handler_;
+  Clock::time_point start_;
+  // Stopped children of group-less (mpirun) children, by pid.
+  struct GrandchildStop {
+    Clock::time_point since;
+    std::string who;
+  };
+  std::map<pid_t, GrandchildStop> grand_stops_;
+  bool has_group_less_child_ = false;
+  Clock::time_point next_scan_;
   std::vector<Child> children_;
   SupervisorResult result_;
   bool stopping_ = false;
@@ -241,7 +402,7 @@ class Run {
 }  // namespace
 
 SupervisorResult Supervisor::run(const std::vector<ManagedChild>& children) {
-  Run run(grace_s_, handler_);
+  Run run(grace_s_, stop_timeout_s_, handler_);
   return run.run(children);
 }
 

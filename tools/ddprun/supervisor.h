@@ -36,6 +36,8 @@ struct ChildResult {
   int status = 0;          // waitpid() status once reaped
   bool sent_stop = false;  // was still running when ddprun sent it the stop signal
   bool sent_kill = false;  // was still running after the grace period: SIGKILLed
+  double exit_after_s = -1;    // seconds from the start of run() to its reaping
+  long long exit_wall_us = 0;  // wall clock (microseconds since the epoch) of its reaping
 };
 
 struct SupervisorResult {
@@ -48,11 +50,24 @@ struct SupervisorResult {
   // Children whose stdout/stderr were still open ~2 s after every child had
   // exited (a process they started holds them); ddprun stopped reading them.
   std::vector<size_t> abandoned_output;
+  // A child that stayed stopped (SIGSTOP, SIGTSTP...) longer than the stop
+  // timeout: ddprun stopped the job because of it.
+  int stalled = -1;            // index of the child (the mpirun child for one of its ranks)
+  std::string stalled_who;     // "rank 1 (pid 42)"
+  int stalled_signal = 0;      // the signal that stopped it (0: unknown, seen in /proc)
+  double stalled_for_s = 0;  // how long it had been stopped
 };
 
 class Supervisor {
  public:
   Supervisor(double kill_grace_s, LineHandler* handler) : grace_s_(kill_grace_s), handler_(handler) {}
+
+  // A child stopped by a signal is reported at once (on stderr, by its label);
+  // if it is still stopped after `seconds` (> 0), the job is stopped as after
+  // a failure and SupervisorResult::stalled names it. 0: only report. The
+  // children of a child without signal_group (mpirun's ranks) are checked in
+  // /proc every 0.5 s, and named by OMPI_COMM_WORLD_RANK.
+  void set_stop_timeout(double seconds) { stop_timeout_s_ = seconds; }
 
   // Blocks until every child has exited and its output has been drained
   // (at most ~2 s after the last exit, in case descendants keep a pipe open).
@@ -60,6 +75,7 @@ class Supervisor {
 
  private:
   double grace_s_;
+  double stop_timeout_s_ = 0;
   LineHandler* handler_;
 };
 

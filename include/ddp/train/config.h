@@ -34,6 +34,7 @@ struct TrainConfig {
   uint64_t seed = 0;
   bool resume = false;
   std::string backend = "auto";
+  std::optional<double> timeout;  // seconds a rendezvous/collective may wait; unset: DDP_TIMEOUT, else 600
   int64_t checkpoint_every = 0;   // steps; 0: at the end of each epoch only
   int keep_last = 3;
   int64_t stop_after = 0;         // stop (as if interrupted) after this many epochs; 0: never

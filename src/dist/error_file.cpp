@@ -1,0 +1,93 @@
+// Error files for the launcher (TORCHELASTIC_ERROR_FILE), see error_file.h.
+#include "ddp/dist/error_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "ddp/dist/init.h"
+
+namespace ddp {
+
+namespace {
+
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return -1;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  return *end == '\0' && n >= 0 ? static_cast<int>(n) : -1;
+}
+
+bool write_whole(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+int error_rank() {
+  try {
+    if (is_initialized()) return get_rank();
+  } catch (...) {
+  }
+  int rank = env_int("RANK");
+  return rank >= 0 ? rank : env_int("OMPI_COMM_WORLD_RANK");
+}
+
+bool record_error(const std::string& message, int exit_code) {
+  try {
+    const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
+    if (path == nullptr || *path == '\0') return false;
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    nlohmann::json record = {
+        {"message", message},
+        {"rank", error_rank()},
+        {"pid", static_cast<long>(::getpid())},
+        {"timestamp_us", std::chrono::duration_cast<std::chrono::microseconds>(now).count()},
+        {"exit_code", exit_code},
+    };
+    // O_EXCL: the first error of the process is the one that counts.
+    int fd = ::open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      if (errno != EEXIST)
+        std::fprintf(stderr, "ddp: cannot write the error file %s (TORCHELASTIC_ERROR_FILE): %s\n", path,
+                     std::strerror(errno));
+      return false;
+    }
+    bool ok = write_whole(fd, record.dump() + "\n");
+    ::close(fd);
+    return ok;
+  } catch (...) {
+    return false;  // e.g. bad_alloc: the message on stderr is what is left
+  }
+}
+
+bool record_error(const std::exception& error, int exit_code) { return record_error(error.what(), exit_code); }
+
+int run_main(const char* tool, int argc, char** argv, const std::function<int(int, char**)>& fn) {
+  try {
+    return fn(argc, argv);
+  } catch (const std::exception& e) {
+    record_error(e, 1);
+    std::fprintf(stderr, "%s: rank %d: %s\n", tool, error_rank(), e.what());
+  } catch (...) {
+    record_error("unknown exception (not derived from std::exception)", 1);
+    std::fprintf(stderr, "%s: rank %d: unknown exception\n", tool, error_rank());
+  }
+  return 1;
+}
+
+}  // namespace ddp

@@ -1,0 +1,148 @@
+// Unit tests of the failure summary's root cause (root_cause.h) and of
+// reading error files (error_files.h).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "error_files.h"
+#include "root_cause.h"
+
+using namespace ddprun;
+
+namespace {
+
+// A waitpid() status for "exited with code c".
+int exited(int code) { return code << 8; }
+
+RankOutcome rank(int r, int status, double after_s, long long wall_us) {
+  return {r, 100L + r, true, status, after_s, wall_us};
+}
+
+}  // namespace
+
+TEST(ErrorRecord, Parses) {
+  auto r = parse_error_record(
+      R"({"message":"open: Permission denied\nat x","rank":2,"pid":77,"timestamp_us":1700000000123456,"exit_code":1})");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->message, "open: Permission denied\nat x");
+  EXPECT_EQ(r->rank, 2);
+  EXPECT_EQ(r->pid, 77);
+  EXPECT_EQ(r->timestamp_us, 1700000000123456LL);
+  EXPECT_EQ(r->exit_code, 1);
+  EXPECT_FALSE(parse_error_record("").has_value());
+  EXPECT_FALSE(parse_error_record("{\"message\":\"x\"").has_value());             // cut short
+  EXPECT_FALSE(parse_error_record(R"({"message":"x"})").has_value());              // no time
+  EXPECT_FALSE(parse_error_record(R"({"message":3,"timestamp_us":1})").has_value());
+  auto minimal = parse_error_record(R"({"message":"m","timestamp_us":5})");
+  ASSERT_TRUE(minimal.has_value());
+  EXPECT_EQ(minimal->rank, -1);
+  EXPECT_EQ(minimal->pid, -1);
+}
+
+TEST(ErrorFileDir, CreatesReadsAndRemoves) {
+  char tmpl[] = "/tmp/ddprun_errdir_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string parent = tmpl;
+  const char* old = std::getenv("TMPDIR");
+  const std::string saved = old != nullptr ? old : "";
+  setenv("TMPDIR", parent.c_str(), 1);
+  std::string dir;
+  {
+    ErrorFileDir files;
+    dir = files.path();
+    ASSERT_EQ(dir.compare(0, parent.size() + 15, parent + "/ddprun-errors-"), 0) << dir;
+    EXPECT_EQ(files.file_for_rank(3), dir + "/error-rank3.json");
+    EXPECT_EQ(files.shared_file(), dir + "/error.json");
+    std::ofstream(files.file_for_rank(0)) << R"({"message":"a","rank":0,"timestamp_us":20})";
+    std::ofstream(files.file_for_rank(1)) << "not json";
+    std::ofstream(files.shared_file()) << R"({"message":"b","rank":1,"timestamp_us":10})";
+    std::vector<ErrorRecord> all = files.read_all();
+    ASSERT_EQ(all.size(), 2u);
+    EXPECT_TRUE(all[0].message + all[1].message == "ab" || all[0].message + all[1].message == "ba");
+  }
+  EXPECT_NE(access(dir.c_str(), F_OK), 0) << "directory left behind";
+  if (old != nullptr) setenv("TMPDIR", saved.c_str(), 1); else unsetenv("TMPDIR");
+  rmdir(parent.c_str());
+}
+
+TEST(RootCause, EarliestErrorWinsOverExitOrder) {
+  RootCauseInput in;
+  in.ranks = {rank(0, SIGTERM, 1.0, 3000), rank(1, exited(1), 0.5, 2000)};
+  in.errors = {{1, 101, 1900, 1, "Connection reset by peer"}, {0, 100, 1500, 1, "Permission denied\nsecond line"}};
+  in.failure_wall_us = 2000;
+  std::vector<std::string> lines = root_cause_lines(in);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], "root cause: rank 0 (pid 100) reported the first error, at " + wall_time_text(1500) + ":");
+  EXPECT_EQ(lines[1], "  | Permission denied");
+  EXPECT_EQ(lines[2], "  | second line");
+}
+
+TEST(RootCause, EarlyExitBeforeAnyError) {
+  RootCauseInput in;
+  in.ranks = {rank(0, exited(3), 2.0, 5000000), rank(1, exited(0), 0.25, 1000000), rank(2, SIGTERM, 2.1, 5100000)};
+  in.errors = {{0, 100, 4900000, 1, "recv: Connection reset by peer"}};
+  in.failure_wall_us = 5000000;
+  std::vector<std::string> lines = root_cause_lines(in);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], "likely root cause: rank 1 (pid 101) exited with code 0 after 0.25 s while rank(s) 0, 2 still ran");
+  EXPECT_EQ(lines[1], "then rank 0 (pid 100) reported the first error, at " + wall_time_text(4900000) + ":");
+  EXPECT_EQ(lines[2], "  | recv: Connection reset by peer");
+}
+
+TEST(RootCause, ExitsAfterTheFailureOrAloneAreNotEarly) {
+  RootCauseInput in;
+  // Rank 1 exited 0 after the failure (it handled SIGTERM); rank 0 failed.
+  in.ranks = {rank(0, exited(3), 1.0, 1000), rank(1, exited(0), 1.1, 1100)};
+  in.failure_wall_us = 1000;
+  EXPECT_TRUE(root_cause_lines(in).empty());
+  // No failure time (ddprun got a signal): nothing is early.
+  in.ranks = {rank(0, exited(0), 0.1, 100), rank(1, SIGTERM, 1.0, 1000)};
+  in.failure_wall_us = 0;
+  EXPECT_TRUE(root_cause_lines(in).empty());
+}
+
+TEST(RootCause, StoppedRankOverridesEverything) {
+  RootCauseInput in;
+  in.ranks = {rank(0, SIGTERM, 31, 3), rank(1, SIGTERM, 31, 3)};
+  in.errors = {{0, 100, 1, 1, "x"}};
+  in.stalled_who = "rank 1 (pid 101)";
+  in.stalled_signal = SIGSTOP;
+  in.stalled_for_s = 30;
+  EXPECT_EQ(root_cause_lines(in),
+            std::vector<std::string>{
+                "root cause: rank 1 (pid 101) was stopped (SIGSTOP) for 30 s and did not answer (--heartbeat-timeout)"});
+  in.stalled_signal = 0;
+  in.stalled_for_s = 2.5;
+  EXPECT_EQ(root_cause_lines(in), std::vector<std::string>{"root cause: rank 1 (pid 101) was stopped (by a signal) for "
+                                                           "2.5 s and did not answer (--heartbeat-timeout)"});
+}
+
+TEST(RootCause, LongMessagesAreCut) {
+  RootCauseInput in;
+  std::string message;
+  for (int i = 0; i < 20; ++i) message += "line " + std::to_string(i) + "\n";
+  in.errors = {{2, -1, 7, 1, message}};
+  std::vector<std::string> lines = root_cause_lines(in);
+  ASSERT_EQ(lines.size(), 14u);
+  EXPECT_EQ(lines[0], "root cause: rank 2 reported the first error, at " + wall_time_text(7) + ":");
+  EXPECT_EQ(lines[12], "  | line 11");
+  EXPECT_EQ(lines[13], "  | ...");
+}
+
+TEST(RootCause, WallTimeText) {
+  // 12:34:56.789 in the local time zone, whatever it is.
+  struct tm t = {};
+  t.tm_year = 124;
+  t.tm_mon = 0;
+  t.tm_mday = 2;
+  t.tm_hour = 12;
+  t.tm_min = 34;
+  t.tm_sec = 56;
+  t.tm_isdst = -1;
+  long long us = static_cast<long long>(mktime(&t)) * 1000000 + 789123;
+  EXPECT_EQ(wall_time_text(us), "12:34:56.789");
+}

@@ -1,0 +1,47 @@
+// The ranks' error files (TORCHELASTIC_ERROR_FILE, as torchrun): a temporary
+// directory per run, one JSON record per failed rank (see
+// include/ddp/dist/error_file.h for the writer), read back for the summary.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddprun {
+
+struct ErrorRecord {
+  int rank = -1;
+  long pid = -1;
+  long long timestamp_us = 0;  // wall clock, microseconds since the epoch
+  int exit_code = -1;
+  std::string message;
+};
+
+// Parses one error file's text; nullopt when it is not a valid record.
+std::optional<ErrorRecord> parse_error_record(const std::string& text);
+
+// A fresh directory under $TMPDIR (else /tmp), removed with its files by the
+// destructor. When it cannot be created, path() is empty and error() says why.
+class ErrorFileDir {
+ public:
+  ErrorFileDir();
+  ~ErrorFileDir();
+  ErrorFileDir(const ErrorFileDir&) = delete;
+  ErrorFileDir& operator=(const ErrorFileDir&) = delete;
+
+  const std::string& path() const { return dir_; }
+  const std::string& error() const { return error_; }
+  // "<dir>/error-rank<R>.json" (empty without a directory).
+  std::string file_for_rank(int rank) const;
+  // "<dir>/error.json": shared by all ranks (mpirun cannot give each its own;
+  // the first rank to record an error creates it, the others keep away).
+  std::string shared_file() const;
+  // Every valid record in the directory.
+  std::vector<ErrorRecord> read_all() const;
+
+ private:
+  std::string dir_;
+  std::string error_;
+};
+
+}  // namespace ddprun

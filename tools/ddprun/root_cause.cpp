@@ -1,0 +1,102 @@
+#include "root_cause.h"
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <ctime>
+#include <sstream>
+
+#include "output.h"
+#include "signals.h"
+#include "summary.h"
+
+namespace ddprun {
+
+namespace {
+
+constexpr size_t kMaxMessageLines = 12;
+
+std::string who(int rank, long pid) {
+  return "rank " + std::to_string(rank) + (pid > 0 ? " (pid " + std::to_string(pid) + ")" : "");
+}
+
+void add_message(std::vector<std::string>& lines, const std::string& message) {
+  std::istringstream in(message);
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (++n > kMaxMessageLines) {
+      lines.push_back("  | ...");
+      break;
+    }
+    lines.push_back("  | " + line);
+  }
+}
+
+// The earliest error record, or nullptr.
+const ErrorRecord* earliest_error(const std::vector<ErrorRecord>& errors) {
+  const ErrorRecord* best = nullptr;
+  for (const ErrorRecord& e : errors)
+    if (best == nullptr || e.timestamp_us < best->timestamp_us) best = &e;
+  return best;
+}
+
+// The first rank that exited with code 0 while others still ran, before the
+// failure; -1 when none.
+int earliest_early_exit(const RootCauseInput& in, std::vector<int>* still_running) {
+  int best = -1;
+  for (size_t i = 0; i < in.ranks.size(); ++i) {
+    const RankOutcome& r = in.ranks[i];
+    if (!r.exited || !WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0) continue;
+    if (r.exit_wall_us >= in.failure_wall_us) continue;
+    if (best >= 0 && r.exit_wall_us >= in.ranks[static_cast<size_t>(best)].exit_wall_us) continue;
+    std::vector<int> running;
+    for (size_t j = 0; j < in.ranks.size(); ++j)
+      if (j != i && (!in.ranks[j].exited || in.ranks[j].exit_wall_us > r.exit_wall_us))
+        running.push_back(in.ranks[j].rank);
+    if (running.empty()) continue;
+    best = static_cast<int>(i);
+    *still_running = running;
+  }
+  return best;
+}
+
+}  // namespace
+
+std::string wall_time_text(long long wall_us) {
+  std::time_t t = static_cast<std::time_t>(wall_us / 1000000);
+  struct tm tm_at;
+  char text[32] = "?";
+  if (::localtime_r(&t, &tm_at) != nullptr) {
+    size_t n = std::strftime(text, sizeof text, "%H:%M:%S", &tm_at);
+    std::snprintf(text + n, sizeof text - n, ".%03lld", (wall_us % 1000000) / 1000);
+  }
+  return text;
+}
+
+std::vector<std::string> root_cause_lines(const RootCauseInput& in) {
+  std::vector<std::string> lines;
+  const ErrorRecord* error = earliest_error(in.errors);
+  if (!in.stalled_who.empty()) {
+    lines.push_back("root cause: " + in.stalled_who + " was stopped (" +
+                    (in.stalled_signal > 0 ? signal_name(in.stalled_signal) : std::string("by a signal")) + ") for " +
+                    seconds_text(in.stalled_for_s) + " and did not answer (--heartbeat-timeout)");
+    return lines;
+  }
+  std::vector<int> running;
+  int early = in.failure_wall_us > 0 ? earliest_early_exit(in, &running) : -1;
+  const bool early_first =
+      early >= 0 && (error == nullptr || in.ranks[static_cast<size_t>(early)].exit_wall_us < error->timestamp_us);
+  if (early_first) {
+    const RankOutcome& r = in.ranks[static_cast<size_t>(early)];
+    lines.push_back("likely root cause: " + who(r.rank, r.pid) + " exited with code 0 after " +
+                    seconds_text(r.exit_after_s) + " while rank(s) " + join_ranks(running) + " still ran");
+  }
+  if (error != nullptr) {
+    lines.push_back((early_first ? "then " : "root cause: ") + who(error->rank, error->pid) +
+                    " reported the first error, at " + wall_time_text(error->timestamp_us) + ":");
+    add_message(lines, error->message);
+  }
+  return lines;
+}
+
+}  // namespace ddprun
