@@ -7,19 +7,19 @@ ddprun=$1 train=$2 np=$3
 recipe=fashion-mnist
 source "$(dirname "$0")/lib.sh"
 fail() { echo "FAIL: $*"; exit 1; }
-args=(fashion-mnist "${data[@]}" --no-progress --batch-size 8 --epochs 12 --data sampler)
+args=(fashion-mnist "${data[@]}" --no-progress --batch-size 16 --epochs 6 --data sampler)
 "$ddprun" --nproc-per-node "$np" --standalone "$train" "${args[@]}" --out-dir "$work/whole" > "$work/whole.log" 2>&1 ||
   { cat "$work/whole.log"; fail "the uninterrupted run"; }
 # The same run, signalled after its second epoch line: ddprun forwards SIGTERM to every rank.
 "$ddprun" --nproc-per-node "$np" --standalone "$train" "${args[@]}" --out-dir "$work/parts" > "$work/log" 2>&1 &
 launcher=$!
-for _ in $(seq 600); do grep -q "epoch 2/12" "$work/log" && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q "epoch 2/6" "$work/log" && break; sleep 0.1; done
 kill -TERM $launcher
 rc=0
 wait $launcher || rc=$?
 grep -q "preempted (SIGTERM): stopped after step " "$work/log" || { cat "$work/log"; fail "no preemption line (ddprun exit $rc)"; }
 grep -qE "ended with exit code 75" "$work/log" || { cat "$work/log"; fail "the ranks did not exit with 75"; }
-grep -q "epoch 12/12" "$work/log" && fail "the signalled run trained to the end"
+grep -q "epoch 6/6" "$work/log" && fail "the signalled run trained to the end"
 stopped=$(sed -n 's/.*stopped after step \([0-9]*\) of epoch.*/\1/p' "$work/log")
 "$ddprun" --nproc-per-node "$np" --standalone "$train" "${args[@]}" --out-dir "$work/parts" --resume > "$work/log2" 2>&1 ||
   { cat "$work/log2"; fail "the resumed run"; }
@@ -27,7 +27,7 @@ grep -q "resumed from .* step $stopped" "$work/log2" || { cat "$work/log2"; fail
 /usr/bin/python3 - "$(latest "$work/whole")" "$(latest "$work/parts")" <<'PY'
 import sys, torch
 a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
-assert a["step"] == b["step"] and a["epoch"] == b["epoch"] == 12, (a["step"], b["step"])
+assert a["step"] == b["step"] and a["epoch"] == b["epoch"] == 6, (a["step"], b["step"])
 for k in a["model"]:
     assert torch.equal(a["model"][k], b["model"][k]), "FAIL: " + k + " differs after preemption and resume"
 print("preempted and resumed run equals the uninterrupted one:", len(a["model"]), "tensors, step", a["step"])
