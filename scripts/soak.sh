@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Soak: ddp-train under `ddprun --max-restarts` while a killer SIGKILLs a random rank every MIN..MAX seconds.
+# The run must finish with final weights equal to an uninterrupted run's, bit for bit, and every checkpoint it
+# left must be intact. Prints a report: kills survived, time lost per kill, work (steps) lost per kill.
+#
+#   scripts/soak.sh [BIN_DIR] [-- extra ddp-train flags]
+#   env: KILLS=5 MIN=20 MAX=40 NP=2 RECIPE=fashion-mnist EPOCHS=6 EVERY=50 (checkpoint interval, steps)
+#        OUT=/tmp/soak (kept afterwards)
+set -euo pipefail
+bin=$(cd "${1:-build/bin}" && pwd)
+shift || true
+[ "${1:-}" = -- ] && shift
+KILLS=${KILLS:-5} MIN=${MIN:-20} MAX=${MAX:-40} NP=${NP:-2} RECIPE=${RECIPE:-fashion-mnist}
+EPOCHS=${EPOCHS:-6} EVERY=${EVERY:-50} OUT=${OUT:-/tmp/soak}
+rm -rf "$OUT" && mkdir -p "$OUT"
+args=("$RECIPE" --epochs "$EPOCHS" --checkpoint-every "$EVERY" --keep-last 100 --log-every 5 --no-progress "$@")
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+
+t0=$(date +%s.%N)
+"$bin/ddprun" --nproc-per-node "$NP" --standalone "$bin/ddp-train" "${args[@]}" --out-dir "$OUT/whole" > "$OUT/whole.log" 2>&1
+t_whole=$(awk "BEGIN{print $(date +%s.%N) - $t0}")
+echo "uninterrupted run: $t_whole s"
+
+t0=$(date +%s.%N)
+"$bin/ddprun" --nproc-per-node "$NP" --standalone --max-restarts $((KILLS * 2)) "$bin/ddp-train" "${args[@]}" \
+  --out-dir "$OUT/soak" > "$OUT/soak.log" 2>&1 &
+launcher=$!
+# The ranks are ddprun's children running ddp-train.
+ranks() { for p in $(pgrep -P "$launcher" || true); do [ "$(cat /proc/$p/comm 2>/dev/null)" = ddp-train ] && echo "$p"; done; }
+last_step() { sed -n 's/.*"step":\([0-9]*\).*/\1/p' "$OUT/soak/metrics.jsonl" 2>/dev/null | tail -n1; }
+kills=0
+: > "$OUT/kills.txt"
+while [ $kills -lt "$KILLS" ] && kill -0 $launcher 2>/dev/null; do
+  sleep $((MIN + RANDOM % (MAX - MIN + 1)))
+  mapfile -t pids < <(ranks)
+  [ ${#pids[@]} -gt 0 ] || continue
+  victim=${pids[$((RANDOM % ${#pids[@]}))]}
+  rank=$(tr '\0' '\n' < /proc/$victim/environ 2>/dev/null | sed -n 's/^RANK=//p')
+  step=$(last_step)
+  kill -9 "$victim" 2>/dev/null || continue
+  kills=$((kills + 1))
+  echo "$(date +%s.%N) rank=$rank pid=$victim last_logged_step=${step:-0}" >> "$OUT/kills.txt"
+  echo "kill $kills: rank $rank (pid $victim) near step ${step:-0}"
+done
+rc=0
+wait $launcher || rc=$?
+t_soak=$(awk "BEGIN{print $(date +%s.%N) - $t0}")
+echo "soak run: $t_soak s, ddprun exit $rc"
+[ $rc = 0 ] || { tail -n 40 "$OUT/soak.log"; echo "FAIL: the soak run did not finish"; exit 1; }
+
+/usr/bin/python3 - "$OUT" "$kills" "$t_whole" "$t_soak" "$EVERY" <<'PY'
+import glob, os, re, sys, zipfile, torch
+out, kills, t_whole, t_soak, every = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+def final(d):
+    d = os.path.join(out, d, "checkpoints")
+    return torch.load(os.path.join(d, open(os.path.join(d, "latest")).read().strip()))
+a, b = final("whole"), final("soak")
+assert a["step"] == b["step"], (a["step"], b["step"])
+differ = [k for k in a["model"] if not torch.equal(a["model"][k], b["model"][k])]
+files = sorted(glob.glob(os.path.join(out, "soak", "checkpoints", "checkpoint-*.pt")))
+bad = [f for f in files if zipfile.ZipFile(f).testzip() is not None]
+for f in files:
+    torch.load(f)
+log = open(os.path.join(out, "soak.log")).read()
+resumed = [int(s) for s in re.findall(r"resumed from \S+ at epoch \d+, step (\d+)", log)]
+killed_near = [int(re.search(r"last_logged_step=(\d+)", l).group(1)) for l in open(os.path.join(out, "kills.txt"))]
+print("| kills | restarts (resumes) | final weights equal | checkpoints intact | time lost per kill | steps redone per resume (interval %d; logged every 5) |" % every)
+print("|---|---|---|---|---|---|")
+lost = [max(0, k - r) for k, r in zip(killed_near, resumed)]
+print("| %d | %d | %s | %d of %d | %.1f s | %s |" % (kills, len(resumed), "yes" if not differ else "NO: " + ", ".join(differ),
+      len(files) - len(bad), len(files), (t_soak - t_whole) / max(kills, 1), ", ".join(map(str, lost)) or "-"))
+assert not differ and not bad and len(resumed) >= kills, "FAIL"
+print("soak: passed")
+PY
