@@ -8,18 +8,9 @@
 # usage: multinode_test.sh BIN_DIR   (needs root for `ip netns`)
 set -euo pipefail
 SECONDS=0
-bin=$(cd "$1" && pwd)
-here=$(cd "$(dirname "$0")" && pwd)
-netns=$here/../../scripts/netns.sh
-export DDP_NETNS_PREFIX=mn$$
-fail() { echo "FAIL: $*"; exit 1; }
-[ "$(id -u)" = 0 ] || fail "needs root to create network namespaces (ip netns)"
-work=$(mktemp -d)
-cleanup() { "$netns" down "$DDP_NETNS_PREFIX"; rm -rf "$work"; }
-trap cleanup EXIT
-"$netns" up 3 "$DDP_NETNS_PREFIX"
-master=$("$netns" addr 0)
-export OMP_NUM_THREADS=1 DDP_TIMEOUT=120
+hosts=3
+source "$(dirname "$0")/lib.sh"
+export DDP_TIMEOUT=120
 
 # One ddprun per host (HOSTS hosts, NPROC ranks each), all started at once; every one must exit 0.
 # Each host's output goes to $work/<tag>.h<i>.log.
