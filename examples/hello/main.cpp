@@ -10,10 +10,13 @@
 
 #include "ddp/dist.h"
 
-int main() {
+int main() try {
   const char* env_rank = std::getenv("RANK");  // set by ddprun (torchrun sets it too)
   auto group = ddp::init_process_group();
   std::printf("My rank is %s, same as %d\n", env_rank ? env_rank : "0", group->rank());
   ddp::destroy_process_group();
   return 0;
+} catch (const std::exception& e) {  // uncaught, it would end in std::terminate: SIGABRT, exit 134
+  std::fprintf(stderr, "hello: %s\n", e.what());
+  return 1;
 }

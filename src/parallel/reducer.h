@@ -115,6 +115,7 @@ class Reducer {
   bool expect_gradients_ = false;    // a forward ran since the last reduction
   std::vector<size_t> arrival_;     // order of the first synchronised backward
   bool rebuilt_ = false, rebuild_due_ = false;
+  bool layout_checked_ = false;  // ranks compared their buckets (bucket_agreement.h) since build()
 
   DDPStats stats_;
   Clock::time_point first_launch_, last_launch_, backward_end_;

@@ -162,7 +162,8 @@ TEST(RankEnv, VariablesOfEachRank) {
   std::vector<std::string> expected = {"PATH=/bin",         "OTHER=1",           "RANK=11",
                                        "LOCAL_RANK=3",      "WORLD_SIZE=12",     "LOCAL_WORLD_SIZE=4",
                                        "GROUP_RANK=2",      "MASTER_ADDR=10.1.2.3", "MASTER_PORT=4000",
-                                       "OMP_NUM_THREADS=4", "DDP_BACKEND=gloo",  "DDP_LAUNCHER=ddprun"};
+                                       "OMP_NUM_THREADS=4", "DDP_BACKEND=gloo",  "DDP_LAUNCHER=ddprun",
+                                       "TORCHELASTIC_RUN_ID=none-10.1.2.3:4000"};
   EXPECT_EQ(env, expected);
 }
 

@@ -20,6 +20,9 @@ struct Options {
   bool standalone = false;
   Backend backend = Backend::Auto;
   double kill_grace_s = 5.0;
+  // Job id exported as TORCHELASTIC_RUN_ID (--rdzv-id); when not given, a random
+  // one for a single node, else empty: "none-ADDR:PORT" (nodes must agree).
+  std::string rdzv_id;
   std::string program;                    // as given on the command line
   std::vector<std::string> program_args;  // arguments after the program
 };
