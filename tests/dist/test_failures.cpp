@@ -146,8 +146,13 @@ TEST(Heartbeat, StoppedRankIsNamedWithinTheTimeout) {
     EXPECT_NE(r.exit_code, 0);
     EXPECT_LT(r.seconds, kDeadline);
     EXPECT_FALSE(has(r.output, "finished without error"));
-    EXPECT_TRUE(has(r.output, "[rank 0] [gloo] rank 0/" + std::to_string(np) + ": rank " + std::to_string(stopped) +
-                                  " stopped answering: no heartbeat for 2 s (DDP_HEARTBEAT_TIMEOUT); ending this rank"));
+    // The first survivor to end closes its connections: others may fail on that first.
+    bool named = false;
+    for (int rank = 0; rank < stopped; ++rank)
+      named |= has(r.output, "[rank " + std::to_string(rank) + "] [gloo] rank " + std::to_string(rank) + "/" +
+                                 std::to_string(np) + ": rank " + std::to_string(stopped) +
+                                 " stopped answering: no heartbeat for 2 s (DDP_HEARTBEAT_TIMEOUT); ending this rank");
+    EXPECT_TRUE(named) << "no survivor named the stopped rank";
   }
 }
 
@@ -159,8 +164,11 @@ TEST(Heartbeat, StoppedRankZeroIsNamedThroughItsStore) {
     SCOPED_TRACE("np=" + std::to_string(np) + "\n" + r.output);
     EXPECT_NE(r.exit_code, 0);
     EXPECT_LT(r.seconds, kDeadline);
-    EXPECT_TRUE(has(r.output, "[rank 1] [gloo] rank 1/" + std::to_string(np) +
-                                  ": rank 0 stopped answering: its store at 127.0.0.1:"));
+    bool named = false;
+    for (int rank = 1; rank < np; ++rank)
+      named |= has(r.output, "[rank " + std::to_string(rank) + "] [gloo] rank " + std::to_string(rank) + "/" +
+                                 std::to_string(np) + ": rank 0 stopped answering: its store at 127.0.0.1:");
+    EXPECT_TRUE(named) << "no survivor named rank 0";
     EXPECT_TRUE(has(r.output, "gave no reply for 2 s (DDP_HEARTBEAT_TIMEOUT); ending this rank"));
   }
 }

@@ -11,7 +11,7 @@ cat > "$work/wrapper.sh" <<SH
 #!/bin/sh
 # rank 0: 16 per rank; others: 8 (or the SAME_BATCH value for every rank)
 b=\${SAME_BATCH:-\$([ "\$RANK" = 0 ] && echo 16 || echo 8)}
-exec "$train" mlp --epochs 1 --limit-train 128 --limit-test 64 --no-progress --out-dir "$work/out\$RANK" --batch-size \$b
+exec "$train" mlp --epochs 1 --limit-train 128 --limit-test 64 --no-progress --out-dir "$work/out" --batch-size \$b
 SH
 chmod +x "$work/wrapper.sh"
 for np in 2 3; do
@@ -22,6 +22,7 @@ for np in 2 3; do
   others=1; [ $np = 3 ] && others="1, 2"
   ranks="rank"; [ $np = 3 ] && ranks="ranks"
   want="ranks disagree on the configuration: --batch-size is 16 on rank 0 but 8 on $ranks $others"
+  grep -q -- "--out-dir is" "$work/log" && { echo "FAIL np=$np: only --batch-size differs"; exit 1; }
   [ $rc = 2 ] || { echo "FAIL np=$np: exit $rc (expected 2)"; cat "$work/log"; exit 1; }
   grep -qF "[rank 0] ddp-train: rank 0: $want" "$work/log" ||
     { echo "FAIL np=$np: message missing"; cat "$work/log"; exit 1; }
