@@ -170,9 +170,9 @@ Work ProcessGroup::gather(const at::Tensor& in, std::vector<at::Tensor>& outs, c
   Call c = call("gather", o, in);
   detail::check_tensor(c.ctx, in, "input");
   detail::check_rank(c.ctx, o.dst, "dst");
-  agree(c, in, -1, o.dst);
   const bool at_root = rank_ == o.dst;  // other ranks' outputs are ignored
   if (at_root) detail::check_list(c.ctx, outs, "outputs", size_, in, "input");
+  agree(c, in, -1, o.dst);
   if (in.numel() == 0) return Work();
   Flat out = at_root ? detail::flatten(outs, /*fill=*/false, in) : Flat{at::Tensor(), true};
   Work w = impl_->gather(out.buffer, in, o.dst, c);
@@ -184,9 +184,9 @@ Work ProcessGroup::scatter(at::Tensor& out, const std::vector<at::Tensor>& ins, 
   Call c = call("scatter", o, out);
   detail::check_tensor(c.ctx, out, "output");
   detail::check_rank(c.ctx, o.src, "src");
-  agree(c, out, -1, o.src);
   const bool at_root = rank_ == o.src;  // other ranks' inputs are ignored
   if (at_root) detail::check_list(c.ctx, ins, "inputs", size_, out, "output");
+  agree(c, out, -1, o.src);
   if (out.numel() == 0) return Work::ready(out);
   at::Tensor in = at_root ? detail::flatten(ins, /*fill=*/true, out).buffer : at::Tensor();
   return finish(impl_->scatter(out, in, o.src, c).set_value(out), c);

@@ -1,6 +1,7 @@
 // DDP's cheap default check that ranks agree on the work: on the first
 // backward after the buckets are built, ranks compare their bucket layouts
-// (count, dtype and size of each) with one all_gather of a 64-bit hash; only
+// (count, dtype and size of each): rank 0 gathers 64-bit hashes and scatters
+// the verdict (neither counts in ProcessGroup::traffic()); only
 // on a mismatch do they exchange the layouts, and every rank throws ddp::Error
 // naming each differing rank's view. Without it, buckets of different sizes
 // meet in one all_reduce and gloo aborts the process (SIGABRT, EnforceNotMet).

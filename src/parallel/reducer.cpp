@@ -218,6 +218,14 @@ void Reducer::mark_ready(size_t index, bool used) {
   if (--bucket.pending == 0) launch_ready_buckets();
 }
 
+void Reducer::check_layout_once() {
+  if (layout_checked_) return;
+  std::vector<at::Tensor> flats;
+  for (const Bucket& b : buckets_) flats.push_back(b.flat);
+  check_bucket_agreement(*group_, flats);
+  layout_checked_ = true;
+}
+
 // Buckets are launched strictly in index order, so every rank issues the same
 // sequence of collectives whatever the order its gradients arrived in.
 void Reducer::launch_ready_buckets() {
@@ -232,12 +240,7 @@ void Reducer::launch_ready_buckets() {
       ++next_launch_;
       continue;
     }
-    if (!layout_checked_) {  // once per build: one small all_gather before the first bucket's reduction
-      std::vector<at::Tensor> flats;
-      for (const Bucket& b : buckets_) flats.push_back(b.flat);
-      check_bucket_agreement(*group_, flats);
-      layout_checked_ = true;
-    }
+    check_layout_once();
     GradBucket gb;
     gb.index = next_launch_;
     gb.num_buckets = buckets_.size();

@@ -76,6 +76,8 @@ class Reducer {
   void on_gradient_accumulated(size_t index);  // the autograd hook of parameter `index`
   void mark_ready(size_t index, bool used);
   void launch_ready_buckets();
+  // Before the first reduction after build(): ranks compare bucket layouts.
+  void check_layout_once();
   void finalize();
   void reset_iteration();
   double divisor();

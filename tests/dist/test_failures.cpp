@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 
@@ -154,6 +155,27 @@ TEST(Heartbeat, StoppedRankIsNamedWithinTheTimeout) {
                                  " stopped answering: no heartbeat for 2 s (DDP_HEARTBEAT_TIMEOUT); ending this rank");
     EXPECT_TRUE(named) << "no survivor named the stopped rank";
   }
+}
+
+// The ending rank writes TORCHELASTIC_ERROR_FILE (JSON) when nothing wrote it yet.
+TEST(Heartbeat, EndingRankWritesTheErrorFile) {
+  char path[] = "/tmp/ddp-error-file-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);  // empty: not written yet
+  Result r = run(std::string("TORCHELASTIC_ERROR_FILE=") + path + " DDP_HEARTBEAT_TIMEOUT=2 " + kTimeout +
+                 gloo_launch(2, "stop 1"));
+  SCOPED_TRACE(r.output);
+  EXPECT_NE(r.exit_code, 0);
+  FILE* f = fopen(path, "r");
+  ASSERT_NE(f, nullptr);
+  char buf[4096] = {0};
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  unlink(path);
+  std::string json(buf, n);
+  EXPECT_TRUE(has(json, "{\"message\":\"[gloo] rank 0/2: rank 1 stopped answering: no heartbeat for 2 s "
+                        "(DDP_HEARTBEAT_TIMEOUT); ending this rank\",\"rank\":0,\"timestamp_us\":")) << json;
 }
 
 // A SIGSTOPped rank 0 stops its store too: the others' store calls go
