@@ -81,7 +81,20 @@ struct Monitored {
   std::unique_ptr<detail::Heartbeat> heartbeat;
 };
 
-GroupPtr with_heartbeat(GroupPtr group, const detail::Rendezvous& r, Milliseconds timeout) {
+// The heartbeat's own connection to the store (not the group's). Opened before the
+// group's rendezvous: after it, rank 0 may already have ended and closed its store.
+StorePtr open_heartbeat_store(const detail::Rendezvous& r, Milliseconds timeout) {
+  try {
+    // c10d connects in whole seconds: at least 1.
+    return make_tcp_store(r.host, r.port, false, r.world_size, std::max(timeout, Milliseconds(1000)));
+  } catch (...) {
+    ErrorContext ctx{r.backend, r.rank, r.world_size, "init"};
+    throw Error(ctx.prefix() + "cannot open the heartbeat's connection to the store at " + r.host + ":" +
+                std::to_string(r.port) + ": " + detail::current_exception_message());
+  }
+}
+
+GroupPtr with_heartbeat(GroupPtr group, const detail::Rendezvous& r, Milliseconds timeout, StorePtr store) {
   detail::HeartbeatConfig hc;
   hc.backend = r.backend;
   hc.rank = r.rank;
@@ -89,18 +102,14 @@ GroupPtr with_heartbeat(GroupPtr group, const detail::Rendezvous& r, Millisecond
   hc.timeout = timeout;
   hc.store_address = r.host + ":" + std::to_string(r.port);
   hc.report_interval_s = detail::wait_report_interval_s();
-  hc.open = [host = r.host, port = r.port, world = r.world_size, timeout] {
-    // Its own connection, not the group's. c10d connects in whole seconds: at least 1.
-    return make_tcp_store(host, port, false, world, std::max(timeout, Milliseconds(1000)));
-  };
+  hc.open = [store] { return store; };
   auto m = std::make_shared<Monitored>();
   m->group = std::move(group);
   try {
     m->heartbeat = std::make_unique<detail::Heartbeat>(hc);
   } catch (...) {
     ErrorContext ctx{r.backend, r.rank, r.world_size, "init"};
-    throw Error(ctx.prefix() + "cannot start the heartbeat (its connection to the store at " + hc.store_address +
-                "): " + detail::current_exception_message());
+    throw Error(ctx.prefix() + "cannot start the heartbeat: " + detail::current_exception_message());
   }
   ProcessGroup* raw = m->group.get();
   return GroupPtr(std::move(m), raw);
@@ -132,10 +141,11 @@ GroupPtr create_process_group(const InitOptions& opts) {
   }
   // Read before the rendezvous, so that a bad value fails at once.
   const Milliseconds heartbeat = detail::resolve_heartbeat_timeout(opts.heartbeat_timeout);
-  GroupPtr group = create_backend(r.backend, b);
   const bool tcp = r.method == "env" || r.method == "tcp";
-  if (tcp && r.backend == "gloo" && r.world_size > 1 && heartbeat.count() > 0)
-    return with_heartbeat(std::move(group), r, heartbeat);
+  const bool beat = tcp && r.backend == "gloo" && r.world_size > 1 && heartbeat.count() > 0;
+  StorePtr beat_store = beat ? open_heartbeat_store(r, heartbeat) : StorePtr();
+  GroupPtr group = create_backend(r.backend, b);
+  if (beat) return with_heartbeat(std::move(group), r, heartbeat, std::move(beat_store));
   return group;
 }
 
