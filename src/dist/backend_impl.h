@@ -31,6 +31,8 @@ struct Call {
   ErrorContext ctx;      // "[gloo] rank 1/4 all_reduce: " for messages
   Milliseconds timeout;  // the call's or the group's (> 0), or kNoTimeout
   bool async = false;    // the caller will not wait at once (a backend may run a blocking call inline otherwise)
+  int64_t seq = 0;       // this group's collective number, from 1
+  int64_t bytes = 0;     // payload bytes, for reports of long waits
 };
 
 class Backend {

@@ -3,13 +3,19 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 
 #include "dist/error_context.h"
 #include "dist/env.h"
+#include "dist/heartbeat.h"
+#include "dist/job_id.h"
+#include "dist/listen_wait.h"
 #include "dist/message.h"
+#include "dist/wait_report.h"
 
 namespace ddp {
 namespace {
@@ -32,10 +38,28 @@ bool contains_ci(std::string s, std::string needle) {
   return s.find(needle) != std::string::npos;
 }
 
+std::string seconds_text(Milliseconds ms) { return detail::format_seconds(ms.count() / 1000.0) + " s"; }
+
 // Rendezvous over TCP; rank 0 hosts the store. Failures name host and port.
+// A rank that cannot reach the store yet says so every DDP_WAIT_REPORT_INTERVAL
+// (30 s) and fails with ddp::Error at the timeout.
 StorePtr open_tcp_store(const detail::Rendezvous& r) {
   ErrorContext ctx{r.backend, r.rank, r.world_size, "init"};
-  std::string where = r.host + ":" + std::to_string(r.port);
+  const std::string where = r.host + ":" + std::to_string(r.port);
+  if (r.rank != 0) {
+    const auto interval = std::chrono::duration_cast<Milliseconds>(
+        std::chrono::duration<double>(detail::wait_report_interval_s()));
+    auto report = [&](Milliseconds waited) {
+      std::fprintf(stderr, "%swaiting for rank 0's store at %s: %s of the %s timeout (DDP_TIMEOUT)\n",
+                   ctx.prefix().c_str(), where.c_str(), seconds_text(Milliseconds(waited.count() / 100 * 100)).c_str(),
+                   seconds_text(r.timeout).c_str());
+      std::fflush(stderr);
+    };
+    if (!detail::wait_until_listening(r.host, r.port, r.timeout, interval, report))
+      throw Error(ctx.prefix() + "cannot reach rank 0's store at " + where + " within " + seconds_text(r.timeout) +
+                  " (DDP_TIMEOUT): nothing answered there; is rank 0 running, and are MASTER_ADDR and "
+                  "MASTER_PORT right?");
+  }
   try {
     return make_tcp_store(r.host, r.port, r.rank == 0, r.world_size, r.timeout);
   } catch (...) {
@@ -46,10 +70,49 @@ StorePtr open_tcp_store(const detail::Rendezvous& r) {
                   "or launch with ddprun --standalone");
     if (r.rank == 0)
       throw Error(ctx.prefix() + "cannot start the rendezvous store on " + where + ": " + msg);
-    throw Error(ctx.prefix() + "cannot reach rank 0's store at " + where + " within " +
-                std::to_string(r.timeout.count() / 1000) + " s: " + msg +
+    throw Error(ctx.prefix() + "cannot connect to rank 0's store at " + where + ": " + msg +
                 "; is rank 0 running, and are MASTER_ADDR and MASTER_PORT right?");
   }
+}
+
+// A group and its heartbeat, which ends first (writing its "done" mark).
+struct Monitored {
+  GroupPtr group;
+  std::unique_ptr<detail::Heartbeat> heartbeat;
+};
+
+// The heartbeat's own connection to the store (not the group's). Opened before the
+// group's rendezvous: after it, rank 0 may already have ended and closed its store.
+StorePtr open_heartbeat_store(const detail::Rendezvous& r, Milliseconds timeout) {
+  try {
+    // c10d connects in whole seconds: at least 1.
+    return make_tcp_store(r.host, r.port, false, r.world_size, std::max(timeout, Milliseconds(1000)));
+  } catch (...) {
+    ErrorContext ctx{r.backend, r.rank, r.world_size, "init"};
+    throw Error(ctx.prefix() + "cannot open the heartbeat's connection to the store at " + r.host + ":" +
+                std::to_string(r.port) + ": " + detail::current_exception_message());
+  }
+}
+
+GroupPtr with_heartbeat(GroupPtr group, const detail::Rendezvous& r, Milliseconds timeout, StorePtr store) {
+  detail::HeartbeatConfig hc;
+  hc.backend = r.backend;
+  hc.rank = r.rank;
+  hc.world_size = r.world_size;
+  hc.timeout = timeout;
+  hc.store_address = r.host + ":" + std::to_string(r.port);
+  hc.report_interval_s = detail::wait_report_interval_s();
+  hc.open = [store] { return store; };
+  auto m = std::make_shared<Monitored>();
+  m->group = std::move(group);
+  try {
+    m->heartbeat = std::make_unique<detail::Heartbeat>(hc);
+  } catch (...) {
+    ErrorContext ctx{r.backend, r.rank, r.world_size, "init"};
+    throw Error(ctx.prefix() + "cannot start the heartbeat: " + detail::current_exception_message());
+  }
+  ProcessGroup* raw = m->group.get();
+  return GroupPtr(std::move(m), raw);
 }
 
 }  // namespace
@@ -69,11 +132,21 @@ GroupPtr create_process_group(const InitOptions& opts) {
     std::fprintf(stderr, "ddp: no launcher environment (RANK, WORLD_SIZE, MASTER_ADDR unset): a world of one on "
                          "the %s backend\n", r.backend.c_str());
   } else if (r.method == "env" || r.method == "tcp") {
-    if (r.backend != "local") b.store = open_tcp_store(r);
+    if (r.backend != "local") {
+      b.store = open_tcp_store(r);
+      detail::check_job_id(*b.store, r);  // before any other key: the store may be another job's
+    }
   } else if (r.method == "file") {
     b.store = make_file_store(r.path, r.world_size);
   }
-  return create_backend(r.backend, b);
+  // Read before the rendezvous, so that a bad value fails at once.
+  const Milliseconds heartbeat = detail::resolve_heartbeat_timeout(opts.heartbeat_timeout);
+  const bool tcp = r.method == "env" || r.method == "tcp";
+  const bool beat = tcp && r.backend == "gloo" && r.world_size > 1 && heartbeat.count() > 0;
+  StorePtr beat_store = beat ? open_heartbeat_store(r, heartbeat) : StorePtr();
+  GroupPtr group = create_backend(r.backend, b);
+  if (beat) return with_heartbeat(std::move(group), r, heartbeat, std::move(beat_store));
+  return group;
 }
 
 GroupPtr init_process_group(const InitOptions& opts) {

@@ -6,9 +6,11 @@
 
 #include <ATen/ATen.h>
 
+#include "dist/agreement.h"
 #include "dist/backend_impl.h"
 #include "dist/pack.h"
 #include "dist/validate.h"
+#include "dist/wait_report.h"
 
 namespace ddp {
 
@@ -17,13 +19,21 @@ using detail::Flat;
 
 ProcessGroup::ProcessGroup(std::unique_ptr<detail::Backend> backend, Milliseconds timeout)
     : impl_(std::move(backend)), timeout_(timeout), rank_(impl_->rank()), size_(impl_->size()),
-      name_(impl_->name()) {}
+      name_(impl_->name()), check_agreement_(detail::agreement_checks_enabled()) {}
 
 ProcessGroup::~ProcessGroup() = default;
 
-Call ProcessGroup::call(const char* op, const CollectiveOptions& opts) const {
+Call ProcessGroup::call(const char* op, const CollectiveOptions& opts, const at::Tensor& payload) const {
   const Milliseconds t = detail::effective_timeout(opts.timeout, timeout_);
-  return Call{ErrorContext{name_, rank_, size_, op}, t.count() > 0 ? t : kNoTimeout, opts.async_op};
+  Call c{ErrorContext{name_, rank_, size_, op}, t.count() > 0 ? t : kNoTimeout, opts.async_op};
+  const std::string name(op);
+  c.seq = (name == "send" || name == "recv") ? seq_.load() : ++seq_;  // collectives only: p2p differs per rank
+  c.bytes = payload.defined() ? static_cast<int64_t>(payload.nbytes()) : 0;
+  return c;
+}
+
+void ProcessGroup::agree(const Call& c, const at::Tensor& t, int reduce_op, int root) const {
+  if (check_agreement_) detail::check_agreement(*impl_, c, t, reduce_op, root);
 }
 
 void ProcessGroup::count(const at::Tensor& payload) {
@@ -32,7 +42,10 @@ void ProcessGroup::count(const at::Tensor& payload) {
 
 // A synchronous call returns only once done: errors surface here.
 Work ProcessGroup::finish(Work w, const Call& c) const {
-  if (!c.async) w.wait(c.timeout);
+  if (!c.async) {
+    detail::WaitScope waiting(c);  // long waits are reported (heartbeat.h)
+    w.wait(c.timeout);
+  }
   return w;
 }
 
@@ -68,18 +81,20 @@ void complete(Work& w, const Reduction& r, const at::Tensor& target, int world) 
 }  // namespace
 
 Work ProcessGroup::broadcast(at::Tensor& t, const BroadcastOptions& o) {
-  Call c = call("broadcast", o);
+  Call c = call("broadcast", o, t);
   detail::check_tensor(c.ctx, t, "tensor");
   detail::check_rank(c.ctx, o.src, "src");
+  agree(c, t, -1, o.src);
   if (t.numel() == 0) return Work::ready(t);  // shapes match on every rank: nothing to move
   count(t);
   return finish(impl_->broadcast(t, o.src, c).set_value(t), c);
 }
 
 Work ProcessGroup::all_reduce(at::Tensor& t, const AllReduceOptions& o) {
-  Call c = call("all_reduce", o);
+  Call c = call("all_reduce", o, t);
   detail::check_tensor(c.ctx, t, "tensor");
   detail::check_op(c.ctx, o.op, t.scalar_type());
+  agree(c, t, static_cast<int>(o.op));
   if (t.numel() == 0) return Work::ready(t);
   const bool is_16bit = t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
   if (is_16bit && size_ == 1 && !impl_->can_reduce(t.scalar_type())) {  // nothing to add: no float32 round trip
@@ -97,10 +112,17 @@ Work ProcessGroup::all_reduce(at::Tensor& t, const AllReduceOptions& o) {
 
 Work ProcessGroup::all_reduce_coalesced(std::vector<at::Tensor>& ts, const AllReduceOptions& o) {
   Call c = call("all_reduce_coalesced", o);
+  int64_t numel = 0;
   for (size_t i = 0; i < ts.size(); ++i) {
     detail::check_tensor(c.ctx, ts[i], "tensors[" + std::to_string(i) + "]");
     detail::check_op(c.ctx, o.op, ts[i].scalar_type());
+    numel += ts[i].numel();
+    c.bytes += static_cast<int64_t>(ts[i].nbytes());
   }
+  // Compared: the dtype of the first tensor, the count of tensors and of elements.
+  if (check_agreement_)
+    agree(c, at::empty({static_cast<int64_t>(ts.size()), numel}, ts.empty() ? at::kFloat : ts[0].scalar_type()),
+          static_cast<int>(o.op));
   std::vector<Work> works;
   for (const auto& indices : detail::group_by_dtype(ts)) {
     std::vector<at::Tensor> group = detail::select(ts, indices);
@@ -119,10 +141,11 @@ Work ProcessGroup::all_reduce_coalesced(std::vector<at::Tensor>& ts, const AllRe
 }
 
 Work ProcessGroup::reduce(at::Tensor& t, const ReduceOptions& o) {
-  Call c = call("reduce", o);
+  Call c = call("reduce", o, t);
   detail::check_tensor(c.ctx, t, "tensor");
   detail::check_op(c.ctx, o.op, t.scalar_type());
   detail::check_rank(c.ctx, o.dst, "dst");
+  agree(c, t, static_cast<int>(o.op), o.dst);
   if (t.numel() == 0) return Work::ready(t);
   Reduction r = plan(*impl_, t, o.op);
   Work w = impl_->reduce(r.buffer, r.op, o.dst, c);
@@ -131,9 +154,10 @@ Work ProcessGroup::reduce(at::Tensor& t, const ReduceOptions& o) {
 }
 
 Work ProcessGroup::all_gather(std::vector<at::Tensor>& outs, const at::Tensor& in, const CollectiveOptions& o) {
-  Call c = call("all_gather", o);
+  Call c = call("all_gather", o, in);
   detail::check_tensor(c.ctx, in, "input");
   detail::check_list(c.ctx, outs, "outputs", size_, in, "input");
+  agree(c, in);
   if (in.numel() == 0) return Work();
   Flat out = detail::flatten(outs, /*fill=*/false, in);
   count(in);
@@ -143,11 +167,12 @@ Work ProcessGroup::all_gather(std::vector<at::Tensor>& outs, const at::Tensor& i
 }
 
 Work ProcessGroup::gather(const at::Tensor& in, std::vector<at::Tensor>& outs, const GatherOptions& o) {
-  Call c = call("gather", o);
+  Call c = call("gather", o, in);
   detail::check_tensor(c.ctx, in, "input");
   detail::check_rank(c.ctx, o.dst, "dst");
   const bool at_root = rank_ == o.dst;  // other ranks' outputs are ignored
   if (at_root) detail::check_list(c.ctx, outs, "outputs", size_, in, "input");
+  agree(c, in, -1, o.dst);
   if (in.numel() == 0) return Work();
   Flat out = at_root ? detail::flatten(outs, /*fill=*/false, in) : Flat{at::Tensor(), true};
   Work w = impl_->gather(out.buffer, in, o.dst, c);
@@ -156,11 +181,12 @@ Work ProcessGroup::gather(const at::Tensor& in, std::vector<at::Tensor>& outs, c
 }
 
 Work ProcessGroup::scatter(at::Tensor& out, const std::vector<at::Tensor>& ins, const ScatterOptions& o) {
-  Call c = call("scatter", o);
+  Call c = call("scatter", o, out);
   detail::check_tensor(c.ctx, out, "output");
   detail::check_rank(c.ctx, o.src, "src");
   const bool at_root = rank_ == o.src;  // other ranks' inputs are ignored
   if (at_root) detail::check_list(c.ctx, ins, "inputs", size_, out, "output");
+  agree(c, out, -1, o.src);
   if (out.numel() == 0) return Work::ready(out);
   at::Tensor in = at_root ? detail::flatten(ins, /*fill=*/true, out).buffer : at::Tensor();
   return finish(impl_->scatter(out, in, o.src, c).set_value(out), c);
@@ -168,10 +194,11 @@ Work ProcessGroup::scatter(at::Tensor& out, const std::vector<at::Tensor>& ins, 
 
 Work ProcessGroup::reduce_scatter(at::Tensor& out, const std::vector<at::Tensor>& ins,
                                   const ReduceScatterOptions& o) {
-  Call c = call("reduce_scatter", o);
+  Call c = call("reduce_scatter", o, out);
   detail::check_tensor(c.ctx, out, "output");
   detail::check_op(c.ctx, o.op, out.scalar_type());
   detail::check_list(c.ctx, ins, "inputs", size_, out, "output");
+  agree(c, out, static_cast<int>(o.op));
   if (out.numel() == 0) return Work::ready(out);
   at::Tensor in = detail::flatten(ins, /*fill=*/true, out).buffer;
   if (!impl_->has_reduce_scatter()) return finish(reduce_scatter_via_all_to_all(out, in, o.op, c).set_value(out), c);
@@ -237,12 +264,14 @@ Work ProcessGroup::all_to_all(std::vector<at::Tensor>& outs, const std::vector<a
     throw_invalid(c.ctx, "inputs is empty; expected " + std::to_string(size_) + " tensors (one per rank)");
   detail::check_list_dtype(c.ctx, ins, "inputs", size_, ins[0], "inputs[0]");
   detail::check_list_dtype(c.ctx, outs, "outputs", size_, ins[0], "inputs[0]");
+  agree(c, ins[0]);  // the dtype only: sizes may differ per rank
   std::vector<int64_t> in_counts, out_counts;
   for (const auto& t : ins) in_counts.push_back(t.numel());
   for (const auto& t : outs) out_counts.push_back(t.numel());
   Flat in = detail::flatten(ins, /*fill=*/true);
   Flat out = detail::flatten(outs, /*fill=*/false, in.buffer);
   count(in.buffer);
+  c.bytes = static_cast<int64_t>(in.buffer.nbytes());
   Work w = impl_->all_to_all(out.buffer, out_counts, in.buffer, in_counts, c);
   w.on_success([in, out, outs] { detail::unflatten(out, outs); });  // `in` lives until the end
   return finish(std::move(w), c);
@@ -250,6 +279,7 @@ Work ProcessGroup::all_to_all(std::vector<at::Tensor>& outs, const std::vector<a
 
 Work ProcessGroup::barrier(const CollectiveOptions& o) {
   Call c = call("barrier", o);
+  agree(c, at::Tensor());
   return finish(impl_->barrier(c), c);
 }
 
@@ -265,14 +295,14 @@ void check_peer(const Call& c, int peer, const char* name, int tag, int max_tag)
 }  // namespace
 
 Work ProcessGroup::send(const at::Tensor& t, int dst, const P2POptions& o) {
-  Call c = call("send", o);
+  Call c = call("send", o, t);
   detail::check_tensor(c.ctx, t, "tensor");
   check_peer(c, dst, "dst", o.tag, impl_->max_tag());
   return finish(impl_->send(t, dst, o.tag, c), c);
 }
 
 Work ProcessGroup::recv(at::Tensor& t, int src, const P2POptions& o) {
-  Call c = call("recv", o);
+  Call c = call("recv", o, t);
   detail::check_tensor(c.ctx, t, "tensor");
   check_peer(c, src, "src", o.tag, impl_->max_tag());
   return finish(impl_->recv(t, src, o.tag, c).set_value(t), c);
@@ -281,6 +311,7 @@ Work ProcessGroup::recv(at::Tensor& t, int src, const P2POptions& o) {
 GroupPtr ProcessGroup::new_group(const std::vector<int>& ranks) {
   Call c = call("new_group", {});
   detail::check_group_ranks(c.ctx, ranks);
+  if (check_agreement_) agree(c, at::tensor(std::vector<int64_t>(ranks.begin(), ranks.end()), at::kLong));
   const int index = detail::index_in(ranks, rank_);
   std::unique_ptr<detail::Backend> sub = impl_->split(ranks, index, timeout_);
   if (index < 0) return nullptr;

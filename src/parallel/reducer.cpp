@@ -10,6 +10,7 @@
 
 #include "ddp/dist/errors.h"
 #include "dist/error_context.h"
+#include "parallel/bucket_agreement.h"
 #include "parallel/bucketing.h"
 
 namespace ddp::detail {
@@ -75,6 +76,7 @@ void Reducer::set_comm_hook(std::shared_ptr<CommHook> hook) {
 void Reducer::build(const std::vector<size_t>& order) {
   bucket_params_ = assign_buckets(params_, order, opts_.first_bucket_cap_bytes, opts_.bucket_cap_bytes);
   buckets_.clear();
+  layout_checked_ = false;
   bucket_slot_.assign(params_.size(), {0, 0});
   for (size_t b = 0; b < bucket_params_.size(); ++b) {
     Bucket bucket;
@@ -216,6 +218,14 @@ void Reducer::mark_ready(size_t index, bool used) {
   if (--bucket.pending == 0) launch_ready_buckets();
 }
 
+void Reducer::check_layout_once() {
+  if (layout_checked_) return;
+  std::vector<at::Tensor> flats;
+  for (const Bucket& b : buckets_) flats.push_back(b.flat);
+  check_bucket_agreement(*group_, flats);
+  layout_checked_ = true;
+}
+
 // Buckets are launched strictly in index order, so every rank issues the same
 // sequence of collectives whatever the order its gradients arrived in.
 void Reducer::launch_ready_buckets() {
@@ -230,6 +240,7 @@ void Reducer::launch_ready_buckets() {
       ++next_launch_;
       continue;
     }
+    check_layout_once();
     GradBucket gb;
     gb.index = next_launch_;
     gb.num_buckets = buckets_.size();

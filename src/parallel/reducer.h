@@ -76,6 +76,8 @@ class Reducer {
   void on_gradient_accumulated(size_t index);  // the autograd hook of parameter `index`
   void mark_ready(size_t index, bool used);
   void launch_ready_buckets();
+  // Before the first reduction after build(): ranks compare bucket layouts.
+  void check_layout_once();
   void finalize();
   void reset_iteration();
   double divisor();
@@ -115,6 +117,7 @@ class Reducer {
   bool expect_gradients_ = false;    // a forward ran since the last reduction
   std::vector<size_t> arrival_;     // order of the first synchronised backward
   bool rebuilt_ = false, rebuild_due_ = false;
+  bool layout_checked_ = false;  // ranks compared their buckets (bucket_agreement.h) since build()
 
   DDPStats stats_;
   Clock::time_point first_launch_, last_launch_, backward_end_;

@@ -26,6 +26,7 @@ void Reducer::shadow_backward() {
     if (!rebuilt_) rebuild_due_ = true;
     return;
   }
+  check_layout_once();  // as the training ranks do before their first bucket
   std::vector<Work> works;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     GradBucket gb;

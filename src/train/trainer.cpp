@@ -30,6 +30,7 @@
 #include "ddp/train/losses.h"
 #include "ddp/train/machine.h"
 #include "ddp/train/recipe.h"
+#include "config_agreement.h"
 #include "finite_check.h"
 #include "train_logs.h"
 #include "train_state.h"
@@ -350,6 +351,7 @@ Job set_up(TrainConfig cfg) {
   if (cfg.timeout)  // else InitOptions reads DDP_TIMEOUT
     init.timeout = Milliseconds(std::max<int64_t>(1, static_cast<int64_t>(*cfg.timeout * 1000 + 0.5)));
   j.group = is_initialized() ? default_group() : init_process_group(init);
+  check_config_agreement(cfg, *j.group);  // before any collective whose size the settings decide
   const int rank = j.group->rank();
   at::manual_seed(stream_seed(cfg.seed, Stream::Weights, rank));  // DDP also broadcasts rank 0's
   const bool precision_asked = !cfg.precision.empty();

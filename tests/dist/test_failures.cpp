@@ -1,10 +1,14 @@
 // A rank that dies or exits with an error must end the whole job quickly,
 // with the survivors failing on a communication error instead of hanging.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 
@@ -110,6 +114,197 @@ TEST(Failures, CollectiveTimeoutEndsTheJob) {
                         : has(r.output, who + ", blocked in MPI on the calling thread");
       }
       EXPECT_TRUE(reported) << "no waiting rank reported its timeout";
+    }
+  }
+}
+
+// --- Rank-side fault detection: heartbeat, job id, DDP_DEBUG=DETAIL ---
+
+std::string gloo_launch(int np, const std::string& args, const std::string& extra = "") {
+  return std::string(DDPRUN_PATH) + " --nproc-per-node " + std::to_string(np) + " --standalone --kill-grace 2 " +
+         extra + "--backend gloo " + DIST_PROBE_PATH + " " + args;
+}
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A SIGSTOPped rank (not rank 0) no longer beats: with a heartbeat timeout of
+// 2 s, the others end within seconds (not at DDP_TIMEOUT = 300 s), naming it.
+TEST(Heartbeat, StoppedRankIsNamedWithinTheTimeout) {
+  for (int np : {2, 3, 4}) {
+    const int stopped = np - 1;
+    Result r = run("DDP_HEARTBEAT_TIMEOUT=2 " + kTimeout + gloo_launch(np, "stop " + std::to_string(stopped)));
+    SCOPED_TRACE("np=" + std::to_string(np) + "\n" + r.output);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_LT(r.seconds, kDeadline);
+    EXPECT_FALSE(has(r.output, "finished without error"));
+    // The first survivor to end closes its connections: others may fail on that first.
+    bool named = false;
+    for (int rank = 0; rank < stopped; ++rank)
+      named |= has(r.output, "[rank " + std::to_string(rank) + "] [gloo] rank " + std::to_string(rank) + "/" +
+                                 std::to_string(np) + ": rank " + std::to_string(stopped) +
+                                 " stopped answering: no heartbeat for 2 s (DDP_HEARTBEAT_TIMEOUT); ending this rank");
+    EXPECT_TRUE(named) << "no survivor named the stopped rank";
+  }
+}
+
+// The ending rank writes TORCHELASTIC_ERROR_FILE (JSON) when nothing wrote it yet.
+TEST(Heartbeat, EndingRankWritesTheErrorFile) {
+  char path[] = "/tmp/ddp-error-file-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);  // empty: not written yet
+  Result r = run(std::string("TORCHELASTIC_ERROR_FILE=") + path + " DDP_HEARTBEAT_TIMEOUT=2 " + kTimeout +
+                 gloo_launch(2, "stop 1"));
+  SCOPED_TRACE(r.output);
+  EXPECT_NE(r.exit_code, 0);
+  FILE* f = fopen(path, "r");
+  ASSERT_NE(f, nullptr);
+  char buf[4096] = {0};
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  unlink(path);
+  std::string json(buf, n);
+  EXPECT_TRUE(has(json, "{\"message\":\"[gloo] rank 0/2: rank 1 stopped answering: no heartbeat for 2 s "
+                        "(DDP_HEARTBEAT_TIMEOUT); ending this rank\",\"rank\":0,\"timestamp_us\":")) << json;
+}
+
+// A SIGSTOPped rank 0 stops its store too: the others' store calls go
+// unanswered, and they end naming rank 0 and the store's address.
+TEST(Heartbeat, StoppedRankZeroIsNamedThroughItsStore) {
+  for (int np : {2, 3}) {
+    Result r = run("DDP_HEARTBEAT_TIMEOUT=2 " + kTimeout + gloo_launch(np, "stop 0"));
+    SCOPED_TRACE("np=" + std::to_string(np) + "\n" + r.output);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_LT(r.seconds, kDeadline);
+    bool named = false;
+    for (int rank = 1; rank < np; ++rank)
+      named |= has(r.output, "[rank " + std::to_string(rank) + "] [gloo] rank " + std::to_string(rank) + "/" +
+                                 std::to_string(np) + ": rank 0 stopped answering: its store at 127.0.0.1:");
+    EXPECT_TRUE(named) << "no survivor named rank 0";
+    EXPECT_TRUE(has(r.output, "gave no reply for 2 s (DDP_HEARTBEAT_TIMEOUT); ending this rank"));
+  }
+}
+
+// Ranks that end normally at different times (one sleeps 3 s, three heartbeat
+// timeouts, before destroying its group) are not reported: done marks.
+TEST(Heartbeat, RanksFinishingAtDifferentTimesAreNotReported) {
+  for (int np : {1, 2, 3, 4}) {
+    for (int sleeper : {0, np - 1}) {
+      Result r = run("DDP_HEARTBEAT_TIMEOUT=1 " + kTimeout + gloo_launch(np, "stagger " + std::to_string(sleeper)));
+      SCOPED_TRACE("np=" + std::to_string(np) + " sleeper=" + std::to_string(sleeper) + "\n" + r.output);
+      EXPECT_EQ(r.exit_code, 0);
+      EXPECT_LT(r.seconds, kDeadline);
+      EXPECT_FALSE(has(r.output, "stopped answering"));
+      for (int rank = 0; rank < np; ++rank)
+        EXPECT_TRUE(has(r.output, "rank " + std::to_string(rank) + " finished without error"));
+    }
+  }
+}
+
+// A synchronous collective waiting longer than DDP_WAIT_REPORT_INTERVAL says
+// what it waits for; the late rank still beats, so no heartbeat is late.
+TEST(Heartbeat, LongWaitIsReported) {
+  for (int np : {2, 3}) {
+    Result r = run("DDP_WAIT_REPORT_INTERVAL=1 " + kTimeout + gloo_launch(np, "slow"));
+    SCOPED_TRACE("np=" + std::to_string(np) + "\n" + r.output);
+    EXPECT_EQ(r.exit_code, 0);
+    // "waiting for 1.4 s": the monitor looks every 0.5 s.
+    EXPECT_TRUE(has(r.output, "[rank 0] [gloo] rank 0/" + std::to_string(np) + " all_reduce: waiting for "));
+    EXPECT_TRUE(has(r.output, " s in collective #1 (3.9 KiB; timeout 300 s); every peer's heartbeat is current"));
+  }
+}
+
+// Nothing listens at the master address: the rank says every interval what it
+// waits for, then fails with ddp::Error at DDP_TIMEOUT (0.5 s: not "0 s"), exit 1.
+TEST(Rendezvous, UnreachableMasterFailsClearlyAtTheTimeout) {
+  const std::string port = std::to_string(free_port());
+  const std::string env = "RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.2 MASTER_PORT=" + port + " ";
+  Result r = run(env + "DDP_TIMEOUT=0.5 " + DIST_PROBE_PATH + " sum");
+  SCOPED_TRACE(r.output);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_LT(r.seconds, 10.0);
+  EXPECT_TRUE(has(r.output, "ddp::Error: [gloo] rank 1/2 init: cannot reach rank 0's store at 127.0.0.2:" + port +
+                                " within 0.5 s (DDP_TIMEOUT): nothing answered there; is rank 0 running, and are "
+                                "MASTER_ADDR and MASTER_PORT right?"));
+  Result slow = run(env + "DDP_TIMEOUT=3 DDP_WAIT_REPORT_INTERVAL=1 " + DIST_PROBE_PATH + " sum");
+  SCOPED_TRACE(slow.output);
+  EXPECT_EQ(slow.exit_code, 1);
+  EXPECT_LT(slow.seconds, 30.0);
+  EXPECT_TRUE(has(slow.output, "[gloo] rank 1/2 init: waiting for rank 0's store at 127.0.0.2:" + port + ": "));
+  EXPECT_TRUE(has(slow.output, " of the 3 s timeout (DDP_TIMEOUT)"));
+  EXPECT_TRUE(has(slow.output, "within 3 s (DDP_TIMEOUT)"));
+}
+
+// Two jobs started at once on one --master-port: the one whose rank 0 listens
+// first finishes with the right sums; the other fails with a clear message
+// (its rank 0 cannot listen, or its rank 1 is refused by the other job's
+// store), never a hang, never a broken first job.
+TEST(Rendezvous, TwoJobsOnOnePortNeverDisturbEachOther) {
+  int collisions = 0;
+  for (int trial = 0; trial < 5; ++trial) {
+    const std::string port = std::to_string(free_port());
+    auto cmd = [&](const char* id) {
+      return "DDP_TIMEOUT=60 " + std::string(DDPRUN_PATH) + " --nproc-per-node 2 --master-port " + port +
+             " --kill-grace 2 --rdzv-id " + id + " --backend gloo " + DIST_PROBE_PATH + " sum 2>&1";
+    };
+    auto start = std::chrono::steady_clock::now();
+    FILE* a = popen(cmd("job-a").c_str(), "r");
+    FILE* b = popen(cmd("job-b").c_str(), "r");
+    Result ra, rb;
+    for (auto [p, res] : {std::pair{a, &ra}, std::pair{b, &rb}}) {
+      char buf[4096];
+      size_t n;
+      while ((n = fread(buf, 1, sizeof(buf), p)) > 0) res->output.append(buf, n);
+      int status = pclose(p);
+      res->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    SCOPED_TRACE("trial " + std::to_string(trial) + "\njob a:\n" + ra.output + "\njob b:\n" + rb.output);
+    EXPECT_LT(seconds, kDeadline);
+    int ok = 0;
+    for (Result* res : {&ra, &rb}) {
+      if (res->exit_code == 0) {
+        ++ok;
+        EXPECT_TRUE(has(res->output, "[rank 0] sum=3") && has(res->output, "[rank 1] sum=3"));
+        continue;
+      }
+      ++collisions;
+      const bool refused = has(res->output, "belongs to job 'job-") &&
+                           has(res->output, "another job is using MASTER_PORT " + port + "; choose another port");
+      EXPECT_TRUE(refused || has(res->output, "address already in use")) << "an unclear failure";
+    }
+    EXPECT_GE(ok, 1) << "the first job must finish";
+  }
+  std::printf("jobs that lost the port in 5 trials: %d\n", collisions);
+}
+
+// DDP_DEBUG=DETAIL across processes, both backends: rank 0 reduces 8 floats,
+// the others 66902; every rank throws naming the views (a world of one: fine).
+TEST(Agreement, DetailModeNamesMismatchAcrossProcesses) {
+  for (const auto& backend : backends()) {
+    for (int np : {1, 2, 3}) {
+      Result r = run("DDP_DEBUG=DETAIL " + kTimeout + std::string(DDPRUN_PATH) + " --nproc-per-node " +
+                     std::to_string(np) + " --standalone --backend " + backend + " " + DIST_PROBE_PATH + " mismatch");
+      SCOPED_TRACE(backend + " np=" + std::to_string(np) + "\n" + r.output);
+      EXPECT_LT(r.seconds, kDeadline);
+      if (np == 1) {
+        EXPECT_EQ(r.exit_code, 0);
+        continue;
+      }
+      EXPECT_NE(r.exit_code, 0);
+      EXPECT_TRUE(has(r.output, "[rank 0] caught other exception: [" + backend + "] rank 0/" + std::to_string(np) +
+                                    " all_reduce: ranks disagree on collective #1: rank 0: #1 all_reduce float32[8] "
+                                    "SUM; rank 1: #1 all_reduce float32[66902] SUM"));
     }
   }
 }

@@ -168,7 +168,7 @@ TEST(RankEnv, VariablesOfEachRank) {
                                        "LOCAL_RANK=3",      "WORLD_SIZE=12",     "LOCAL_WORLD_SIZE=4",
                                        "GROUP_RANK=2",      "MASTER_ADDR=10.1.2.3", "MASTER_PORT=4000",
                                        "OMP_NUM_THREADS=4", "DDP_BACKEND=gloo",  "DDP_LAUNCHER=ddprun",
-                                       "DDP_HEARTBEAT_TIMEOUT=30"};
+                                       "TORCHELASTIC_RUN_ID=none-10.1.2.3:4000", "DDP_HEARTBEAT_TIMEOUT=30"};
   EXPECT_EQ(env, expected);
   o.timeout = "7.5";
   o.heartbeat_timeout = "0";

@@ -9,6 +9,8 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <cstdio>
+#include <random>
 
 namespace ddprun {
 
@@ -170,6 +172,14 @@ void define(CLI::App& app, Options& o, int online_cpus) {
                  throw invalid("--heartbeat-timeout", v, "expected a number of seconds >= 0 (0 disables; e.g. 30)");
                o.heartbeat_timeout = v;
              });
+  value_flag(app, "--rdzv-id,--rdzv_id",
+             "job id, exported as TORCHELASTIC_RUN_ID; ranks refuse a store of another job [default: random "
+             "on one node; none-MASTER_ADDR:MASTER_PORT with --nnodes > 1]",
+             [&o](auto& v) {
+               if (v.empty() || v.find_first_of(" \t\n") != std::string::npos)
+                 throw invalid("--rdzv-id", v, "expected a non-empty id without spaces");
+               o.rdzv_id = v;
+             });
 }
 
 // CLI11's own wording for the few errors it finds before our handlers.
@@ -239,6 +249,12 @@ ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus
   if (o.backend == Backend::Mpi && o.nnodes > 1)
     return fail("--backend mpi supports a single node only (got --nnodes " + std::to_string(o.nnodes) +
                 "); for several nodes run mpirun with a hostfile directly");
+  if (o.rdzv_id.empty() && o.nnodes == 1) {  // nodes would not agree on a random one
+    std::random_device rd;
+    char id[17];
+    std::snprintf(id, sizeof(id), "%08x%08x", rd(), rd());
+    out.options.rdzv_id = id;
+  }
   out.kind = ParseOutcome::kRun;
   return out;
 }

@@ -27,6 +27,9 @@ struct Options {
   // the job when a rank stays stopped (SIGSTOP) this long. 0 disables.
   double heartbeat_timeout_s = 30.0;
   std::string heartbeat_timeout = "30";
+  // Job id exported as TORCHELASTIC_RUN_ID (--rdzv-id); when not given, a random
+  // one for a single node, else empty: "none-ADDR:PORT" (nodes must agree).
+  std::string rdzv_id;
   std::string program;                    // as given on the command line
   std::vector<std::string> program_args;  // arguments after the program
 };

@@ -54,6 +54,9 @@ std::vector<std::pair<std::string, std::string>> node_env_vars(const Options& op
   }
   if (options.backend != Backend::Auto) vars.emplace_back("DDP_BACKEND", backend_name(options.backend));
   vars.emplace_back("DDP_LAUNCHER", "ddprun");
+  vars.emplace_back("TORCHELASTIC_RUN_ID", options.rdzv_id.empty() ? "none-" + options.master_addr + ":" +
+                                                                         std::to_string(master_port)
+                                                                   : options.rdzv_id);
   vars.emplace_back("DDP_HEARTBEAT_TIMEOUT", options.heartbeat_timeout);
   if (!options.timeout.empty()) vars.emplace_back("DDP_TIMEOUT", options.timeout);
   return vars;

@@ -16,7 +16,8 @@ int default_omp_threads(int cpus, int nproc_per_node);
 
 // Variables shared by all ranks of this node: WORLD_SIZE, LOCAL_WORLD_SIZE,
 // GROUP_RANK, MASTER_ADDR, MASTER_PORT, OMP_NUM_THREADS (unless `base` has it),
-// DDP_BACKEND (unless the backend is auto) and DDP_LAUNCHER=ddprun.
+// DDP_BACKEND (unless the backend is auto), DDP_LAUNCHER=ddprun and TORCHELASTIC_RUN_ID
+// (options.rdzv_id, else "none-MASTER_ADDR:PORT").
 // `master_port` is the port actually used (it differs from options for --standalone).
 std::vector<std::pair<std::string, std::string>> node_env_vars(const Options& options, int master_port,
                                                                const std::vector<std::string>& base,

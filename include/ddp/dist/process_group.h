@@ -80,7 +80,8 @@ class ProcessGroup {
   Traffic traffic() const { return {bytes_.load()}; }
 
  private:
-  detail::Call call(const char* op, const CollectiveOptions& opts) const;
+  // `payload`: the tensor the call moves (its bytes show in wait reports).
+  detail::Call call(const char* op, const CollectiveOptions& opts, const at::Tensor& payload = {}) const;
   Work finish(Work w, const detail::Call& c) const;
   Work all_reduce_16bit(at::Tensor& tensor, ReduceOp op, const detail::Call& c);
   Work reduce_scatter_via_all_to_all(at::Tensor& output, const at::Tensor& flat_inputs, ReduceOp op,
@@ -92,7 +93,12 @@ class ProcessGroup {
   int size_;
   std::string name_;
   std::atomic<int64_t> bytes_{0};
+  mutable std::atomic<int64_t> seq_{0};  // collectives called so far, numbered from 1
+  bool check_agreement_;                 // DDP_DEBUG=DETAIL: ranks compare each call first
   void count(const at::Tensor& payload);
+  // Under DDP_DEBUG=DETAIL, checks that every rank makes this same call (op,
+  // dtype, shape, reduce op, root); see src/dist/agreement.h.
+  void agree(const detail::Call& c, const at::Tensor& t, int reduce_op = -1, int root = -1) const;
 };
 
 }  // namespace ddp

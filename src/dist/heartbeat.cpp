@@ -1,0 +1,270 @@
+#include "dist/heartbeat.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "ddp/dist/errors.h"
+#include "dist/message.h"
+#include "dist/wait_report.h"
+
+namespace ddp::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string key(int rank) { return "ddp_hb/" + std::to_string(rank); }
+std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+bool mentions_timeout(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  return s.find("timeout") != std::string::npos || s.find("timed out") != std::string::npos;
+}
+
+}  // namespace
+
+struct Heartbeat::State {
+  HeartbeatConfig cfg;
+  StorePtr store;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  // Written by the beater, read by the monitor (under mu).
+  std::vector<Clock::time_point> seen;  // when each peer's counter last moved
+  std::vector<std::string> last;        // each peer's last counter
+  std::vector<bool> done;               // peers that ended normally
+  Clock::time_point last_ok;            // end of the last round the store answered
+  bool store_closed = false;
+  std::thread beater, monitor;
+  std::mutex finish_mu;
+  bool finished = false;
+
+  std::string prefix() const {
+    return "[" + cfg.backend + "] rank " + std::to_string(cfg.rank) + "/" + std::to_string(cfg.world_size) + ": ";
+  }
+  Clock::duration period() const { return std::max<Clock::duration>(cfg.timeout / 10, std::chrono::milliseconds(10)); }
+
+  void beat_loop();
+  void monitor_loop();
+  // Stops both threads and writes the "done" mark; once.
+  void finish();
+  std::string late_peers(Clock::time_point now, Clock::duration late) const;
+};
+
+void Heartbeat::State::beat_loop() {
+  int64_t count = 0;
+  std::unique_lock<std::mutex> lock(mu);
+  while (!stop) {
+    lock.unlock();
+    try {
+      store->set(key(cfg.rank), bytes(std::to_string(++count)));
+      for (int p = 0; p < cfg.world_size; ++p) {
+        if (p == cfg.rank) continue;
+        {
+          std::lock_guard<std::mutex> g(mu);
+          if (done[p]) continue;
+        }
+        if (!store->check({key(p)})) continue;  // not started yet: get() would wait for it
+        std::vector<uint8_t> v = store->get(key(p));
+        std::string s(v.begin(), v.end());
+        std::lock_guard<std::mutex> g(mu);
+        if (s == "done") done[p] = true;
+        else if (s != last[p]) last[p] = s, seen[p] = Clock::now();
+      }
+      lock.lock();
+      last_ok = Clock::now();
+    } catch (...) {
+      std::string msg = current_exception_message();
+      lock.lock();
+      if (!mentions_timeout(msg)) {  // the store closed its connection: rank 0 ended
+        store_closed = true;
+        cv.notify_all();
+        return;
+      }  // else silence: the monitor sees last_ok age
+    }
+    cv.wait_for(lock, period(), [this] { return stop; });
+  }
+}
+
+std::string Heartbeat::State::late_peers(Clock::time_point now, Clock::duration late) const {
+  std::ostringstream s;
+  for (int p = 0; p < cfg.world_size; ++p) {
+    if (p == cfg.rank || done[p] || now - seen[p] <= late) continue;
+    s << (s.tellp() > 0 ? ", " : "") << "rank " << p << " (" << format_seconds(seconds(now - seen[p])) << " s)";
+  }
+  return s.str();
+}
+
+void Heartbeat::State::monitor_loop() {
+  const auto tick = std::clamp<Clock::duration>(cfg.timeout / 20, std::chrono::milliseconds(10),
+                                                std::chrono::milliseconds(500));
+  const std::string limit = format_seconds(seconds(cfg.timeout)) + " s";
+  std::map<int64_t, int> reported;  // wait id -> reports printed
+  std::unique_lock<std::mutex> lock(mu);
+  Clock::time_point prev = Clock::now();
+  while (!cv.wait_for(lock, tick, [this] { return stop || store_closed; })) {
+    const Clock::time_point now = Clock::now();
+    if (now - prev > cfg.timeout / 2) {  // this process was stopped or starved: blame no peer for it
+      std::fill(seen.begin(), seen.end(), now);
+      last_ok = now;
+    }
+    prev = now;
+    if (now - last_ok > cfg.timeout) {
+      end_rank(prefix() + "rank 0 stopped answering: its store at " + cfg.store_address + " gave no reply for " +
+                   limit + " (DDP_HEARTBEAT_TIMEOUT); ending this rank",
+               cfg.rank);
+    }
+    std::ostringstream stale;
+    int n = 0;
+    for (int p = 0; p < cfg.world_size; ++p)
+      if (p != cfg.rank && !done[p] && now - seen[p] > cfg.timeout) stale << (n++ ? ", " : "") << p;
+    if (n > 0) {
+      end_rank(prefix() + (n == 1 ? "rank " : "ranks ") + stale.str() + " stopped answering: no heartbeat for " +
+                   limit + " (DDP_HEARTBEAT_TIMEOUT); ending this rank",
+               cfg.rank);
+    }
+    for (const PendingWait& w : pending_waits()) {
+      const double waited = seconds(now - w.start);
+      int& k = reported[w.id];
+      if (waited < cfg.report_interval_s * (k + 1)) continue;
+      ++k;
+      std::string late = late_peers(now, 3 * period());
+      std::string timeout = w.timeout.count() > 0 ? format_seconds(w.timeout.count() / 1000.0) + " s" : "none";
+      std::fprintf(stderr, "%swaiting for %s s in collective #%lld (%s; timeout %s); %s\n", w.prefix.c_str(),
+                   format_seconds(std::floor(waited * 10) / 10).c_str(), static_cast<long long>(w.seq),
+                   format_bytes(w.bytes).c_str(), timeout.c_str(),
+                   late.empty() ? "every peer's heartbeat is current" : ("late heartbeats: " + late).c_str());
+      std::fflush(stderr);
+    }
+    for (auto it = reported.begin(); it != reported.end();) {  // forget finished waits
+      bool live = false;
+      for (const PendingWait& w : pending_waits()) live = live || w.id == it->first;
+      it = live ? std::next(it) : reported.erase(it);
+    }
+  }
+}
+
+namespace {
+
+// Live heartbeats, finished at exit() when their groups were never destroyed.
+std::mutex g_live_mu;
+std::vector<std::shared_ptr<Heartbeat::State>>& live() {
+  static auto* v = new std::vector<std::shared_ptr<Heartbeat::State>>();
+  return *v;
+}
+
+void finish_live() {
+  std::vector<std::shared_ptr<Heartbeat::State>> all;
+  {
+    std::lock_guard<std::mutex> lock(g_live_mu);
+    all.swap(live());
+  }
+  for (auto& s : all) s->finish();
+}
+
+}  // namespace
+
+void Heartbeat::State::finish() {
+  std::lock_guard<std::mutex> once(finish_mu);
+  if (finished) return;
+  finished = true;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stop = true;
+  }
+  cv.notify_all();
+  beater.join();  // a store call lasts at most the heartbeat timeout
+  monitor.join();
+  if (!store_closed) {
+    try {
+      store->set(key(cfg.rank), bytes("done"));
+    } catch (...) {  // rank 0 ended first: nobody left to tell
+    }
+  }
+}
+
+Heartbeat::Heartbeat(HeartbeatConfig config) : state_(std::make_shared<State>()) {
+  State& s = *state_;
+  s.cfg = std::move(config);
+  s.store = s.cfg.open();
+  const auto now = Clock::now();
+  s.seen.assign(s.cfg.world_size, now);
+  s.last.assign(s.cfg.world_size, "");
+  s.done.assign(s.cfg.world_size, false);
+  s.last_ok = now;
+  s.beater = std::thread([st = state_] { st->beat_loop(); });
+  s.monitor = std::thread([st = state_] { st->monitor_loop(); });
+  static const int registered = std::atexit(finish_live);
+  (void)registered;
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  live().push_back(state_);
+}
+
+Heartbeat::~Heartbeat() {
+  {
+    std::lock_guard<std::mutex> lock(g_live_mu);
+    auto& v = live();
+    v.erase(std::remove(v.begin(), v.end(), state_), v.end());
+  }
+  state_->finish();
+}
+
+Milliseconds resolve_heartbeat_timeout(Milliseconds option) {
+  if (option.count() >= 0) return option;
+  const char* v = std::getenv("DDP_HEARTBEAT_TIMEOUT");
+  if (!v || !*v) return std::chrono::seconds(30);
+  char* end = nullptr;
+  double s = std::strtod(v, &end);
+  if (end != v + std::strlen(v) || !std::isfinite(s) || s < 0 || s > 1e7)
+    throw InvalidArgument(std::string("[init] DDP_HEARTBEAT_TIMEOUT='") + v +
+                          "' must be a number of seconds >= 0 (0 turns the heartbeat off)");
+  if (s > 0 && s < 0.001) s = 0.001;
+  return Milliseconds(static_cast<int64_t>(std::llround(s * 1000)));
+}
+
+double wait_report_interval_s() {
+  const char* v = std::getenv("DDP_WAIT_REPORT_INTERVAL");
+  if (!v || !*v) return 30;
+  char* end = nullptr;
+  double s = std::strtod(v, &end);
+  if (end != v + std::strlen(v) || !(s > 0))
+    throw InvalidArgument(std::string("[init] DDP_WAIT_REPORT_INTERVAL='") + v + "' must be a positive number of seconds");
+  return s;
+}
+
+void write_error_file(const std::string& message, int rank) {
+  const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
+  if (!path || !*path) return;
+  struct stat st {};
+  if (::stat(path, &st) == 0 && st.st_size > 0) return;  // written already (e.g. by the launcher's writer)
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                      std::chrono::system_clock::now().time_since_epoch()).count();
+  nlohmann::json j = {{"message", message}, {"timestamp_us", us}, {"rank", rank}};
+  std::ofstream out(path);
+  out << j.dump() << "\n";
+}
+
+void end_rank(const std::string& message, int rank, int code) {
+  std::fprintf(stderr, "%s\n", message.c_str());
+  write_error_file(message, rank);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::_exit(code);
+}
+
+}  // namespace ddp::detail

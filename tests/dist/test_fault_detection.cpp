@@ -1,0 +1,177 @@
+// Rank-side fault detection, in one process: the heartbeat's settings and
+// messages, the job id at rendezvous, DDP_DEBUG=DETAIL's agreement check and
+// DDP's bucket check (ranks as threads). Across processes: test_failures.cpp.
+#include <gtest/gtest.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/functional/loss.h>
+
+#include <cstdlib>
+
+#include "ddp/dist.h"
+#include "ddp/parallel/distributed_data_parallel.h"
+#include "dist/agreement.h"
+#include "dist/heartbeat.h"
+#include "dist/job_id.h"
+#include "dist/wait_report.h"
+#include "support/rank_threads.h"
+
+namespace ddp {
+namespace {
+
+// Sets an environment variable for a scope, restoring the old value after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
+    else unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+TEST(FaultDetection, SecondsAreNeverRoundedToZero) {
+  EXPECT_EQ(detail::format_seconds(0.5), "0.5");
+  EXPECT_EQ(detail::format_seconds(0.001), "0.001");
+  EXPECT_EQ(detail::format_seconds(1.25), "1.25");
+  EXPECT_EQ(detail::format_seconds(2.04), "2.04");
+  EXPECT_EQ(detail::format_seconds(30), "30");
+  EXPECT_EQ(detail::format_seconds(600), "600");
+  EXPECT_EQ(detail::format_bytes(8), "8 B");
+  EXPECT_EQ(detail::format_bytes(4000), "3.9 KiB");
+  EXPECT_EQ(detail::format_bytes(4 << 20), "4.0 MiB");
+}
+
+TEST(FaultDetection, HeartbeatTimeoutFromOptionsThenEnvironment) {
+  {
+    ScopedEnv e("DDP_HEARTBEAT_TIMEOUT", nullptr);
+    EXPECT_EQ(detail::resolve_heartbeat_timeout(Milliseconds(-1)), std::chrono::seconds(30));
+    EXPECT_EQ(detail::resolve_heartbeat_timeout(Milliseconds(1500)), Milliseconds(1500));
+  }
+  {
+    ScopedEnv e("DDP_HEARTBEAT_TIMEOUT", "0.5");
+    EXPECT_EQ(detail::resolve_heartbeat_timeout(Milliseconds(-1)), Milliseconds(500));
+    EXPECT_EQ(detail::resolve_heartbeat_timeout(Milliseconds(0)), Milliseconds(0));  // the option wins
+  }
+  {
+    ScopedEnv e("DDP_HEARTBEAT_TIMEOUT", "0");
+    EXPECT_EQ(detail::resolve_heartbeat_timeout(Milliseconds(-1)), Milliseconds(0));
+  }
+  for (const char* bad : {"abc", "-1", "2s"}) {
+    ScopedEnv e("DDP_HEARTBEAT_TIMEOUT", bad);
+    try {
+      detail::resolve_heartbeat_timeout(Milliseconds(-1));
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const InvalidArgument& ex) {
+      EXPECT_EQ(std::string(ex.what()), std::string("[init] DDP_HEARTBEAT_TIMEOUT='") + bad +
+                                            "' must be a number of seconds >= 0 (0 turns the heartbeat off)");
+    }
+  }
+}
+
+TEST(FaultDetection, StoreOfAnotherJobIsRefused) {
+  StorePtr store = make_hash_store();
+  detail::Rendezvous r;
+  r.backend = "gloo";
+  r.method = "env";
+  r.world_size = 2;
+  r.host = "127.0.0.1";
+  r.port = 29500;
+  {
+    ScopedEnv e("TORCHELASTIC_RUN_ID", "abc");
+    r.rank = 0;
+    detail::check_job_id(*store, r);
+    r.rank = 1;
+    detail::check_job_id(*store, r);  // the same job: accepted
+  }
+  ScopedEnv e("TORCHELASTIC_RUN_ID", "xyz");
+  try {
+    detail::check_job_id(*store, r);
+    ADD_FAILURE() << "a rank of job xyz joined job abc's store";
+  } catch (const Error& ex) {
+    EXPECT_EQ(std::string(ex.what()),
+              "[gloo] rank 1/2 init: the store at 127.0.0.1:29500 belongs to job 'abc', not to this job 'xyz': "
+              "another job is using MASTER_PORT 29500; choose another port");
+  }
+  ScopedEnv unset("TORCHELASTIC_RUN_ID", nullptr);
+  EXPECT_EQ(detail::job_id(), "none");
+}
+
+TEST(FaultDetection, FingerprintDescribesTheCall) {
+  detail::Call c{ErrorContext{"gloo", 0, 2, "all_reduce"}, Milliseconds(1000), false};
+  c.seq = 7;
+  at::Tensor f = detail::fingerprint(c, at::zeros({2, 3}), static_cast<int>(ReduceOp::SUM), -1);
+  EXPECT_EQ(detail::describe_fingerprint(f.data_ptr<int64_t>()), "#7 all_reduce float32[2, 3] SUM");
+  c.ctx.op = "broadcast";
+  f = detail::fingerprint(c, at::zeros({5}, at::kLong), -1, 1);
+  EXPECT_EQ(detail::describe_fingerprint(f.data_ptr<int64_t>()), "#7 broadcast int64[5] root 1");
+  c.ctx.op = "barrier";
+  f = detail::fingerprint(c, at::Tensor(), -1, -1);
+  EXPECT_EQ(detail::describe_fingerprint(f.data_ptr<int64_t>()), "#7 barrier");
+}
+
+// Under DDP_DEBUG=DETAIL, rank 0 reducing float32[8] while the others reduce
+// float32[66902] fails on every rank, naming both views; calls that agree pass.
+TEST(FaultDetection, DetailModeNamesMismatchedCollectives) {
+  for (const char* var : {"DDP_DEBUG", "TORCH_DISTRIBUTED_DEBUG"}) {
+    ScopedEnv e(var, "DETAIL");
+    for (int world = 1; world <= 4; ++world) {
+      testing::run_ranks("gloo", world, [&](ProcessGroup& g) {
+        at::Tensor ok = at::ones({3});
+        g.all_reduce(ok);  // #1 agrees
+        g.barrier();       // #2 agrees
+        EXPECT_EQ(ok[0].item<float>(), world);
+        at::Tensor t = at::ones({g.rank() == 0 ? 8 : 66902});
+        if (world == 1) {
+          g.all_reduce(t);
+          return;
+        }
+        std::string expected = "[gloo] rank " + std::to_string(g.rank()) + "/" + std::to_string(world) +
+                               " all_reduce: ranks disagree on collective #3: rank 0: #3 all_reduce float32[8] SUM";
+        for (int r = 1; r < world; ++r) expected += "; rank " + std::to_string(r) + ": #3 all_reduce float32[66902] SUM";
+        try {
+          g.all_reduce(t);
+          ADD_FAILURE() << "no error on rank " << g.rank();
+        } catch (const Error& ex) {
+          EXPECT_EQ(std::string(ex.what()).substr(0, expected.size()), expected) << ex.what();
+        }
+      });
+    }
+  }
+}
+
+// Without DETAIL, DDP compares bucket layouts on the first backward: ranks that
+// built different buckets (here: different bucket_cap_mb) fail, naming them.
+TEST(FaultDetection, DdpNamesRanksWithDifferentBuckets) {
+  for (int world = 2; world <= 4; ++world) {
+    testing::run_ranks("gloo", world, [&](ProcessGroup& g) {
+      torch::nn::Linear net(torch::nn::LinearOptions(64, 32));
+      DDPOptions o;
+      o.group = GroupPtr(&g, [](ProcessGroup*) {});
+      o.first_bucket_cap_mb = o.bucket_cap_mb = g.rank() == world - 1 ? 1e-6 : 25;  // one bucket, or one per parameter
+      DistributedDataParallel<torch::nn::Linear> model(net, o);
+      at::Tensor loss = model(at::ones({2, 64})).sum();
+      std::string expected = "[gloo] rank " + std::to_string(g.rank()) + "/" + std::to_string(world) +
+                             " DistributedDataParallel backward: ranks disagree on the gradient buckets: "
+                             "rank 0: 1 bucket: Float[2080]; rank " + std::to_string(world - 1) +
+                             ": 2 buckets: Float[32], Float[2048]";
+      try {
+        loss.backward();
+        ADD_FAILURE() << "no error on rank " << g.rank();
+      } catch (const std::exception& ex) {
+        EXPECT_NE(std::string(ex.what()).find(expected), std::string::npos) << ex.what();
+      }
+    });
+  }
+}
+
+}  // namespace
+}  // namespace ddp
