@@ -166,7 +166,7 @@ void define(CLI::App& app, Options& o, int online_cpus) {
   value_flag(app, "--heartbeat-timeout,--heartbeat_timeout",
              "seconds after which a rank that stopped answering fails the job: a rank stopped by a signal "
              "(SIGSTOP) for this long is stopped with the others; exported as DDP_HEARTBEAT_TIMEOUT; 0 disables "
-             "[default 30]",
+             "[default: an inherited DDP_HEARTBEAT_TIMEOUT, else 30]",
              [&o](auto& v) {
                if (!parse_seconds(v, &o.heartbeat_timeout_s))
                  throw invalid("--heartbeat-timeout", v, "expected a number of seconds >= 0 (0 disables; e.g. 30)");
@@ -205,6 +205,15 @@ ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus
   };
   CLI::App app("ddprun", "ddprun");
   define(app, out.options, online_cpus);
+  // Without --heartbeat-timeout, an inherited DDP_HEARTBEAT_TIMEOUT (a valid one) is kept, for the ranks and for
+  // ddprun's own stopped-rank check, as DDP_TIMEOUT is without --timeout.
+  if (const char* env = std::getenv("DDP_HEARTBEAT_TIMEOUT"); env != nullptr && *env != '\0') {
+    double s = 0;
+    if (parse_seconds(env, &s)) {
+      out.options.heartbeat_timeout_s = s;
+      out.options.heartbeat_timeout = env;
+    }
+  }
   // "--flag=" gives the flag an empty value (CLI11 would take the next argument).
   std::vector<std::string> ours = args;
   for (size_t i = 0; i < ours.size(); ++i) {
