@@ -170,6 +170,48 @@ void define(CLI::App& app, Options& o, int online_cpus) {
                  throw invalid("--heartbeat-timeout", v, "expected a number of seconds >= 0 (0 disables; e.g. 30)");
                o.heartbeat_timeout = v;
              });
+  value_flag(app, "--max-restarts,--max_restarts",
+             "start every rank again after a failed attempt, at most this many times [default 0]", [&o](auto& v) {
+               if (!parse_int(v, &o.max_restarts))
+                 throw invalid("--max-restarts", v, "expected an integer >= 0");
+             });
+  value_flag(app, "--monitor-interval,--monitor_interval",
+             "seconds between the supervisor's periodic checks of the ranks (exits are seen at once) [default 1]",
+             [&o](auto& v) {
+               double s = 0;
+               if (!parse_seconds(v, &s) || s <= 0 || s > 60)
+                 throw invalid("--monitor-interval", v, "expected a number of seconds > 0 and <= 60 (e.g. 0.1)");
+               o.monitor_interval_s = s;
+             });
+  value_flag(app, "--rdzv-id,--rdzv_id", "job id, exported as TORCHELASTIC_RUN_ID [default none]", [&o](auto& v) {
+    if (v.empty() || v.find_first_of(" \t\n=") != std::string::npos)
+      throw invalid("--rdzv-id", v, "expected a non-empty id without spaces or '='");
+    o.rdzv_id = v;
+  });
+  value_flag(app, "--role", "role of the ranks, exported as ROLE_NAME [default default]", [&o](auto& v) {
+    if (v.empty() || v.find_first_of(" \t\n=") != std::string::npos)
+      throw invalid("--role", v, "expected a non-empty name without spaces or '='");
+    o.role = v;
+  });
+  value_flag(app, "--log-dir,--log_dir",
+             "directory for DIR/attempt_<k>/<rank>/stdout.log, stderr.log (see --redirects, --tee) and the "
+             "ranks' error files", [&o](auto& v) {
+               if (v.empty()) throw invalid("--log-dir", v, "expected a directory path");
+               o.log_dir = v;
+             });
+  value_flag(app, "--redirects,-r",
+             "0..3: the ranks' stdout (1), stderr (2) or both (3) go to the --log-dir files only [default 0]",
+             [&o](auto& v) {
+               if (!parse_int(v, &o.redirects) || o.redirects > 3)
+                 throw invalid("--redirects", v, "expected 0 (none), 1 (stdout), 2 (stderr) or 3 (both)");
+             });
+  value_flag(app, "--tee,-t",
+             "0..3: the ranks' stdout (1), stderr (2) or both (3) go to the --log-dir files and the console "
+             "[default 0]",
+             [&o](auto& v) {
+               if (!parse_int(v, &o.tee) || o.tee > 3)
+                 throw invalid("--tee", v, "expected 0 (none), 1 (stdout), 2 (stderr) or 3 (both)");
+             });
 }
 
 // CLI11's own wording for the few errors it finds before our handlers.
@@ -239,6 +281,13 @@ ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus
   if (o.backend == Backend::Mpi && o.nnodes > 1)
     return fail("--backend mpi supports a single node only (got --nnodes " + std::to_string(o.nnodes) +
                 "); for several nodes run mpirun with a hostfile directly");
+  if (o.max_restarts > 0 && o.nnodes > 1)
+    return fail("--max-restarts " + std::to_string(o.max_restarts) +
+                " needs a single node for now (got --nnodes " + std::to_string(o.nnodes) +
+                "): restarts across nodes need a re-rendezvous that ddprun does not have yet");
+  if ((o.redirects != 0 || o.tee != 0) && o.log_dir.empty())
+    return fail(std::string(o.redirects != 0 ? "--redirects" : "--tee") +
+                " needs --log-dir DIR: the directory the ranks' log files are written to");
   out.kind = ParseOutcome::kRun;
   return out;
 }

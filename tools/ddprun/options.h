@@ -27,6 +27,16 @@ struct Options {
   // the job when a rank stays stopped (SIGSTOP) this long. 0 disables.
   double heartbeat_timeout_s = 30.0;
   std::string heartbeat_timeout = "30";
+  // Restarts (torchrun's elastic agent, single node): how often every rank is
+  // started again after a failed attempt (see elastic.h).
+  int max_restarts = 0;
+  double monitor_interval_s = 1.0;  // the supervisor's periodic check (s)
+  std::string rdzv_id = "none";     // TORCHELASTIC_RUN_ID
+  std::string role = "default";     // ROLE_NAME
+  // --log-dir: per-attempt, per-rank logs and error files; empty: none.
+  std::string log_dir;
+  int redirects = 0;  // bits: 1 stdout, 2 stderr -> files only
+  int tee = 0;        // bits: 1 stdout, 2 stderr -> files and console
   std::string program;                    // as given on the command line
   std::vector<std::string> program_args;  // arguments after the program
 };
