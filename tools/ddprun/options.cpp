@@ -68,7 +68,9 @@ const char* const kFooter = R"(exit status: 0 when every rank exits 0; else the 
 (128+N if it died from signal N); 128+N when ddprun itself got signal N;
 2 for bad options; 126/127 when the program cannot be executed / is not found;
 1 for a rank stopped (SIGSTOP) longer than --heartbeat-timeout and for other
-launch errors (e.g. master port in use).)";
+launch errors (e.g. master port in use). With --max-restarts: 0 if an attempt
+succeeded, else the last attempt's code (exit 75, preempted, counts as a
+restart; a signal to ddprun is never restarted).)";
 
 // CLI11's help with the usage line first, naming what follows the options, then the description.
 class UsageFirst : public CLI::Formatter {
