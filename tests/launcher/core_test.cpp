@@ -23,6 +23,7 @@
 #include "rank_env.h"
 #include "signals.h"
 #include "summary.h"
+#include "elastic.h"
 
 using namespace ddprun;
 
@@ -141,7 +142,8 @@ TEST(MpiLaunch, MpirunCommandLine) {
                                        "--tag-output", "--allow-run-as-root"};
   for (const char* var : {"OMP_NUM_THREADS", "DDP_BACKEND", "DDP_LAUNCHER", "LOCAL_WORLD_SIZE", "WORLD_SIZE",
                           "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT", "DDP_HEARTBEAT_TIMEOUT",
-                          "TORCHELASTIC_ERROR_FILE"}) {
+                          "TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+                          "TORCHELASTIC_RUN_ID", "ROLE_NAME", "ROLE_WORLD_SIZE", "GROUP_WORLD_SIZE"}) {
     expected.push_back("-x");
     expected.push_back(var);
   }
@@ -149,7 +151,7 @@ TEST(MpiLaunch, MpirunCommandLine) {
   EXPECT_EQ(argv, expected);
   o.timeout = "60";  // DDP_TIMEOUT only when --timeout was given
   argv = build_mpirun_argv(o, "/usr/bin/mpirun", "/bin/prog", true);
-  expected.insert(expected.end() - 5, {"-x", "DDP_TIMEOUT"});
+  expected.insert(std::find(expected.begin(), expected.end(), "TORCHELASTIC_ERROR_FILE") - 1, {"-x", "DDP_TIMEOUT"});
   EXPECT_EQ(argv, expected);
   argv = build_mpirun_argv(o, "mpirun", "/bin/prog", false);
   EXPECT_EQ(std::count(argv.begin(), argv.end(), "--allow-run-as-root"), 0);
@@ -297,4 +299,63 @@ TEST(Summary, FormatsFailure) {
       "killed rank(s) 6 with SIGKILL after the 1.5 s grace period",
       "exiting with code 137"};
   EXPECT_EQ(format_summary(s), expected);
+}
+
+TEST(Elastic, AgentVariables) {
+  Options o;
+  o.nproc_per_node = 3;
+  o.nnodes = 2;
+  o.max_restarts = 4;
+  o.rdzv_id = "job1";
+  o.role = "trainer";
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"TORCHELASTIC_RESTART_COUNT", "2"}, {"TORCHELASTIC_MAX_RESTARTS", "4"}, {"TORCHELASTIC_RUN_ID", "job1"},
+      {"ROLE_NAME", "trainer"},           {"ROLE_WORLD_SIZE", "6"},         {"GROUP_WORLD_SIZE", "2"}};
+  EXPECT_EQ(elastic_env_vars(o, 2), expected);
+}
+
+TEST(Elastic, SummaryLines) {
+  Options o;
+  Attempt a;
+  EXPECT_EQ(restart_line(o, a, false), "");  // --max-restarts 0: the summary ends as before
+  EXPECT_EQ(restarts_note(o, a, 0), "");
+  EXPECT_EQ(restarts_note(o, a, SIGTERM), "");
+  o.max_restarts = 3;
+  EXPECT_EQ(restart_line(o, a, false), "restarting every rank (restart 1 of 3, --max-restarts 3)");
+  EXPECT_EQ(restart_line(o, a, true), "");
+  EXPECT_EQ(restarts_note(o, a, 0), "");
+  EXPECT_EQ(restarts_note(o, a, SIGINT),
+            "not restarting: ddprun received SIGINT (the job is being stopped; 0 of 3 restarts used)");
+  a.restart_count = 3;
+  EXPECT_EQ(restart_line(o, a, false), "");
+  EXPECT_EQ(restarts_note(o, a, 0), "failed after 3 restarts (--max-restarts 3): restarts exhausted");
+}
+
+TEST(Elastic, RunAttemptsStopsOnSuccessSignalOrExhaustion) {
+  Options o;
+  o.standalone = true;
+  o.max_restarts = 2;
+  std::vector<int> seen;
+  // Fails twice, then succeeds: three attempts with counts 0, 1, 2.
+  EXPECT_EQ(run_attempts(o, 1234, [&](const Attempt& a) {
+              seen.push_back(a.restart_count);
+              EXPECT_GT(a.master_port, 0);
+              return AttemptOutcome{a.restart_count < 2 ? 7 : 0, false};
+            }),
+            0);
+  EXPECT_EQ(seen, (std::vector<int>{0, 1, 2}));
+  seen.clear();
+  EXPECT_EQ(run_attempts(o, 1234, [&](const Attempt& a) {
+              seen.push_back(a.restart_count);
+              return AttemptOutcome{9, false};
+            }),
+            9);
+  EXPECT_EQ(seen, (std::vector<int>{0, 1, 2}));
+  seen.clear();
+  EXPECT_EQ(run_attempts(o, 1234, [&](const Attempt& a) {
+              seen.push_back(a.restart_count);
+              return AttemptOutcome{143, true};  // ddprun got SIGTERM: never restarted
+            }),
+            143);
+  EXPECT_EQ(seen, (std::vector<int>{0}));
 }

@@ -215,3 +215,28 @@ TEST(Options, MissingProgram) {
   EXPECT_EQ(parse_error({"--nproc-per-node", "2"}), expected);
   EXPECT_EQ(parse_error({"--nproc-per-node", "2", "--"}), expected);
 }
+
+TEST(Options, RestartFlags) {
+  Options d = parse_ok({"prog"});
+  EXPECT_EQ(d.max_restarts, 0);
+  EXPECT_EQ(d.monitor_interval_s, 1.0);
+  EXPECT_EQ(d.rdzv_id, "none");
+  EXPECT_EQ(d.role, "default");
+  EXPECT_EQ(d.log_dir, "");
+  EXPECT_EQ(d.redirects, 0);
+  EXPECT_EQ(d.tee, 0);
+  Options o = parse_ok({"--max_restarts=3", "--monitor-interval", "0.1", "--rdzv_id", "j", "--role", "r",
+                        "--log-dir", "/tmp/l", "-r", "2", "--tee=1", "prog"});
+  EXPECT_EQ(o.max_restarts, 3);
+  EXPECT_EQ(o.monitor_interval_s, 0.1);
+  EXPECT_EQ(o.rdzv_id, "j");
+  EXPECT_EQ(o.role, "r");
+  EXPECT_EQ(o.log_dir, "/tmp/l");
+  EXPECT_EQ(o.redirects, 2);
+  EXPECT_EQ(o.tee, 1);
+  EXPECT_EQ(parse_error({"--max-restarts", "x", "prog"}), "invalid value 'x' for --max-restarts: expected an integer >= 0");
+  EXPECT_EQ(parse_error({"--tee", "1", "prog"}),
+            "--tee needs --log-dir DIR: the directory the ranks' log files are written to");
+  EXPECT_EQ(parse_error({"--role", "a b", "prog"}),
+            "invalid value 'a b' for --role: expected a non-empty name without spaces or '='");
+}

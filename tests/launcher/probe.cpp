@@ -14,6 +14,10 @@
 //   term-report           print "ready", sleep 60 s; on SIGTERM/SIGINT print
 //                         "got SIGTERM"/"got SIGINT" and exit 0
 //   pid-sleep S           print "ready pid=<pid>", sleep S s, exit 0
+//   restart R N C         print "elastic" and the agent variables (RESTART_COUNT=k ...);
+//                         on attempts k < N rank R (every rank if R < 0) exits with
+//                         code C after 0.2 s while the others sleep 60 s; from
+//                         attempt N on print "done attempt=k" and exit 0
 //   early-exit R DIR      rank R writes its pid to DIR/early.pid and exits 0 after
 //                         0.1 s; the others wait until that process is gone (reaped
 //                         by ddprun), then fail with code 3 and "Connection reset by peer"
@@ -124,6 +128,33 @@ int main(int argc, char** argv) {
     }
     say("ready");
     sleep_seconds(600);  // far beyond any deadline: a test that waits for it has found a hang
+    return 0;
+  }
+  if (mode == "restart") {
+    auto env = [](const char* name) {
+      const char* value = std::getenv(name);
+      return std::string(value != nullptr ? value : "<unset>");
+    };
+    const int target = arg(2), attempts = arg(3), code = arg(4);
+    const int k = std::atoi(env("TORCHELASTIC_RESTART_COUNT").c_str());
+    say("elastic RESTART_COUNT=" + env("TORCHELASTIC_RESTART_COUNT") + " MAX_RESTARTS=" +
+        env("TORCHELASTIC_MAX_RESTARTS") + " RUN_ID=" + env("TORCHELASTIC_RUN_ID") + " ROLE_NAME=" +
+        env("ROLE_NAME") + " ROLE_RANK=" + env("ROLE_RANK") + " ROLE_WORLD_SIZE=" + env("ROLE_WORLD_SIZE") +
+        " GROUP_WORLD_SIZE=" + env("GROUP_WORLD_SIZE") + " RANK=" + env("RANK") + " WORLD_SIZE=" +
+        env("WORLD_SIZE"));
+    if (k >= attempts) {
+      say("done attempt=" + std::to_string(k));
+      return 0;
+    }
+    if (target < 0 || rank == target) {
+      sleep_seconds(0.2);
+      say("probe rank " + std::to_string(rank) + " failing with code " + std::to_string(code) + " on attempt " +
+              std::to_string(k),
+          STDERR_FILENO);
+      return code;
+    }
+    say("ready");
+    sleep_seconds(600);
     return 0;
   }
   if (mode == "pid-sleep") {

@@ -37,7 +37,7 @@ ErrorFileDir::ErrorFileDir() {
 }
 
 ErrorFileDir::~ErrorFileDir() {
-  if (dir_.empty()) return;
+  if (dir_.empty() || keep_) return;
   if (DIR* d = ::opendir(dir_.c_str())) {
     while (struct dirent* e = ::readdir(d)) {
       if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;

@@ -25,6 +25,8 @@ std::optional<ErrorRecord> parse_error_record(const std::string& text);
 class ErrorFileDir {
  public:
   ErrorFileDir();
+  // Uses the existing directory `dir` (--log-dir), which is kept.
+  explicit ErrorFileDir(const std::string& dir) : dir_(dir), keep_(true) {}
   ~ErrorFileDir();
   ErrorFileDir(const ErrorFileDir&) = delete;
   ErrorFileDir& operator=(const ErrorFileDir&) = delete;
@@ -42,6 +44,7 @@ class ErrorFileDir {
  private:
   std::string dir_;
   std::string error_;
+  bool keep_ = false;
 };
 
 }  // namespace ddprun

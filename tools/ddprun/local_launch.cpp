@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "error_files.h"
 #include "line_splitter.h"
 #include "output.h"
+#include "rank_logs.h"
 #include "rank_env.h"
 #include "root_cause.h"
 #include "signals.h"
@@ -21,17 +23,15 @@ namespace {
 // Writes "[rank N] line" to ddprun's stdout/stderr and keeps stderr tails.
 class RankLines : public LineHandler {
  public:
-  explicit RankLines(const std::vector<int>& ranks) : ranks_(ranks), tails_(ranks.size()) {
+  RankLines(const std::vector<int>& ranks, RankLogs* logs) : ranks_(ranks), tails_(ranks.size()), logs_(logs) {
     for (int rank : ranks) prefixes_.push_back(rank_prefix(rank));
   }
 
   void on_line(size_t child, Stream stream, std::string_view line) override {
-    if (stream == Stream::kErr) {
-      tails_[child].add(line);
-      write_line(STDERR_FILENO, prefixes_[child], line);
-    } else {
-      write_line(STDOUT_FILENO, prefixes_[child], line);
-    }
+    logs_->write(ranks_[child], stream, line);
+    if (stream == Stream::kErr) tails_[child].add(line);
+    if (!logs_->to_console(stream)) return;
+    write_line(stream == Stream::kErr ? STDERR_FILENO : STDOUT_FILENO, prefixes_[child], line);
   }
 
   const TailBuffer& tail(size_t child) const { return tails_[child]; }
@@ -40,17 +40,25 @@ class RankLines : public LineHandler {
   std::vector<int> ranks_;
   std::vector<std::string> prefixes_;
   std::vector<TailBuffer> tails_;
+  RankLogs* logs_;
 };
 
 }  // namespace
 
-int run_local(const Options& options, const std::string& exec_path, int master_port) {
+AttemptOutcome run_local(const Options& options, const std::string& exec_path, const Attempt& attempt) {
   const int nproc = options.nproc_per_node;
+  const int master_port = attempt.master_port;
   const std::vector<std::string> base = current_environment();
   const int cpus = online_cpu_count();
 
-  ErrorFileDir error_dir;  // removed when the run ends
-  if (!error_dir.error().empty()) report("warning: " + error_dir.error() + "; the summary cannot name the first error");
+  RankLogs logs(options, attempt.restart_count);
+  if (!logs.error().empty()) report("warning: " + logs.error() + "; the ranks' lines go to the console only");
+  // The error files: in the attempt's log directory (kept), else a temporary one.
+  std::optional<ErrorFileDir> error_dir;
+  if (!logs.attempt_dir().empty()) error_dir.emplace(logs.attempt_dir());
+  else error_dir.emplace();
+  if (!error_dir->error().empty()) report("warning: " + error_dir->error() + "; the summary cannot name the first error");
+  const auto elastic = elastic_env_vars(options, attempt.restart_count);
 
   std::vector<int> ranks;
   std::vector<ManagedChild> children;
@@ -62,15 +70,19 @@ int run_local(const Options& options, const std::string& exec_path, int master_p
     child.spec.argv.push_back(options.program);
     child.spec.argv.insert(child.spec.argv.end(), options.program_args.begin(), options.program_args.end());
     auto vars = rank_env_vars(options, master_port, base, cpus, local);
-    vars.emplace_back("TORCHELASTIC_ERROR_FILE", error_dir.file_for_rank(rank));
+    vars.insert(vars.end(), elastic.begin(), elastic.end());
+    vars.emplace_back("ROLE_RANK", std::to_string(rank));
+    vars.emplace_back("TORCHELASTIC_ERROR_FILE", error_dir->file_for_rank(rank));
+    logs.open_rank(rank);
     child.spec.env = merge_env(base, vars);
     child.spec.label = "rank " + std::to_string(rank);
     children.push_back(std::move(child));
   }
 
-  RankLines lines(ranks);
+  RankLines lines(ranks, &logs);
   Supervisor supervisor(options.kill_grace_s, &lines);
   supervisor.set_stop_timeout(options.heartbeat_timeout_s);
+  supervisor.set_monitor_interval(options.monitor_interval_s);
   SupervisorResult result = supervisor.run(children);
 
   if (!result.spawn_error.empty()) report(result.spawn_error);
@@ -81,7 +93,7 @@ int run_local(const Options& options, const std::string& exec_path, int master_p
            " was still open 2 s after the rank exited (held by a process it started); stopped reading it");
   }
   if (result.first_failed < 0 && result.received_signal == 0 && result.spawn_error.empty() && result.stalled < 0)
-    return 0;
+    return {};
 
   Summary summary;
   summary.grace_s = options.kill_grace_s;
@@ -94,7 +106,7 @@ int run_local(const Options& options, const std::string& exec_path, int master_p
       const ChildResult& c = result.children[i];
       cause.ranks.push_back({ranks[i], static_cast<long>(c.pid), c.reaped, c.status, c.exit_after_s, c.exit_wall_us});
     }
-    cause.errors = error_dir.read_all();
+    cause.errors = error_dir->read_all();
     if (result.first_failed >= 0) cause.failure_wall_us = result.children[static_cast<size_t>(result.first_failed)].exit_wall_us;
     cause.stalled_who = result.stalled_who;
     cause.stalled_signal = result.stalled_signal;
@@ -139,8 +151,11 @@ int run_local(const Options& options, const std::string& exec_path, int master_p
   } else {
     summary.exit_code = 1;  // a rank stopped for too long, or a spawn failure
   }
+  const std::string note = restarts_note(options, attempt, result.received_signal);
+  if (!note.empty()) summary.notes.push_back(note);
+  summary.final_line = restart_line(options, attempt, result.received_signal > 0);
   print_summary(summary);
-  return summary.exit_code;
+  return {summary.exit_code, result.received_signal > 0};
 }
 
 }  // namespace ddprun

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "elastic.h"
 #include "local_launch.h"
 #include "mpi_launch.h"
 #include "net_check.h"
@@ -91,6 +92,8 @@ int main(int argc, char** argv) {
   int master_port = prepare_master_port(options);
   if (master_port < 0) return 1;
 
-  if (options.backend == Backend::Mpi) return run_mpi(options, mpirun_path, program.path, master_port);
-  return run_local(options, program.path, master_port);
+  return run_attempts(options, master_port, [&](const Attempt& attempt) {
+    if (options.backend == Backend::Mpi) return run_mpi(options, mpirun_path, program.path, attempt);
+    return run_local(options, program.path, attempt);
+  });
 }

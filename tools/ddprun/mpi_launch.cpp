@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <map>
+#include <optional>
 
 #include "error_files.h"
 #include "line_splitter.h"
 #include "mpi_output.h"
 #include "output.h"
+#include "rank_logs.h"
 #include "rank_env.h"
 #include "root_cause.h"
 #include "signals.h"
@@ -32,6 +34,9 @@ std::vector<std::string> build_mpirun_argv(const Options& options, const std::st
   std::vector<std::string> vars = mpi_exported_vars();
   if (!options.timeout.empty()) vars.push_back("DDP_TIMEOUT");
   vars.push_back("TORCHELASTIC_ERROR_FILE");
+  for (const char* var : {"TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
+                          "ROLE_NAME", "ROLE_WORLD_SIZE", "GROUP_WORLD_SIZE"})
+    vars.push_back(var);
   for (const std::string& var : vars) {
     argv.push_back("-x");
     argv.push_back(var);
@@ -46,14 +51,15 @@ namespace {
 // Rewrites mpirun's output lines and watches for failure messages.
 class MpirunLines : public LineHandler {
  public:
+  explicit MpirunLines(RankLogs* logs) : logs_(logs) {}
+
   void on_line(size_t, Stream stream, std::string_view line) override {
     if (std::optional<TaggedLine> tagged = parse_tagged_line(line)) {
-      if (tagged->is_stderr) {
-        rank_tails_[tagged->rank].add(tagged->text);
-        write_line(STDERR_FILENO, rank_prefix(tagged->rank), tagged->text);
-      } else {
-        write_line(STDOUT_FILENO, rank_prefix(tagged->rank), tagged->text);
-      }
+      const Stream rank_stream = tagged->is_stderr ? Stream::kErr : Stream::kOut;
+      logs_->write(tagged->rank, rank_stream, tagged->text);
+      if (tagged->is_stderr) rank_tails_[tagged->rank].add(tagged->text);
+      if (logs_->to_console(rank_stream))
+        write_line(tagged->is_stderr ? STDERR_FILENO : STDOUT_FILENO, rank_prefix(tagged->rank), tagged->text);
       return;
     }
     (void)stream;
@@ -73,18 +79,28 @@ class MpirunLines : public LineHandler {
   std::map<int, TailBuffer> rank_tails_;
   TailBuffer mpirun_tail_{8};
   MpiFailureScanner scanner_;
+  RankLogs* logs_;
 };
 
 }  // namespace
 
-int run_mpi(const Options& options, const std::string& mpirun_path, const std::string& program_path,
-            int master_port) {
+AttemptOutcome run_mpi(const Options& options, const std::string& mpirun_path, const std::string& program_path,
+                       const Attempt& attempt) {
   const bool as_root = ::geteuid() == 0;
   const std::vector<std::string> base = current_environment();
-  auto vars = node_env_vars(options, master_port, base, online_cpu_count());
-  ErrorFileDir error_dir;  // one file for all ranks: the first error wins; removed at the end
-  if (!error_dir.error().empty()) report("warning: " + error_dir.error() + "; the summary cannot name the first error");
-  vars.emplace_back("TORCHELASTIC_ERROR_FILE", error_dir.shared_file());
+  auto vars = node_env_vars(options, attempt.master_port, base, online_cpu_count());
+  const auto elastic = elastic_env_vars(options, attempt.restart_count);
+  vars.insert(vars.end(), elastic.begin(), elastic.end());
+  RankLogs logs(options, attempt.restart_count);
+  if (!logs.error().empty()) report("warning: " + logs.error() + "; the ranks' lines go to the console only");
+  for (int rank = 0; rank < options.nproc_per_node; ++rank) logs.open_rank(rank);
+  // One error file for all ranks: the first error wins. In the attempt's log
+  // directory (kept), else a temporary one removed at the end.
+  std::optional<ErrorFileDir> error_dir;
+  if (!logs.attempt_dir().empty()) error_dir.emplace(logs.attempt_dir());
+  else error_dir.emplace();
+  if (!error_dir->error().empty()) report("warning: " + error_dir->error() + "; the summary cannot name the first error");
+  vars.emplace_back("TORCHELASTIC_ERROR_FILE", error_dir->shared_file());
   if (as_root) {
     vars.emplace_back("OMPI_ALLOW_RUN_AS_ROOT", "1");
     vars.emplace_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
@@ -98,24 +114,25 @@ int run_mpi(const Options& options, const std::string& mpirun_path, const std::s
   mpirun.signal_group = false;  // mpirun forwards SIGINT/SIGTERM to the ranks itself
   mpirun.spec.death_signal = SIGTERM;  // if ddprun dies, mpirun stops its ranks and exits
 
-  MpirunLines lines;
+  MpirunLines lines(&logs);
   Supervisor supervisor(options.kill_grace_s, &lines);
   supervisor.set_stop_timeout(options.heartbeat_timeout_s);
+  supervisor.set_monitor_interval(options.monitor_interval_s);
   SupervisorResult result = supervisor.run({mpirun});
   if (!result.spawn_error.empty()) {
     report(result.spawn_error);
-    return 1;
+    return {1, result.received_signal > 0};
   }
   const ChildResult& r = result.children.at(0);
   const bool ok = WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
-  if (ok && result.received_signal == 0 && result.stalled < 0) return 0;
+  if (ok && result.received_signal == 0 && result.stalled < 0) return {};
 
   Summary summary;
   summary.grace_s = options.kill_grace_s;
   summary.received_signal = result.received_signal;
   if (result.received_signal == 0) {
     RootCauseInput cause;
-    cause.errors = error_dir.read_all();
+    cause.errors = error_dir->read_all();
     cause.stalled_who = result.stalled_who;
     cause.stalled_signal = result.stalled_signal;
     cause.stalled_for_s = result.stalled_for_s;
@@ -150,8 +167,11 @@ int run_mpi(const Options& options, const std::string& mpirun_path, const std::s
   summary.notes.push_back("mpirun ended with " + describe_wait_status(r.status));
   summary.exit_code = result.received_signal > 0 ? 128 + result.received_signal : exit_code_of_wait_status(r.status);
   if (summary.exit_code == 0 || result.stalled >= 0) summary.exit_code = 1;
+  const std::string note = restarts_note(options, attempt, result.received_signal);
+  if (!note.empty()) summary.notes.push_back(note);
+  summary.final_line = restart_line(options, attempt, result.received_signal > 0);
   print_summary(summary);
-  return summary.exit_code;
+  return {summary.exit_code, result.received_signal > 0};
 }
 
 }  // namespace ddprun

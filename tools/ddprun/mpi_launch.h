@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "elastic.h"
 #include "options.h"
 
 namespace ddprun {
@@ -18,8 +19,8 @@ const std::vector<std::string>& mpi_exported_vars();
 
 // Runs the program through mpirun, rewriting its tagged output to
 // "[rank N] " prefixes and mpirun's own messages to "[mpirun] ". Returns
-// ddprun's exit code.
-int run_mpi(const Options& options, const std::string& mpirun_path, const std::string& program_path,
-            int master_port);
+// how the attempt ended (a restart starts mpirun again).
+AttemptOutcome run_mpi(const Options& options, const std::string& mpirun_path, const std::string& program_path,
+                       const Attempt& attempt);
 
 }  // namespace ddprun

@@ -70,7 +70,9 @@ const char* const kFooter = R"(exit status: 0 when every rank exits 0; else the 
 (128+N if it died from signal N); 128+N when ddprun itself got signal N;
 2 for bad options; 126/127 when the program cannot be executed / is not found;
 1 for a rank stopped (SIGSTOP) longer than --heartbeat-timeout and for other
-launch errors (e.g. master port in use).)";
+launch errors (e.g. master port in use). With --max-restarts: 0 if an attempt
+succeeded, else the last attempt's code (exit 75, preempted, counts as a
+restart; a signal to ddprun is never restarted).)";
 
 // CLI11's help with the usage line first, naming what follows the options, then the description.
 class UsageFirst : public CLI::Formatter {
@@ -180,6 +182,43 @@ void define(CLI::App& app, Options& o, int online_cpus) {
                  throw invalid("--rdzv-id", v, "expected a non-empty id without spaces");
                o.rdzv_id = v;
              });
+  value_flag(app, "--max-restarts,--max_restarts",
+             "start every rank again after a failed attempt, at most this many times [default 0]", [&o](auto& v) {
+               if (!parse_int(v, &o.max_restarts))
+                 throw invalid("--max-restarts", v, "expected an integer >= 0");
+             });
+  value_flag(app, "--monitor-interval,--monitor_interval",
+             "seconds between the supervisor's periodic checks of the ranks (exits are seen at once) [default 1]",
+             [&o](auto& v) {
+               double s = 0;
+               if (!parse_seconds(v, &s) || s <= 0 || s > 60)
+                 throw invalid("--monitor-interval", v, "expected a number of seconds > 0 and <= 60 (e.g. 0.1)");
+               o.monitor_interval_s = s;
+             });
+  value_flag(app, "--role", "role of the ranks, exported as ROLE_NAME [default default]", [&o](auto& v) {
+    if (v.empty() || v.find_first_of(" \t\n=") != std::string::npos)
+      throw invalid("--role", v, "expected a non-empty name without spaces or '='");
+    o.role = v;
+  });
+  value_flag(app, "--log-dir,--log_dir",
+             "directory for DIR/attempt_<k>/<rank>/stdout.log, stderr.log (see --redirects, --tee) and the "
+             "ranks' error files", [&o](auto& v) {
+               if (v.empty()) throw invalid("--log-dir", v, "expected a directory path");
+               o.log_dir = v;
+             });
+  value_flag(app, "--redirects,-r",
+             "0..3: the ranks' stdout (1), stderr (2) or both (3) go to the --log-dir files only [default 0]",
+             [&o](auto& v) {
+               if (!parse_int(v, &o.redirects) || o.redirects > 3)
+                 throw invalid("--redirects", v, "expected 0 (none), 1 (stdout), 2 (stderr) or 3 (both)");
+             });
+  value_flag(app, "--tee,-t",
+             "0..3: the ranks' stdout (1), stderr (2) or both (3) go to the --log-dir files and the console "
+             "[default 0]",
+             [&o](auto& v) {
+               if (!parse_int(v, &o.tee) || o.tee > 3)
+                 throw invalid("--tee", v, "expected 0 (none), 1 (stdout), 2 (stderr) or 3 (both)");
+             });
 }
 
 // CLI11's own wording for the few errors it finds before our handlers.
@@ -264,6 +303,13 @@ ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus
     std::snprintf(id, sizeof(id), "%08x%08x", rd(), rd());
     out.options.rdzv_id = id;
   }
+  if (o.max_restarts > 0 && o.nnodes > 1)
+    return fail("--max-restarts " + std::to_string(o.max_restarts) +
+                " needs a single node for now (got --nnodes " + std::to_string(o.nnodes) +
+                "): restarts across nodes need a re-rendezvous that ddprun does not have yet");
+  if ((o.redirects != 0 || o.tee != 0) && o.log_dir.empty())
+    return fail(std::string(o.redirects != 0 ? "--redirects" : "--tee") +
+                " needs --log-dir DIR: the directory the ranks' log files are written to");
   out.kind = ParseOutcome::kRun;
   return out;
 }

@@ -30,6 +30,15 @@ struct Options {
   // Job id exported as TORCHELASTIC_RUN_ID (--rdzv-id); when not given, a random
   // one for a single node, else empty: "none-ADDR:PORT" (nodes must agree).
   std::string rdzv_id;
+  // Restarts (torchrun's elastic agent, single node): how often every rank is
+  // started again after a failed attempt (see elastic.h).
+  int max_restarts = 0;
+  double monitor_interval_s = 1.0;  // the supervisor's periodic check (s)
+  std::string role = "default";     // ROLE_NAME
+  // --log-dir: per-attempt, per-rank logs and error files; empty: none.
+  std::string log_dir;
+  int redirects = 0;  // bits: 1 stdout, 2 stderr -> files only
+  int tee = 0;        // bits: 1 stdout, 2 stderr -> files and console
   std::string program;                    // as given on the command line
   std::vector<std::string> program_args;  // arguments after the program
 };

@@ -71,6 +71,14 @@ std::vector<std::pair<std::string, std::string>> rank_env_vars(const Options& op
   return vars;
 }
 
+std::vector<std::pair<std::string, std::string>> elastic_env_vars(const Options& options, int restart_count) {
+  return {{"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
+          {"TORCHELASTIC_MAX_RESTARTS", std::to_string(options.max_restarts)},
+          {"ROLE_NAME", options.role},
+          {"ROLE_WORLD_SIZE", std::to_string(options.nnodes * options.nproc_per_node)},
+          {"GROUP_WORLD_SIZE", std::to_string(options.nnodes)}};
+}
+
 std::vector<std::string> merge_env(const std::vector<std::string>& base,
                                    const std::vector<std::pair<std::string, std::string>>& set,
                                    const std::vector<std::string>& remove) {

@@ -69,7 +69,8 @@ std::vector<std::string> format_summary(const Summary& summary) {
     }
   }
   for (const std::string& note : summary.notes) lines.push_back(note);
-  lines.push_back("exiting with code " + std::to_string(summary.exit_code));
+  lines.push_back(summary.final_line.empty() ? "exiting with code " + std::to_string(summary.exit_code)
+                                             : summary.final_line);
   return lines;
 }
 

@@ -28,6 +28,8 @@ struct Summary {
   int kill_signal = 0;            // SIGKILL came early, after a second signal to ddprun
   std::vector<std::string> notes; // extra lines printed before the exit code
   int exit_code = 0;
+  // Printed last instead of "exiting with code N" when set (another attempt follows).
+  std::string final_line;
 };
 
 // Lines of the summary (without "ddprun: " prefixes or newlines).

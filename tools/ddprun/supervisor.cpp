@@ -51,8 +51,11 @@ long long wall_us() {
 
 class Run {
  public:
-  Run(double grace_s, double stop_timeout_s, LineHandler* handler)
-      : grace_(std::chrono::duration<double>(grace_s)), stop_timeout_s_(stop_timeout_s), handler_(handler) {}
+  Run(double grace_s, double stop_timeout_s, double monitor_interval_s, LineHandler* handler)
+      : grace_(std::chrono::duration<double>(grace_s)),
+        stop_timeout_s_(stop_timeout_s),
+        monitor_interval_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(monitor_interval_s))),
+        handler_(handler) {}
 
   SupervisorResult run(const std::vector<ManagedChild>& configs) {
     SignalPipe signal_pipe({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD});
@@ -137,7 +140,7 @@ class Run {
   }
 
   int timeout_ms(Clock::time_point now) const {
-    Clock::time_point deadline = now + std::chrono::seconds(1);  // periodic re-check
+    Clock::time_point deadline = now + monitor_interval_;  // periodic re-check
     if (stopping_ && !killed_) deadline = std::min(deadline, kill_deadline_);
     if (!stopping_ && stop_timeout_s_ > 0) {
       for (const Child& c : children_)
@@ -380,6 +383,7 @@ class Run {
 
   std::chrono::duration<double> grace_;
   double stop_timeout_s_;
+  Clock::duration monitor_interval_;
   LineHandler* handler_;
   Clock::time_point start_;
   // Stopped children of group-less (mpirun) children, by pid.
@@ -402,7 +406,7 @@ class Run {
 }  // namespace
 
 SupervisorResult Supervisor::run(const std::vector<ManagedChild>& children) {
-  Run run(grace_s_, stop_timeout_s_, handler_);
+  Run run(grace_s_, stop_timeout_s_, monitor_interval_s_, handler_);
   return run.run(children);
 }
 

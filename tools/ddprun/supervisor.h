@@ -69,6 +69,10 @@ class Supervisor {
   // /proc every 0.5 s, and named by OMPI_COMM_WORLD_RANK.
   void set_stop_timeout(double seconds) { stop_timeout_s_ = seconds; }
 
+  // Longest time between two checks of the children when nothing happens
+  // (--monitor-interval); exits and output are seen at once. Default 1 s.
+  void set_monitor_interval(double seconds) { monitor_interval_s_ = seconds; }
+
   // Blocks until every child has exited and its output has been drained
   // (at most ~2 s after the last exit, in case descendants keep a pipe open).
   SupervisorResult run(const std::vector<ManagedChild>& children);
@@ -76,6 +80,7 @@ class Supervisor {
  private:
   double grace_s_;
   double stop_timeout_s_ = 0;
+  double monitor_interval_s_ = 1.0;
   LineHandler* handler_;
 };
 

@@ -1,0 +1,43 @@
+// Restarts (--max-restarts, torchrun's elastic agent on one node): after a
+// failed attempt every rank of this node is started again, with the same
+// ranks and world size, a fresh rendezvous port and TORCHELASTIC_RESTART_COUNT
+// one higher. Nodes joining or leaving (--nnodes MIN:MAX) would plug in here:
+// an attempt is "launch with this port and restart count"; a multi-node
+// version would agree on both (and on the world) before each attempt.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "options.h"
+
+namespace ddprun {
+
+// What one attempt is started with.
+struct Attempt {
+  int restart_count = 0;  // 0 for the first attempt
+  int master_port = 0;    // the port the ranks rendezvous at
+};
+
+// How one attempt ended.
+struct AttemptOutcome {
+  int exit_code = 0;               // ddprun's exit code if it stopped now
+  bool stopped_by_signal = false;  // ddprun got SIGINT/SIGTERM/...: never restart
+};
+
+// The line that ends an attempt's failure summary instead of "exiting with
+// code N" when another attempt follows; empty when none follows.
+std::string restart_line(const Options& options, const Attempt& attempt, bool stopped_by_signal);
+
+// Notes for the end of a failure summary about the restarts used (empty when
+// --max-restarts is 0): "failed after 3 restarts (--max-restarts 3)" or
+// "not restarting: ddprun received SIGTERM ...".
+std::string restarts_note(const Options& options, const Attempt& attempt, int received_signal);
+
+// Runs attempts until one succeeds, ddprun is stopped by a signal, or
+// --max-restarts restarts were used. `first_port` is the port checked by
+// main() for attempt 0. Returns ddprun's exit code.
+int run_attempts(const Options& options, int first_port,
+                 const std::function<AttemptOutcome(const Attempt&)>& launch);
+
+}  // namespace ddprun
