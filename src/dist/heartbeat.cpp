@@ -1,9 +1,10 @@
 #include "dist/heartbeat.h"
 
+#include "ddp/dist/error_file.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -247,21 +248,9 @@ double wait_report_interval_s() {
   return s;
 }
 
-void write_error_file(const std::string& message, int rank) {
-  const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
-  if (!path || !*path) return;
-  struct stat st {};
-  if (::stat(path, &st) == 0 && st.st_size > 0) return;  // written already (e.g. by the launcher's writer)
-  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
-                      std::chrono::system_clock::now().time_since_epoch()).count();
-  nlohmann::json j = {{"message", message}, {"timestamp_us", us}, {"rank", rank}};
-  std::ofstream out(path);
-  out << j.dump() << "\n";
-}
-
 void end_rank(const std::string& message, int rank, int code) {
   std::fprintf(stderr, "%s\n", message.c_str());
-  write_error_file(message, rank);
+  record_error(message, code);  // TORCHELASTIC_ERROR_FILE, for the launcher's root cause
   std::fflush(stdout);
   std::fflush(stderr);
   ::_exit(code);

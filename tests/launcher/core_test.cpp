@@ -309,9 +309,12 @@ TEST(Elastic, AgentVariables) {
   o.rdzv_id = "job1";
   o.role = "trainer";
   const std::vector<std::pair<std::string, std::string>> expected = {
-      {"TORCHELASTIC_RESTART_COUNT", "2"}, {"TORCHELASTIC_MAX_RESTARTS", "4"}, {"TORCHELASTIC_RUN_ID", "job1"},
-      {"ROLE_NAME", "trainer"},           {"ROLE_WORLD_SIZE", "6"},         {"GROUP_WORLD_SIZE", "2"}};
-  EXPECT_EQ(elastic_env_vars(o, 2), expected);
+      {"TORCHELASTIC_RESTART_COUNT", "2"}, {"TORCHELASTIC_MAX_RESTARTS", "4"}, {"ROLE_NAME", "trainer"},
+      {"ROLE_WORLD_SIZE", "6"},            {"GROUP_WORLD_SIZE", "2"}};
+  EXPECT_EQ(elastic_env_vars(o, 2), expected);  // TORCHELASTIC_RUN_ID is among every rank's (rank_env_vars)
+  const auto node = rank_env_vars(o, 29500, {}, 16, 0);
+  EXPECT_NE(std::find(node.begin(), node.end(), std::make_pair(std::string("TORCHELASTIC_RUN_ID"), std::string("job1"))),
+            node.end());
 }
 
 TEST(Elastic, SummaryLines) {

@@ -112,7 +112,7 @@ TEST_P(Restarts, ExhaustedRestartsFail) {
   const auto [backend, nproc] = GetParam();
   const int failing = nproc > 1 ? 1 : 0;
   RunResult r = run_ddprun(
-      args(backend, nproc, {"--max-restarts", "1", probe_path(), "restart", std::to_string(failing), "2", "3"}), 60);
+      args(backend, nproc, {"--max-restarts", "1", "--rdzv-id", "none", probe_path(), "restart", std::to_string(failing), "2", "3"}), 60);
   ASSERT_EQ(r.exit_code(), 3) << diag(r);
   for (int rank = 0; rank < nproc; ++rank) {
     EXPECT_EQ(count(r.out, elastic_line(backend, rank, nproc, 0, 1, "none", "default")), 1u) << diag(r);
@@ -174,7 +174,7 @@ TEST_P(Restarts, LogDirRedirectsAndTee) {
     TempDir dir;
     ASSERT_FALSE(dir.path().empty());
     RunResult r = run_ddprun(args(backend, nproc,
-                                  {"--max-restarts", "1", "--log-dir", dir.path(), flag, "3", probe_path(), "restart",
+                                  {"--max-restarts", "1", "--rdzv-id", "none", "--log-dir", dir.path(), flag, "3", probe_path(), "restart",
                                    "-1", "1", "5"}),
                              60);
     ASSERT_EQ(r.exit_code(), 0) << flag << "\n" << diag(r);

@@ -29,7 +29,7 @@ std::vector<std::pair<std::string, std::string>> rank_env_vars(const Options& op
                                                                int cpus, int local_rank);
 
 // torchrun's agent variables for attempt `restart_count` (0 first):
-// TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID,
+// TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS (TORCHELASTIC_RUN_ID is in node_env_vars),
 // ROLE_NAME, ROLE_WORLD_SIZE and GROUP_WORLD_SIZE (the number of nodes).
 // One role per job, so ROLE_RANK (added per rank) equals RANK.
 std::vector<std::pair<std::string, std::string>> elastic_env_vars(const Options& options, int restart_count);
