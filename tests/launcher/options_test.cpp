@@ -220,7 +220,10 @@ TEST(Options, RestartFlags) {
   Options d = parse_ok({"prog"});
   EXPECT_EQ(d.max_restarts, 0);
   EXPECT_EQ(d.monitor_interval_s, 1.0);
-  EXPECT_EQ(d.rdzv_id, "none");
+  EXPECT_EQ(d.rdzv_id.size(), 16u) << d.rdzv_id;  // one node without --rdzv-id: a random id (16 hex digits)
+  EXPECT_EQ(d.rdzv_id.find_first_not_of("0123456789abcdef"), std::string::npos) << d.rdzv_id;
+  EXPECT_NE(parse_ok({"prog"}).rdzv_id, d.rdzv_id);  // another job, another id
+  EXPECT_EQ(parse_ok({"--nnodes", "2", "prog"}).rdzv_id, "");  // several nodes: none-ADDR:PORT when exported
   EXPECT_EQ(d.role, "default");
   EXPECT_EQ(d.log_dir, "");
   EXPECT_EQ(d.redirects, 0);
