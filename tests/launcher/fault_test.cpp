@@ -20,12 +20,6 @@ using namespace ddprun_test;
 
 namespace {
 
-std::string diag(const RunResult& r) {
-  return "exit status " + std::to_string(r.status) + (r.timed_out ? " (timed out)" : "") + " after " +
-         std::to_string(r.seconds) + " s\n--- stdout:\n" + r.out.substr(0, 4000) + "\n--- stderr:\n" +
-         r.err.substr(0, 6000);
-}
-
 // rank -> pid from the probe's "[rank R] ready pid=P" lines.
 std::map<int, pid_t> ready_pids(const std::string& out) {
   std::map<int, pid_t> pids;

@@ -37,11 +37,6 @@ EnvByRank env_by_rank(const RunResult& r) {
   return out;
 }
 
-std::string diag(const RunResult& r) {
-  return "exit status " + std::to_string(r.status) + (r.timed_out ? " (timed out)" : "") + "\n--- stdout:\n" +
-         r.out.substr(0, 4000) + "\n--- stderr:\n" + r.err.substr(0, 4000);
-}
-
 }  // namespace
 
 class EnvPerNproc : public ::testing::TestWithParam<int> {};

@@ -218,4 +218,10 @@ RunResult run_ddprun(const std::vector<std::string>& args, double timeout_s, con
   return launch.finish(timeout_s);
 }
 
+std::string diag(const RunResult& r) {
+  return "exit status " + std::to_string(r.status) + (r.timed_out ? " (timed out)" : "") + " after " +
+         std::to_string(r.seconds) + " s\n--- stdout:\n" + r.out.substr(0, 6000) + "\n--- stderr:\n" +
+         r.err.substr(0, 6000);
+}
+
 }  // namespace ddprun_test

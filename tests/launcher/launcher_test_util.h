@@ -85,4 +85,7 @@ size_t count(const std::string& hay, const std::string& needle);
 
 double now_seconds();
 
+// A failed run's exit status, time and (the start of) its output, for assertion messages.
+std::string diag(const RunResult& r);
+
 }  // namespace ddprun_test

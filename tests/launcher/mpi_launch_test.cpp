@@ -13,11 +13,6 @@ using namespace ddprun_test;
 
 namespace {
 
-std::string diag(const RunResult& r) {
-  return "exit status " + std::to_string(r.status) + (r.timed_out ? " (timed out)" : "") + "\n--- stdout:\n" +
-         r.out.substr(0, 4000) + "\n--- stderr:\n" + r.err.substr(0, 4000);
-}
-
 }  // namespace
 
 class MpiEnv : public ::testing::TestWithParam<int> {};
