@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ddp/dist/init.h"
+#include "throw_trace.h"
 
 namespace ddp {
 
@@ -47,7 +48,9 @@ int error_rank() {
   return rank >= 0 ? rank : env_int("OMPI_COMM_WORLD_RANK");
 }
 
-bool record_error(const std::string& message, int exit_code) {
+namespace {
+
+bool record(const std::string& message, int exit_code, const std::vector<std::string>& backtrace) {
   try {
     const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
     if (path == nullptr || *path == '\0') return false;
@@ -59,6 +62,7 @@ bool record_error(const std::string& message, int exit_code) {
         {"timestamp_us", std::chrono::duration_cast<std::chrono::microseconds>(now).count()},
         {"exit_code", exit_code},
     };
+    if (!backtrace.empty()) record["backtrace"] = backtrace;
     // O_EXCL: the first error of the process is the one that counts.
     int fd = ::open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -75,7 +79,18 @@ bool record_error(const std::string& message, int exit_code) {
   }
 }
 
-bool record_error(const std::exception& error, int exit_code) { return record_error(error.what(), exit_code); }
+}  // namespace
+
+bool record_error(const std::string& message, int exit_code) { return record(message, exit_code, {}); }
+
+bool record_error(const std::exception& error, int exit_code) {
+  std::vector<std::string> backtrace;
+  try {
+    backtrace = detail::throw_backtrace(error);
+  } catch (...) {
+  }
+  return record(error.what(), exit_code, backtrace);
+}
 
 int run_main(const char* tool, int argc, char** argv, const std::function<int(int, char**)>& fn) {
   try {

@@ -32,6 +32,7 @@
 #include "ddp/train/recipe.h"
 #include "config_agreement.h"
 #include "finite_check.h"
+#include "stop_check.h"
 #include "train_logs.h"
 #include "train_state.h"
 
@@ -57,25 +58,6 @@ class StopSignalHandler {
 
  private:
   struct sigaction old_ {};
-};
-
-// Whether any rank got SIGTERM: started before a step (a one-integer all_reduce that runs while the step
-// computes), read after it.
-class StopCheck {
- public:
-  explicit StopCheck(ProcessGroup& group) : flag_(at::tensor({g_stop_signal.load()}, at::kInt)) {
-    AllReduceOptions o = op(ReduceOp::MAX);
-    o.async_op = true;
-    work_ = group.all_reduce(flag_, o);
-  }
-  bool requested() {
-    work_.wait();
-    return flag_.item<int>() != 0;
-  }
-
- private:
-  at::Tensor flag_;
-  Work work_;
 };
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -218,7 +200,7 @@ double train_epoch(Job& j, detail::LoopState& s) {
   int64_t window = 0;
   const auto t0 = Clock::now();
   const int64_t first_micro = s.micro;
-  std::optional<StopCheck> stop;
+  std::optional<detail::StopCheck> stop;
   while (s.micro < j.micro_per_epoch) {
     auto batch = j.loader->next();
     if (!batch) break;
@@ -226,7 +208,7 @@ double train_epoch(Job& j, detail::LoopState& s) {
     const double lr = set_lr(j, s.step);
     if (s.micro % c.accumulate == 0) {
       j.opt->zero_grad();
-      stop.emplace(*j.group);
+      stop.emplace(*j.group, g_stop_signal.load());
     }
     at::Tensor loss = forward_backward(j, *batch, sync);
     ++s.micro;

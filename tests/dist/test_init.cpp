@@ -10,6 +10,7 @@
 
 #include "ddp/dist.h"
 #include "dist/env.h"
+#include "support/free_port.h"
 
 namespace ddp {
 namespace {
@@ -223,17 +224,7 @@ void two_ranks(const std::string& method) {
   EXPECT_EQ(results, (std::vector<double>{3.0, 3.0})) << method;
 }
 
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using ddp::test::free_port;
 
 TEST(InitMethods, TcpRendezvous) { two_ranks("tcp://127.0.0.1:" + std::to_string(free_port())); }
 

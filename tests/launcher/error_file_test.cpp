@@ -1,5 +1,6 @@
 // ddp::record_error / ddp::run_main (include/ddp/dist/error_file.h): the
 // rank side of ddprun's error files.
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -9,8 +10,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
+
+#include <ATen/ATen.h>
 
 #include "ddp/dist/error_file.h"
+#include "ddp/dist/init.h"
 #include "ddp/errors.h"
 
 namespace {
@@ -108,4 +113,112 @@ TEST(ErrorRank, FromTheEnvironment) {
   unsetenv("RANK");
   unsetenv("OMPI_COMM_WORLD_RANK");
   EXPECT_EQ(ddp::error_rank(), -1);
+}
+
+std::vector<std::string> recorded_backtrace(const std::string& path) {
+  auto j = nlohmann::json::parse(read(path));
+  return j.contains("backtrace") ? j["backtrace"].get<std::vector<std::string>>() : std::vector<std::string>{};
+}
+
+std::string joined(const std::vector<std::string>& frames) {
+  std::string out;
+  for (const auto& f : frames) out += "  " + f + "\n";
+  return out;
+}
+
+bool any_frame_has(const std::vector<std::string>& frames, const std::string& text) {
+  for (const auto& f : frames)
+    if (f.find(text) != std::string::npos) return true;
+  return false;
+}
+
+// "?+0x1aca9 (libddp_dist.so.0)": a frame without an exported name; addr2line
+// names it from the library's own symbol table.
+std::string addr2line(const std::string& frame) {
+  Dl_info info{};
+  dladdr(reinterpret_cast<void*>(&ddp::init_process_group), &info);
+  const std::string offset = frame.substr(2, frame.find(' ') - 2);
+  std::string out;
+  if (FILE* p = popen(("addr2line -f -C -e " + std::string(info.dli_fname) + " " + offset + " 2>&1").c_str(), "r")) {
+    char buf[512];
+    while (fgets(buf, sizeof buf, p) != nullptr) out += buf;
+    pclose(p);
+  }
+  return out;
+}
+
+void init_unknown_backend() {
+  ddp::InitOptions o;
+  o.backend = "no-such-backend";
+  ddp::init_process_group(o);
+}
+
+// The error file says where the exception was thrown: the frames, innermost
+// first, with the function's name where the library exports it and always
+// the library and offset (frame 0 here is env.cpp's local bad(), named by addr2line).
+TEST_F(ErrorFile, BacktraceNamesTheThrowSite) {
+  char arg0[] = "tool";
+  char* argv[] = {arg0, nullptr};
+  testing::internal::CaptureStderr();
+  int rc = ddp::run_main("tool", 1, argv, [](int, char**) -> int {
+    init_unknown_backend();
+    return 0;
+  });
+  testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rc, 1);
+  auto frames = recorded_backtrace(path_);
+  ASSERT_GE(frames.size(), 3u) << joined(frames);
+  EXPECT_NE(frames[0].find(" (libddp_dist.so"), std::string::npos) << joined(frames);
+  EXPECT_TRUE(any_frame_has(frames, "ddp::init_process_group(ddp::InitOptions const&)+0x")) << joined(frames);
+  if (frames[0].rfind("?+0x", 0) == 0) {
+    EXPECT_NE(addr2line(frames[0]).find("ddp::detail::(anonymous namespace)::bad("), std::string::npos)
+        << addr2line(frames[0]);
+  }
+}
+
+// LibTorch's own errors (c10::Error) are traced too.
+TEST_F(ErrorFile, BacktraceOfALibTorchError) {
+  try {
+    at::ones({2}).view({3});
+    FAIL() << "view did not throw";
+  } catch (const std::exception& e) {
+    ASSERT_TRUE(ddp::record_error(e));
+  }
+  auto frames = recorded_backtrace(path_);
+  ASSERT_FALSE(frames.empty());
+  EXPECT_TRUE(frames[0].find(" (libtorch_cpu.so") != std::string::npos ||
+              frames[0].find(" (libc10.so") != std::string::npos) << joined(frames);
+  EXPECT_TRUE(any_frame_has(frames, "at::")) << joined(frames);
+}
+
+// An error thrown on a worker thread and rethrown on the caller's keeps the
+// worker's stack; a plain `throw;` keeps the original one.
+TEST_F(ErrorFile, BacktraceSurvivesThreadsAndRethrow) {
+  std::exception_ptr error;
+  std::thread worker([&] {
+    try {
+      init_unknown_backend();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  worker.join();
+  ASSERT_TRUE(error);
+  try {
+    try {
+      std::rethrow_exception(error);
+    } catch (...) {
+      throw;
+    }
+  } catch (const std::exception& e) {
+    ASSERT_TRUE(ddp::record_error(e));
+  }
+  auto frames = recorded_backtrace(path_);
+  EXPECT_TRUE(any_frame_has(frames, "ddp::init_process_group(ddp::InitOptions const&)+0x")) << joined(frames);
+}
+
+// A message without an exception has no stack to give.
+TEST_F(ErrorFile, PlainMessageHasNoBacktrace) {
+  EXPECT_TRUE(ddp::record_error("plain"));
+  EXPECT_FALSE(nlohmann::json::parse(read(path_)).contains("backtrace"));
 }

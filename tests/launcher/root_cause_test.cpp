@@ -37,6 +37,9 @@ TEST(ErrorRecord, Parses) {
   EXPECT_FALSE(parse_error_record("{\"message\":\"x\"").has_value());             // cut short
   EXPECT_FALSE(parse_error_record(R"({"message":"x"})").has_value());              // no time
   EXPECT_FALSE(parse_error_record(R"({"message":3,"timestamp_us":1})").has_value());
+  auto traced = parse_error_record(R"j({"message":"m","timestamp_us":5,"backtrace":["f+0x1 (a.so)","g+0x2 (b.so)"]})j");
+  ASSERT_TRUE(traced.has_value());
+  EXPECT_EQ(traced->backtrace, (std::vector<std::string>{"f+0x1 (a.so)", "g+0x2 (b.so)"}));
   auto minimal = parse_error_record(R"({"message":"m","timestamp_us":5})");
   ASSERT_TRUE(minimal.has_value());
   EXPECT_EQ(minimal->rank, -1);
@@ -72,7 +75,7 @@ TEST(ErrorFileDir, CreatesReadsAndRemoves) {
 TEST(RootCause, EarliestErrorWinsOverExitOrder) {
   RootCauseInput in;
   in.ranks = {rank(0, SIGTERM, 1.0, 3000), rank(1, exited(1), 0.5, 2000)};
-  in.errors = {{1, 101, 1900, 1, "Connection reset by peer"}, {0, 100, 1500, 1, "Permission denied\nsecond line"}};
+  in.errors = {{1, 101, 1900, 1, "Connection reset by peer", {}}, {0, 100, 1500, 1, "Permission denied\nsecond line", {}}};
   in.failure_wall_us = 2000;
   std::vector<std::string> lines = root_cause_lines(in);
   ASSERT_EQ(lines.size(), 3u);
@@ -81,10 +84,27 @@ TEST(RootCause, EarliestErrorWinsOverExitOrder) {
   EXPECT_EQ(lines[2], "  | second line");
 }
 
+// Where the root cause was thrown: its innermost frames, the rest left in the file.
+TEST(RootCause, BacktraceOfTheRootCauseIsShown) {
+  RootCauseInput in;
+  in.ranks = {rank(0, exited(1), 1.0, 3000)};
+  ErrorRecord e{0, 100, 1500, 1, "boom", {}};
+  for (int i = 0; i < 10; ++i) e.backtrace.push_back("f" + std::to_string(i) + "+0x1 (libx.so)");
+  in.errors = {e};
+  in.failure_wall_us = 3000;
+  std::vector<std::string> lines = root_cause_lines(in);
+  ASSERT_EQ(lines.size(), 12u);
+  EXPECT_EQ(lines[1], "  | boom");
+  EXPECT_EQ(lines[2], "  thrown at:");
+  EXPECT_EQ(lines[3], "    #0 f0+0x1 (libx.so)");
+  EXPECT_EQ(lines[10], "    #7 f7+0x1 (libx.so)");
+  EXPECT_EQ(lines[11], "    ... 2 more in the rank's error file");
+}
+
 TEST(RootCause, EarlyExitBeforeAnyError) {
   RootCauseInput in;
   in.ranks = {rank(0, exited(3), 2.0, 5000000), rank(1, exited(0), 0.25, 1000000), rank(2, SIGTERM, 2.1, 5100000)};
-  in.errors = {{0, 100, 4900000, 1, "recv: Connection reset by peer"}};
+  in.errors = {{0, 100, 4900000, 1, "recv: Connection reset by peer", {}}};
   in.failure_wall_us = 5000000;
   std::vector<std::string> lines = root_cause_lines(in);
   ASSERT_EQ(lines.size(), 3u);
@@ -108,7 +128,7 @@ TEST(RootCause, ExitsAfterTheFailureOrAloneAreNotEarly) {
 TEST(RootCause, StoppedRankOverridesEverything) {
   RootCauseInput in;
   in.ranks = {rank(0, SIGTERM, 31, 3), rank(1, SIGTERM, 31, 3)};
-  in.errors = {{0, 100, 1, 1, "x"}};
+  in.errors = {{0, 100, 1, 1, "x", {}}};
   in.stalled_who = "rank 1 (pid 101)";
   in.stalled_signal = SIGSTOP;
   in.stalled_for_s = 30;
@@ -125,7 +145,7 @@ TEST(RootCause, LongMessagesAreCut) {
   RootCauseInput in;
   std::string message;
   for (int i = 0; i < 20; ++i) message += "line " + std::to_string(i) + "\n";
-  in.errors = {{2, -1, 7, 1, message}};
+  in.errors = {{2, -1, 7, 1, message, {}}};
   std::vector<std::string> lines = root_cause_lines(in);
   ASSERT_EQ(lines.size(), 14u);
   EXPECT_EQ(lines[0], "root cause: rank 2 reported the first error, at " + wall_time_text(7) + ":");

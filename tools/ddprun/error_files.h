@@ -15,6 +15,7 @@ struct ErrorRecord {
   long long timestamp_us = 0;  // wall clock, microseconds since the epoch
   int exit_code = -1;
   std::string message;
+  std::vector<std::string> backtrace;  // where the error was thrown, innermost first (may be empty)
 };
 
 // Parses one error file's text; nullopt when it is not a valid record.

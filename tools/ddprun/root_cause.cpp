@@ -15,6 +15,7 @@ namespace ddprun {
 namespace {
 
 constexpr size_t kMaxMessageLines = 12;
+constexpr size_t kMaxFrames = 8;
 
 std::string who(int rank, long pid) {
   return "rank " + std::to_string(rank) + (pid > 0 ? " (pid " + std::to_string(pid) + ")" : "");
@@ -30,6 +31,15 @@ void add_message(std::vector<std::string>& lines, const std::string& message) {
     }
     lines.push_back("  | " + line);
   }
+}
+
+// The innermost frames of where the error was thrown (the whole list is in the error file).
+void add_backtrace(std::vector<std::string>& lines, const std::vector<std::string>& frames) {
+  if (frames.empty()) return;
+  lines.push_back("  thrown at:");
+  for (size_t i = 0; i < frames.size() && i < kMaxFrames; ++i) lines.push_back("    #" + std::to_string(i) + " " + frames[i]);
+  if (frames.size() > kMaxFrames)
+    lines.push_back("    ... " + std::to_string(frames.size() - kMaxFrames) + " more in the rank's error file");
 }
 
 // The earliest error record, or nullptr.
@@ -95,6 +105,7 @@ std::vector<std::string> root_cause_lines(const RootCauseInput& in) {
     lines.push_back((early_first ? "then " : "root cause: ") + who(error->rank, error->pid) +
                     " reported the first error, at " + wall_time_text(error->timestamp_us) + ":");
     add_message(lines, error->message);
+    add_backtrace(lines, error->backtrace);
   }
   return lines;
 }

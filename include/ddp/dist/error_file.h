@@ -7,8 +7,10 @@
 // ddprun (like torchrun) gives each rank a path in TORCHELASTIC_ERROR_FILE;
 // record_error() writes one JSON object there:
 //   {"message": "...", "rank": 0, "pid": 123, "timestamp_us": 1764059701123456,
-//    "exit_code": 1}
-// (timestamp_us: wall clock, microseconds since the epoch). After a failure
+//    "exit_code": 1, "backtrace": ["ddp::create_backend(...)+0x1c2 (libddp_dist.so.0)", ...]}
+// (timestamp_us: wall clock, microseconds since the epoch; backtrace: where the
+// exception was thrown, innermost first, when it is known: every throw in a
+// process that links ddp records its stack). After a failure
 // ddprun reads every rank's file and names the rank whose error came first:
 // the root cause, even when another rank exited earlier.
 #pragma once
