@@ -15,6 +15,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdio>
+#include <string>
 
 #include "ddp/dist.h"
 #include "ddp/dist/error_file.h"
@@ -26,7 +27,9 @@ int main(int argc, char** argv) {
       ddp::init_process_group();  // env:// from spawn's environment, as under ddprun
       at::Tensor t = at::full({1}, rank + 1, at::kLong);
       ddp::all_reduce(t);
-      std::printf("rank %d of %d: sum of rank+1 = %lld\n", rank, world, static_cast<long long>(t.item<int64_t>()));
+      const long long sum = t.item<int64_t>();
+      std::printf("rank %d of %d: sum of rank+1 = %lld\n", rank, world, sum);
+      if (sum != 6) throw ddp::Error("rank " + std::to_string(rank) + ": expected the sum 6, got " + std::to_string(sum));
       ddp::destroy_process_group();
     });
     std::printf("all 3 ranks done\n");
