@@ -133,6 +133,19 @@ TEST(Spawn, RanksDieWithTheParent) {
   }
 }
 
+TEST(Spawn, SigintToTheParentStopsTheRanksAndThrows) {
+  Launch launch(probe(), {"sleep", "2"});
+  ASSERT_TRUE(launch.wait_for([](const std::string& out, const std::string&) { return count(out, " sleeps\n") == 2; },
+                              120));
+  launch.send_signal(SIGINT);
+  RunResult r = launch.finish(120);
+  ASSERT_EQ(r.exit_code(), 7) << diag(r);
+  EXPECT_EQ(count(r.out, "parent: SpawnError rank=-1 exit_code=130\n"), 1u) << diag(r);
+  EXPECT_NE(r.err.find("ddp::spawn: received SIGINT and forwarded it to the ranks\n"), std::string::npos) << diag(r);
+  EXPECT_NE(r.err.find("ddp::spawn: rank(s) 0, 1 ended with signal 2 (SIGINT)\n"), std::string::npos) << diag(r);
+  EXPECT_NE(r.err.find("what: ddp::spawn: failed (exit code 130)\n"), std::string::npos) << diag(r);
+}
+
 // Argument checks: nothing is started (they run in this test process).
 template <typename E>
 void expect_error(const std::function<void()>& call, const std::string& message) {
