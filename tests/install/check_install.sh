@@ -11,9 +11,12 @@ test -f "$tmp/prefix/include/ddp/ddp.h"
 test -f "$tmp/prefix/bin/ddprun"
 # The package exports only ddp::-prefixed targets.
 targets=$(sed -n 's/^add_library(\([^ ]*\) .*/\1/p' "$tmp"/prefix/lib*/cmake/ddp/ddpTargets.cmake | sort | tr '\n' ' ')
-test "$targets" = "ddp::data ddp::ddp ddp::dist ddp::parallel ddp::train " || { echo "exported targets: $targets"; exit 1; }
+test "$targets" = "ddp::data ddp::ddp ddp::dist ddp::parallel ddp::spawn ddp::train " || { echo "exported targets: $targets"; exit 1; }
 cmake -S "$src/tests/install/consumer" -B "$tmp/build" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/prefix" \
   -DEXPECTED_BACKENDS="$(sed -n 's/^ddp backends: //p' "$build/ddp_backends.txt")" >/dev/null
 cmake --build "$tmp/build" >/dev/null
 "$tmp/build/consumer"
+test -f "$tmp/prefix/include/ddp/spawn.h"
+spawned=$("$tmp/build/consumer_spawn")  # ddp::spawn from the installed tree: 2 ranks
+test "$spawned" = "consumer_spawn: 2 ranks, sum 3" || { echo "consumer_spawn printed: $spawned"; exit 1; }
 "$tmp/prefix/bin/ddp-bench" --help >/dev/null

@@ -85,7 +85,7 @@ std::vector<std::string> split_lines(const std::string& text) {
 const char* const kLauncherVars[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
                                      "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "DDP_BACKEND",
                                      "DDP_LAUNCHER", "OMPI_COMM_WORLD_RANK", "DDP_TIMEOUT",
-                                     "DDP_HEARTBEAT_TIMEOUT", "TORCHELASTIC_ERROR_FILE"};
+                                     "DDP_HEARTBEAT_TIMEOUT", "TORCHELASTIC_ERROR_FILE", "DDP_SPAWN_CHILD"};
 
 std::vector<std::string> test_environment(const EnvChanges& changes) {
   std::vector<std::string> env;
@@ -111,6 +111,16 @@ std::vector<std::string> RunResult::err_lines() const { return split_lines(err);
 Launch::Launch(const std::vector<std::string>& args, const EnvChanges& env) {
   std::vector<std::string> argv = {ddprun_path()};
   argv.insert(argv.end(), args.begin(), args.end());
+  start(argv, env);
+}
+
+Launch::Launch(const Program& program, const std::vector<std::string>& args, const EnvChanges& env) {
+  std::vector<std::string> argv = {program.path};
+  argv.insert(argv.end(), args.begin(), args.end());
+  start(argv, env);
+}
+
+void Launch::start(const std::vector<std::string>& argv, const EnvChanges& env) {
   std::vector<std::string> envs = test_environment(env);
   std::vector<char*> c_argv, c_env;
   for (auto& a : argv) c_argv.push_back(const_cast<char*>(a.c_str()));

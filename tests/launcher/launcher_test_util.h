@@ -28,9 +28,16 @@ using EnvChanges = std::vector<std::pair<std::string, std::string>>;
 // A running ddprun (in its own process group). The environment is the test's
 // own minus all launcher variables (RANK, OMP_NUM_THREADS, DDP_BACKEND, ...),
 // plus `env`.
+// Another program than ddprun, for Launch (e.g. a program calling ddp::spawn).
+struct Program {
+  std::string path;
+};
+
 class Launch {
  public:
   explicit Launch(const std::vector<std::string>& args, const EnvChanges& env = {});
+  // Runs `program` with args instead of ddprun, in the same environment.
+  Launch(const Program& program, const std::vector<std::string>& args, const EnvChanges& env = {});
   ~Launch();
 
   // Reads output until pred(out, err) holds; false after timeout_s.
@@ -42,6 +49,7 @@ class Launch {
   RunResult finish(double timeout_s);
 
  private:
+  void start(const std::vector<std::string>& argv, const EnvChanges& env);
   bool pump(int timeout_ms);  // false when both pipes are closed
   pid_t pid_ = -1;
   int out_fd_ = -1, err_fd_ = -1;

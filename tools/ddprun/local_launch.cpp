@@ -23,8 +23,9 @@ namespace {
 // Writes "[rank N] line" to ddprun's stdout/stderr and keeps stderr tails.
 class RankLines : public LineHandler {
  public:
-  RankLines(const std::vector<int>& ranks, RankLogs* logs) : ranks_(ranks), tails_(ranks.size()), logs_(logs) {
-    for (int rank : ranks) prefixes_.push_back(rank_prefix(rank));
+  RankLines(const std::vector<int>& ranks, RankLogs* logs, bool prefix)
+      : ranks_(ranks), tails_(ranks.size()), logs_(logs) {
+    for (int rank : ranks) prefixes_.push_back(prefix ? rank_prefix(rank) : std::string());
   }
 
   void on_line(size_t child, Stream stream, std::string_view line) override {
@@ -46,6 +47,12 @@ class RankLines : public LineHandler {
 }  // namespace
 
 AttemptOutcome run_local(const Options& options, const std::string& exec_path, const Attempt& attempt) {
+  return run_local(options, exec_path, attempt, LocalLaunchExtras{});
+}
+
+AttemptOutcome run_local(const Options& options, const std::string& exec_path, const Attempt& attempt,
+                         const LocalLaunchExtras& extras) {
+  if (extras.failed_rank != nullptr) *extras.failed_rank = -1;
   const int nproc = options.nproc_per_node;
   const int master_port = attempt.master_port;
   const std::vector<std::string> base = current_environment();
@@ -67,19 +74,28 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
     ranks.push_back(rank);
     ManagedChild child;
     child.spec.exec_path = exec_path;
-    child.spec.argv.push_back(options.program);
-    child.spec.argv.insert(child.spec.argv.end(), options.program_args.begin(), options.program_args.end());
+    if (!extras.argv.empty()) {
+      child.spec.argv = extras.argv;
+    } else {
+      child.spec.argv.push_back(options.program);
+      child.spec.argv.insert(child.spec.argv.end(), options.program_args.begin(), options.program_args.end());
+    }
     auto vars = rank_env_vars(options, master_port, base, cpus, local);
     vars.insert(vars.end(), elastic.begin(), elastic.end());
     vars.emplace_back("ROLE_RANK", std::to_string(rank));
     vars.emplace_back("TORCHELASTIC_ERROR_FILE", error_dir->file_for_rank(rank));
+    for (const auto& kv : extras.env) {
+      vars.erase(std::remove_if(vars.begin(), vars.end(), [&](const auto& v) { return v.first == kv.first; }),
+                 vars.end());
+      vars.push_back(kv);
+    }
     logs.open_rank(rank);
     child.spec.env = merge_env(base, vars);
     child.spec.label = "rank " + std::to_string(rank);
     children.push_back(std::move(child));
   }
 
-  RankLines lines(ranks, &logs);
+  RankLines lines(ranks, &logs, extras.prefix_output);
   Supervisor supervisor(options.kill_grace_s, &lines);
   supervisor.set_stop_timeout(options.heartbeat_timeout_s);
   supervisor.set_monitor_interval(options.monitor_interval_s);
@@ -154,7 +170,13 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
   const std::string note = restarts_note(options, attempt, result.received_signal);
   if (!note.empty()) summary.notes.push_back(note);
   summary.final_line = restart_line(options, attempt, result.received_signal > 0);
-  print_summary(summary);
+  if (summary.final_line.empty() && !extras.final_line.empty())
+    summary.final_line = extras.final_line + std::to_string(summary.exit_code);
+  if (extras.failed_rank != nullptr && result.first_failed >= 0)
+    *extras.failed_rank = ranks[static_cast<size_t>(result.first_failed)];
+  const std::vector<std::string> summary_lines = format_summary(summary);
+  for (const std::string& line : summary_lines) write_line(STDERR_FILENO, extras.summary_prefix, line);
+  if (extras.summary != nullptr) *extras.summary = summary_lines;
   return {summary.exit_code, result.received_signal > 0};
 }
 
