@@ -9,7 +9,9 @@
 # (a test that expects a rank to fail would otherwise hide the sanitizer's exit code).
 # Suppressions: scripts/sanitizers/*.supp, each entry with its proof.
 # Exit: 0 every test passed and no report; 1 a test failed or a sanitizer reported; 2 usage.
-# JOBS (build, default nproc), CTEST_JOBS (default 2).
+# Label sanitize: the canaries, a deliberate fault in a rank ddprun launches, which must be reported.
+# JOBS (build, default nproc), CTEST_JOBS (default 2); for a partial run, TARGETS (what to build,
+# default: all the suites need) and LABELS (ctest -L, default '^(dist|parallel|launcher|sanitize)$').
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -27,13 +29,14 @@ rm -rf "$reports"
 mkdir -p "$reports"
 
 # What the dist/, parallel/ and launcher suites run, and the programs they start.
-targets=(ddprun ddprun_probe ddprun_error_probe dist_probe suite_mp
+targets=(sanitize_canary ddprun ddprun_probe ddprun_error_probe dist_probe suite_mp
          test_collectives_threads test_work test_init test_fault_detection test_failures
          test_ddp_threads test_bucketing test_sync_batch_norm
          ddprun_unit_test ddprun_launch_test ddp_error_file_test ddprun_fault_test ddprun_elastic_test)
 if command -v mpirun >/dev/null; then
   targets+=(test_mpi_backend ddprun_mpi_launch_test)
 fi
+[ -n "${TARGETS:-}" ] && read -r -a targets <<<"$TARGETS"
 
 # The options are set before the build: gtest_discover_tests runs each test binary there.
 common="print_stacktrace=1:exitcode=86"
@@ -59,7 +62,7 @@ nice -n 10 cmake --build "$dir" -j "${JOBS:-$(nproc)}" --target "${targets[@]}"
 built=$(date +%s)
 
 status=0
-args=(-L '^(dist|parallel|launcher)$' -j "${CTEST_JOBS:-2}" --output-on-failure)
+args=(-L "${LABELS:-^(dist|parallel|launcher|sanitize)\$}" -j "${CTEST_JOBS:-2}" --output-on-failure)
 [ -n "$regex" ] && args+=(-R "$regex")
 (cd "$dir" && ctest "${args[@]}") || status=1
 end=$(date +%s)
