@@ -6,7 +6,8 @@
 # -O1 -g (CMake option DDP_SANITIZE). Every program the tests start (ddprun, its ranks, mpirun's
 # ranks, the probes) is built in the same folder and inherits the options below. Reports go to
 # files (log_path), one per process: any file there fails the run, whatever the tests' exit codes
-# (a test that expects a rank to fail would otherwise hide the sanitizer's exit code).
+# (a test that expects a rank to fail would otherwise hide the sanitizer's exit code); so does a
+# report in ctest's log (UBSan inside the ASan runtime ignores log_path and writes to stderr).
 # Suppressions: scripts/sanitizers/*.supp, each entry with its proof.
 # Exit: 0 every test passed and no report; 1 a test failed or a sanitizer reported; 2 usage.
 # Label sanitize: the canaries, a deliberate fault in a rank ddprun launches, which must be reported.
@@ -69,6 +70,14 @@ end=$(date +%s)
 
 shopt -s nullglob
 files=("$reports"/*)
+# UBSan inside the ASan runtime writes to stderr whatever log_path says: scan ctest's log too.
+log=$dir/Testing/Temporary/LastTest.log
+scan='runtime error: |ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer'
+if [ -f "$log" ] && grep -Eq "$scan" "$log"; then
+  echo "sanitize.sh: sanitizer reports in the tests' output ($log):" >&2
+  grep -En -A12 "$scan" "$log" | head -n 120 >&2
+  status=1
+fi
 if [ ${#files[@]} -gt 0 ]; then
   echo "sanitize.sh: ${#files[@]} sanitizer report(s) in $reports:" >&2
   for f in "${files[@]}"; do

@@ -1,7 +1,7 @@
 // A program with one deliberate fault for the sanitizer it is built with, launched through
 // ddprun by canary_test.sh: proves a report in a launched rank reaches a file and fails the run.
 //   canary race      two threads write one int (ThreadSanitizer)
-//   canary overflow  a read one past a heap array (AddressSanitizer)
+//   canary uaf       a read of a freed heap array (AddressSanitizer)
 //   canary ub        a signed int overflow (UndefinedBehaviorSanitizer)
 #include <cstdio>
 #include <cstdlib>
@@ -17,16 +17,15 @@ int main(int argc, char** argv) {
     std::thread t([] { shared_value = 1; });
     shared_value = 2;
     t.join();
-  } else if (std::strcmp(kind, "overflow") == 0) {
+  } else if (std::strcmp(kind, "uaf") == 0) {
     int* a = new int[4]();
-    volatile int i = 4;
-    sink = a[i];
     delete[] a;
+    sink = a[1];
   } else if (std::strcmp(kind, "ub") == 0) {
     volatile int big = 2147483647;
     sink = big + 1;
   } else {
-    std::fprintf(stderr, "canary: usage: canary race|overflow|ub\n");
+    std::fprintf(stderr, "canary: usage: canary race|uaf|ub\n");
     return 2;
   }
   std::printf("canary %s: %d %d\n", kind, shared_value, int(sink));
