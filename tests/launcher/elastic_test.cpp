@@ -234,8 +234,8 @@ TEST(RestartsOptions, BadValuesAreNamed) {
       {{"--monitor-interval", "0", "x"},
        "ddprun: invalid value '0' for --monitor-interval: expected a number of seconds > 0 and <= 60 (e.g. 0.1)\n"},
       {{"--nnodes", "2", "--max-restarts", "1", "x"},
-       "ddprun: --max-restarts 1 needs a single node for now (got --nnodes 2): restarts across nodes need a "
-       "re-rendezvous that ddprun does not have yet\n"},
+       "ddprun: --max-restarts 1 across nodes (--nnodes 2) needs --rdzv-backend c10d and --rdzv-endpoint "
+       "HOST[:PORT]: the static rendezvous has fixed node ranks and cannot re-rendezvous\n"},
   };
   for (const Case& c : cases) {
     RunResult r = run_ddprun(c.args, 20);
