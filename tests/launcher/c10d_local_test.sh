@@ -21,6 +21,11 @@ start() {
   "$ddprun" --rdzv-endpoint "127.0.0.1:$port" --monitor-interval 0.2 --kill-grace 1 "$@" > "$work/$tag.$i.log" 2>&1 &
   eval "p$i=\$!"
 }
+# hosting TAG: waits until agent 0 of TAG hosts the store (then agent 1 can only connect).
+hosting() {
+  for _ in $(seq 300); do grep -q "hosting the c10d rendezvous" "$work/$1.0.log" && return; sleep 0.1; done
+  fail "$1: agent 0 does not host the store after 30 s"
+}
 # finish PID LIMIT: waits at most LIMIT seconds; sets $rc (or "hung").
 finish() {
   local t=0
@@ -37,7 +42,7 @@ finish() {
 port=$(free_port)
 env='echo "RANK=$RANK WORLD_SIZE=$WORLD_SIZE GROUP_RANK=$GROUP_RANK GROUP_WORLD_SIZE=$GROUP_WORLD_SIZE LOCAL_RANK=$LOCAL_RANK MASTER=$MASTER_ADDR ID=$TORCHELASTIC_RUN_ID"'
 start env 0 --nnodes 2 --nproc-per-node 2 --rdzv-id j1 sh -c "$env"
-sleep 0.3  # agent 0 hosts the store
+hosting env
 start env 1 --nnodes 2 --nproc-per-node 1 --rdzv-id j1 sh -c "$env"
 finish "$p0" 60; [ "$rc" = 0 ] || fail "1: agent 0: $rc"
 finish "$p1" 60; [ "$rc" = 0 ] || fail "1: agent 1: $rc"
@@ -52,9 +57,9 @@ echo "1: 2 agents, 3 ranks from the rendezvous"
 
 # 2. A failure in round 0, restarted on both agents.
 port=$(free_port)
-prog='echo "RANK=$RANK RC=$TORCHELASTIC_RESTART_COUNT"; if [ "$RANK" = 1 ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then sleep 0.3; exit 3; fi; sleep 1; echo ok'
+prog='echo "RANK=$RANK RC=$TORCHELASTIC_RESTART_COUNT"; if [ "$RANK" = 1 ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then sleep 0.3; exit 3; fi; [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exec sleep 60; sleep 1; echo ok'
 start fail 0 --nnodes 2 --max-restarts 2 sh -c "$prog"
-sleep 0.3
+hosting fail
 start fail 1 --nnodes 2 --max-restarts 2 sh -c "$prog"
 finish "$p0" 60; [ "$rc" = 0 ] || fail "2: agent 0: $rc"
 finish "$p1" 60; [ "$rc" = 0 ] || fail "2: agent 1: $rc"
@@ -70,7 +75,7 @@ echo "2: a rank failed; both agents restarted (restart count 1) and succeeded"
 port=$(free_port)
 prog='if [ "$RANK" = 1 ]; then sleep 0.3; exit 4; fi; sleep 30'
 start out 0 --nnodes 2 --max-restarts 1 sh -c "$prog"
-sleep 0.3
+hosting out
 start out 1 --nnodes 2 --max-restarts 1 sh -c "$prog"
 finish "$p0" 60; rc0=$rc
 finish "$p1" 60; rc1=$rc
@@ -83,7 +88,7 @@ echo "3: restarts exhausted: agents exited $rc0 and $rc1"
 # 4. The store's host dies.
 port=$(free_port)
 start lost 0 --nnodes 2 --heartbeat-timeout 5 sh -c 'sleep 60'
-sleep 0.3
+hosting lost
 start lost 1 --nnodes 2 --heartbeat-timeout 5 sh -c 'sleep 60'
 for _ in $(seq 100); do grep -q "round 0:" "$work/lost.1.log" && break; sleep 0.1; done
 t0=$(date +%s.%N)

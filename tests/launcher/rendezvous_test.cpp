@@ -56,6 +56,13 @@ std::future<RoundInfo> join(Agent& agent) {
 
 void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
 
+// Waits until `n` agents joined `round` (no sleeps that a loaded machine could outlast).
+void wait_joined(const c10::intrusive_ptr<c10d::HashStore>& store, int round, int n) {
+  const std::string key = "ddprun/r" + std::to_string(round) + "/joined";
+  for (int i = 0; i < 3000 && store->add(key, 0) < n; ++i) sleep_s(0.01);
+  ASSERT_GE(store->add(key, 0), n) << key;
+}
+
 }  // namespace
 
 TEST(Rendezvous, ClosesAtMaxWithHostFirstAndJoinOrder) {
@@ -63,11 +70,12 @@ TEST(Rendezvous, ClosesAtMaxWithHostFirstAndJoinOrder) {
   RdzvSettings host_settings = settings(1, 3, 2, true);
   host_settings.last_call_s = 100;  // only MAX can close it
   Agent a(store, settings(1, 3, 3, false)), host(store, host_settings), b(store, settings(1, 3, 1, false));
+  store->set("ddprun/job", std::vector<uint8_t>{'j', 'o', 'b'});  // the host's store setup, done first
   auto ra = join(a);  // joins first
-  sleep_s(0.1);
+  wait_joined(store, 0, 1);
   auto start = Clock::now();
   auto rh = join(host);
-  sleep_s(0.1);
+  wait_joined(store, 0, 2);
   auto rb = join(b);
   RoundInfo h = rh.get(), x = ra.get(), y = rb.get();
   EXPECT_LT(since(start), 10.0);  // not the last call (100 s)
@@ -124,13 +132,15 @@ TEST(Rendezvous, FewerThanMinTimesOut) {
 TEST(Rendezvous, LateNodeGrowsTheJob) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   Agent host(store, settings(1, 3, 1, true)), a(store, settings(1, 3, 1, false)), late(store, settings(1, 3, 1, false));
-  auto rh = join(host);
+  store->set("ddprun/job", std::vector<uint8_t>{'j', 'o', 'b'});  // the host's store setup, done first
   auto ra = join(a);
+  wait_joined(store, 0, 1);
+  auto rh = join(host);  // 2 joined: closes after the last call
   RoundInfo h = rh.get(), x = ra.get();
   ASSERT_EQ(h.nnodes, 2);
   EXPECT_EQ(host.rdzv.should_stop(h), "");
   auto rl = join(late);  // round 0 is closed: waits for round 1
-  sleep_s(0.1);
+  wait_joined(store, 1, 1);
   const std::string why = "1 node(s) waiting to join (round 0 has 2 of at most 3): restarting into a bigger round "
                           "(not counted as a restart)";
   EXPECT_EQ(host.rdzv.should_stop(h), why);
@@ -174,7 +184,7 @@ TEST(Rendezvous, FailedRoundRestartsWithoutTheLostNode) {
   // A node arriving now finds round 1 closed and waits for round 2.
   Agent again(store, settings(1, 2, 2, false));
   auto rg = join(again);
-  sleep_s(0.1);
+  wait_joined(store, 2, 1);
   EXPECT_EQ(host.rdzv.should_stop(h).rfind("1 node(s) waiting to join", 0), 0u);
   h = host.rdzv.next_round();
   RoundInfo g = rg.get();
