@@ -19,6 +19,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The longest the hosting agent waits, after its ranks succeeded, for the other nodes to report theirs.
+constexpr double kDoneWait_s = 60;
+
 // Sleeps that end early on a stop signal, while a SignalPipe exists (between attempts only).
 class SignalSleep {
  public:
@@ -121,7 +124,7 @@ int run_c10d(const Options& options, const RoundLaunch& launch) {
         if (store.is_host) {  // the store lives in this process: keep it until every node is done
           SignalSleep sleep;
           sleeper = &sleep;
-          int done = rdzv.wait_done(r, options.join_timeout_s, /*stop_on_failure=*/true);
+          int done = rdzv.wait_done(r, std::min(options.join_timeout_s, kDoneWait_s), /*stop_on_failure=*/true);
           sleeper = nullptr;
           if (done < r.nnodes)
             report("warning: only " + std::to_string(done) + " of " + std::to_string(r.nnodes) +

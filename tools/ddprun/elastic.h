@@ -1,9 +1,9 @@
 // Restarts (--max-restarts, torchrun's elastic agent on one node): after a
 // failed attempt every rank of this node is started again, with the same
 // ranks and world size, a fresh rendezvous port and TORCHELASTIC_RESTART_COUNT
-// one higher. Nodes joining or leaving (--nnodes MIN:MAX) would plug in here:
-// an attempt is "launch with this port and restart count"; a multi-node
-// version would agree on both (and on the world) before each attempt.
+// one higher. Across nodes (--rdzv-backend c10d) c10d_agent.h runs the
+// attempts instead: the rendezvous agrees on the port, the restart count and
+// the world before each one.
 #pragma once
 
 #include <functional>

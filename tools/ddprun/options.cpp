@@ -212,14 +212,15 @@ void define(CLI::App& app, Options& o, int online_cpus, Given* given) {
              });
   value_flag(app, "--rdzv-id,--rdzv_id",
              "job id, exported as TORCHELASTIC_RUN_ID; ranks refuse a store of another job [default: random "
-             "on one node; none-MASTER_ADDR:MASTER_PORT with --nnodes > 1]",
+             "on one node; none-MASTER_ADDR:MASTER_PORT with --nnodes > 1; none-ENDPOINT with c10d]",
              [&o](auto& v) {
                if (v.empty() || v.find_first_of(" \t\n") != std::string::npos)
                  throw invalid("--rdzv-id", v, "expected a non-empty id without spaces");
                o.rdzv_id = v;
              });
   value_flag(app, "--max-restarts,--max_restarts",
-             "start every rank again after a failed attempt, at most this many times [default 0]", [&o](auto& v) {
+             "start every rank again after a failed attempt, at most this many times; across nodes with "
+             "--rdzv-backend c10d [default 0]", [&o](auto& v) {
                if (!parse_int(v, &o.max_restarts))
                  throw invalid("--max-restarts", v, "expected an integer >= 0");
              });
