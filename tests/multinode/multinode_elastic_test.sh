@@ -47,18 +47,20 @@ for i in 0 1; do
   "$netns" exec "$i" "$bin/ddprun" --nnodes 1:2 --rdzv-endpoint "$master:$port" --rdzv-id b --max-restarts 3 \
     --rdzv-conf last_call_timeout=2,join_timeout=30 --monitor-interval 0.2 --heartbeat-timeout 3 --kill-grace 2 \
     --nproc-per-node 1 "$bin/ddp-train" fashion-mnist --data-dir "$work/data/fashion" --epochs $epochs \
-    --batch-size 8 --data sampler --checkpoint-every 4 --no-progress --out-dir "$work/b" > "$work/b.h$i.log" 2>&1 &
+    --batch-size 8 --data sampler --checkpoint-every 4 --resume --no-progress --out-dir "$work/b" > "$work/b.h$i.log" 2>&1 &
   eval "p$i=\$!"
 done
 for _ in $(seq 600); do [ -s "$work/b/checkpoints/latest" ] && break; sleep 0.1; done
 [ -s "$work/b/checkpoints/latest" ] || { tail -20 "$work/b.h0.log"; fail "b: no checkpoint within 60 s"; }
-grep -q "round 0: node rank 0 of 2 node(s)" "$work/b.h0.log" || { cat "$work/b.h0.log"; fail "b: round 0 had not 2 nodes"; }
+# Round 0 has both hosts unless host 1 started more than last_call_timeout late (then round 1 has them).
+grep -q "node rank 0 of 2 node(s)" "$work/b.h0.log" || { cat "$work/b.h0.log"; fail "b: no round with 2 nodes"; }
 grep -q "epoch $epochs/$epochs" "$work/b.h0.log" && fail "b: training ended before the fault (make it longer)"
 t0=$(date +%s.%N)
 ip -n "$DDP_NETNS_PREFIX-h1" link set eth0 down
-for _ in $(seq 600); do grep -q "round 1: node rank 0 of 1 node(s)" "$work/b.h0.log" && break; sleep 0.05; done
+alone() { grep "node rank 0 of" "$work/b.h0.log" | tail -n1 | grep -q "node rank 0 of 1 node(s)"; }
+for _ in $(seq 600); do alone && break; sleep 0.05; done
 t1=$(date +%s.%N)
-grep -q "round 1: node rank 0 of 1 node(s)" "$work/b.h0.log" || { cat "$work/b.h0.log"; fail "b: no round 1 alone"; }
+alone || { cat "$work/b.h0.log"; fail "b: no round alone after the cut"; }
 rc0=0
 wait "$p0" || rc0=$?
 [ "$rc0" = 0 ] || { cat "$work/b.h0.log"; fail "b: host 0 exited with $rc0"; }
@@ -66,7 +68,7 @@ rc1=0
 wait "$p1" || rc1=$?
 [ "$rc1" != 0 ] || { cat "$work/b.h1.log"; fail "b: host 1 exited 0 after its link was cut"; }
 grep -q "rendezvous store at $master:$port" "$work/b.h1.log" || { cat "$work/b.h1.log"; fail "b: host 1 does not name the store"; }
-grep -q "round 1 succeeded after 1 restart" "$work/b.h0.log" || { cat "$work/b.h0.log"; fail "b: no success after 1 restart"; }
+grep -q "round [0-9]* succeeded after 1 restart" "$work/b.h0.log" || { cat "$work/b.h0.log"; fail "b: no success after 1 restart"; }
 grep -q "resumed from" "$work/b.h0.log" || { cat "$work/b.h0.log"; fail "b: did not resume"; }
 /usr/bin/python3 - "$work/b/checkpoints" $epochs <<'PY'
 import os, sys, torch
