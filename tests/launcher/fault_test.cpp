@@ -51,14 +51,6 @@ std::vector<pid_t> wait_gone(const std::map<int, pid_t>& pids, double timeout_s)
   }
 }
 
-bool have_mpirun() {
-#ifdef DDPRUN_HAVE_MPIRUN
-  return true;
-#else
-  return false;
-#endif
-}
-
 // A fresh directory (TMPDIR of a run), removed with its files.
 class TempDir {
  public:

@@ -1,4 +1,5 @@
 #include "launcher_test_util.h"
+#include "support/free_port.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -60,18 +61,15 @@ void ListeningSocket::close() {
   fd_ = -1;
 }
 
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in addr = {};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    throw std::runtime_error("cannot pick a free port");
-  close(fd);
-  return ntohs(addr.sin_port);
+bool have_mpirun() {
+#ifdef DDPRUN_HAVE_MPIRUN
+  return true;
+#else
+  return false;
+#endif
 }
+
+int free_port() { return ddp::test::free_port(); }
 
 namespace {
 

@@ -66,6 +66,9 @@ std::string ddprun_path();
 std::string probe_path();
 std::string error_probe_path();  // ddprun_error_probe (uses ddp::run_main)
 
+// Whether mpirun was found when the tests were configured (--backend mpi cases).
+bool have_mpirun();
+
 // A TCP port that was free on 127.0.0.1 a moment ago.
 int free_port();
 

@@ -127,7 +127,7 @@ TEST(Options, BadNumbers) {
             "invalid value '99999999999' for --nproc-per-node: expected an integer >= 1 or 'auto'");
   EXPECT_EQ(parse_error({"--nproc-per-node=", "prog"}),
             "invalid value '' for --nproc-per-node: expected an integer >= 1 or 'auto'");
-  EXPECT_EQ(parse_error({"--nnodes", "0", "prog"}), "invalid value '0' for --nnodes: expected an integer >= 1");
+  EXPECT_EQ(parse_error({"--nnodes", "0", "prog"}), "invalid value '0' for --nnodes: expected an integer >= 1 or MIN:MAX");
   EXPECT_EQ(parse_error({"--node-rank", "x", "prog"}), "invalid value 'x' for --node-rank: expected an integer >= 0");
   EXPECT_EQ(parse_error({"--master-port", "70000", "prog"}),
             "invalid value '70000' for --master-port: expected a TCP port number 1..65535");
@@ -177,11 +177,79 @@ TEST(Options, NodeRankMustBeBelowNnodes) {
   EXPECT_EQ(parse_ok({"--nnodes", "2", "--node-rank", "1", "prog"}).node_rank, 1);
 }
 
-TEST(Options, ElasticRangeRejected) {
+TEST(Options, ElasticRangeNeedsC10d) {
   EXPECT_EQ(parse_error({"--nnodes", "1:2", "prog"}),
-            "invalid value '1:2' for --nnodes: elastic ranges (MIN:MAX) are not supported; give a fixed number of "
-            "nodes >= 1");
-  EXPECT_EQ(parse_ok({"--nnodes=2:2", "prog"}).nnodes, 2);  // a fixed "range"
+            "--rdzv-backend c10d needs --rdzv-endpoint HOST[:PORT], the same on every node (c10d is the default "
+            "with --nnodes MIN:MAX or --rdzv-endpoint)");
+  EXPECT_EQ(parse_error({"--nnodes", "1:2", "--rdzv-backend", "static", "prog"}),
+            "--nnodes 1:2 (an elastic range) needs --rdzv-backend c10d, not static");
+  Options fixed = parse_ok({"--nnodes=2:2", "prog"});  // a fixed "range": static as before
+  EXPECT_EQ(fixed.nnodes, 2);
+  EXPECT_EQ(fixed.rdzv_backend, ddprun::Rdzv::kStatic);
+}
+
+TEST(Options, C10dRendezvous) {
+  Options o = parse_ok({"--nnodes", "1:3", "--rdzv-endpoint", "node0", "--nproc-per-node", "2", "prog"});
+  EXPECT_EQ(o.rdzv_backend, ddprun::Rdzv::kC10d);
+  EXPECT_EQ(o.nnodes_min, 1);
+  EXPECT_EQ(o.nnodes_max, 3);
+  EXPECT_EQ(o.rdzv_host, "node0");
+  EXPECT_EQ(o.rdzv_port, 29400);  // torchrun's default
+  EXPECT_EQ(o.rdzv_id, "none-node0:29400");
+  EXPECT_DOUBLE_EQ(o.last_call_timeout_s, 1.0);
+  EXPECT_DOUBLE_EQ(o.join_timeout_s, 600.0);
+  o = parse_ok({"--nnodes=2", "--rdzv_backend=c10d", "--rdzv_endpoint=10.0.0.1:1234", "--rdzv-id", "j",
+                "--rdzv-conf", "join_timeout=30,last_call_timeout=0.5", "--max-restarts", "2", "prog"});
+  EXPECT_EQ(o.rdzv_backend, ddprun::Rdzv::kC10d);
+  EXPECT_EQ(o.nnodes_min, 2);
+  EXPECT_EQ(o.nnodes_max, 2);
+  EXPECT_EQ(o.rdzv_host, "10.0.0.1");
+  EXPECT_EQ(o.rdzv_port, 1234);
+  EXPECT_EQ(o.rdzv_id, "j");
+  EXPECT_DOUBLE_EQ(o.last_call_timeout_s, 0.5);
+  EXPECT_DOUBLE_EQ(o.join_timeout_s, 30.0);
+  EXPECT_EQ(o.max_restarts, 2);
+  // An endpoint alone selects c10d.
+  EXPECT_EQ(parse_ok({"--rdzv-endpoint", "h", "prog"}).rdzv_backend, ddprun::Rdzv::kC10d);
+}
+
+TEST(Options, C10dBadInput) {
+  EXPECT_EQ(parse_error({"--nnodes", "3:2", "prog"}), "invalid value '3:2' for --nnodes: MIN is larger than MAX");
+  EXPECT_EQ(parse_error({"--nnodes", "0:2", "prog"}), "invalid value '0:2' for --nnodes: MIN must be at least 1");
+  EXPECT_EQ(parse_error({"--nnodes", "1:x", "prog"}),
+            "invalid value '1:x' for --nnodes: expected MIN:MAX with integers 1 <= MIN <= MAX");
+  EXPECT_EQ(parse_error({"--rdzv-endpoint", "h:0", "prog"}),
+            "invalid value 'h:0' for --rdzv-endpoint: the port must be a number 1..65535");
+  EXPECT_EQ(parse_error({"--rdzv-endpoint", "h:", "prog"}),
+            "invalid value 'h:' for --rdzv-endpoint: the port must be a number 1..65535");
+  EXPECT_EQ(parse_error({"--rdzv-endpoint", ":29400", "prog"}),
+            "invalid value ':29400' for --rdzv-endpoint: expected HOST or HOST:PORT (a host name or IPv4 address)");
+  EXPECT_EQ(parse_error({"--rdzv-backend", "etcd", "prog"}),
+            "invalid value 'etcd' for --rdzv-backend: expected static or c10d");
+  EXPECT_EQ(parse_error({"--nnodes", "1:2", "--rdzv-endpoint", "h", "--node-rank", "1", "prog"}),
+            "--node-rank cannot be used with --rdzv-backend c10d: node ranks are assigned at the rendezvous (c10d is "
+            "the default with --nnodes MIN:MAX or --rdzv-endpoint); use --rdzv-backend static for fixed node ranks");
+  EXPECT_EQ(parse_error({"--rdzv-backend", "c10d", "--rdzv-endpoint", "h", "--master-port", "5", "prog"}),
+            "--master-addr/--master-port cannot be used with --rdzv-backend c10d: the rendezvous picks node rank 0's "
+            "address and a free port each round");
+  EXPECT_EQ(parse_error({"--rdzv-backend", "c10d", "--nnodes", "2", "prog"}),
+            "--rdzv-backend c10d needs --rdzv-endpoint HOST[:PORT], the same on every node");
+  EXPECT_EQ(parse_error({"--rdzv-endpoint", "h", "--standalone", "prog"}),
+            "--standalone cannot be used with --rdzv-backend c10d (c10d is the default with --nnodes MIN:MAX or "
+            "--rdzv-endpoint)");
+  EXPECT_EQ(parse_error({"--rdzv-endpoint", "h", "--backend", "mpi", "prog"}),
+            "--backend mpi cannot be used with --rdzv-backend c10d (c10d is the default with --nnodes MIN:MAX or "
+            "--rdzv-endpoint)");
+  EXPECT_EQ(parse_error({"--rdzv-backend", "static", "--rdzv-endpoint", "h", "prog"}),
+            "--rdzv-endpoint needs --rdzv-backend c10d; with static give --master-addr/--master-port");
+  EXPECT_EQ(parse_error({"--rdzv-endpoint", "h", "--rdzv-conf", "timeout=3", "prog"}),
+            "invalid value 'timeout=3' for --rdzv-conf: unknown key 'timeout' (known: last_call_timeout, "
+            "join_timeout)");
+  EXPECT_EQ(parse_error({"--rdzv-endpoint", "h", "--rdzv-conf", "join_timeout=0", "prog"}),
+            "invalid value 'join_timeout=0' for --rdzv-conf: join_timeout expects seconds > 0, got '0'");
+  EXPECT_EQ(parse_error({"--rdzv-endpoint", "h", "--rdzv-conf", "last_call_timeout", "prog"}),
+            "invalid value 'last_call_timeout' for --rdzv-conf: expected KEY=VALUE[,KEY=VALUE] with keys "
+            "last_call_timeout, join_timeout");
 }
 
 TEST(Options, StandaloneWithSeveralNodes) {
@@ -197,7 +265,7 @@ TEST(Options, MpiWithSeveralNodes) {
 
 TEST(Options, UnknownFlag) {
   EXPECT_EQ(parse_error({"--nproc", "2", "prog"}), "unknown option '--nproc' (see ddprun --help)");
-  EXPECT_EQ(parse_error({"--rdzv-backend=c10d", "prog"}), "unknown option '--rdzv-backend' (see ddprun --help)");
+  EXPECT_EQ(parse_error({"--rdzv-timeout=3", "prog"}), "unknown option '--rdzv-timeout' (see ddprun --help)");
   EXPECT_EQ(parse_error({"-n", "prog"}), "unknown option '-n' (see ddprun --help)");
 }
 

@@ -1,9 +1,9 @@
 // Restarts (--max-restarts, torchrun's elastic agent on one node): after a
 // failed attempt every rank of this node is started again, with the same
 // ranks and world size, a fresh rendezvous port and TORCHELASTIC_RESTART_COUNT
-// one higher. Nodes joining or leaving (--nnodes MIN:MAX) would plug in here:
-// an attempt is "launch with this port and restart count"; a multi-node
-// version would agree on both (and on the world) before each attempt.
+// one higher. Across nodes (--rdzv-backend c10d) c10d_agent.h runs the
+// attempts instead: the rendezvous agrees on the port, the restart count and
+// the world before each one.
 #pragma once
 
 #include <functional>
@@ -17,12 +17,18 @@ namespace ddprun {
 struct Attempt {
   int restart_count = 0;  // 0 for the first attempt
   int master_port = 0;    // the port the ranks rendezvous at
+  // Multi-node (c10d): checked every --monitor-interval while the ranks run; a
+  // non-empty reason (another node failed, nodes wait to join) stops them.
+  std::function<std::string()> external_stop;
 };
 
 // How one attempt ended.
 struct AttemptOutcome {
+  AttemptOutcome(int code = 0, bool by_signal = false) : exit_code(code), stopped_by_signal(by_signal) {}
   int exit_code = 0;               // ddprun's exit code if it stopped now
   bool stopped_by_signal = false;  // ddprun got SIGINT/SIGTERM/...: never restart
+  bool stopped_externally = false; // Attempt::external_stop stopped the ranks (none failed here)
+  std::string failure;             // one line naming what failed here (for the other nodes)
 };
 
 // The line that ends an attempt's failure summary instead of "exiting with

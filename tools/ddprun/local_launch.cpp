@@ -70,7 +70,7 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
   std::vector<int> ranks;
   std::vector<ManagedChild> children;
   for (int local = 0; local < nproc; ++local) {
-    int rank = options.node_rank * nproc + local;
+    int rank = first_rank(options) + local;
     ranks.push_back(rank);
     ManagedChild child;
     child.spec.exec_path = exec_path;
@@ -99,6 +99,12 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
   Supervisor supervisor(options.kill_grace_s, &lines);
   supervisor.set_stop_timeout(options.heartbeat_timeout_s);
   supervisor.set_monitor_interval(options.monitor_interval_s);
+  std::string stop_reason;
+  if (attempt.external_stop)
+    supervisor.set_external_stop([&] {
+      stop_reason = attempt.external_stop();
+      return !stop_reason.empty();
+    });
   SupervisorResult result = supervisor.run(children);
 
   if (!result.spawn_error.empty()) report(result.spawn_error);
@@ -108,8 +114,14 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
     report("warning: output of rank(s) " + join_ranks(abandoned) +
            " was still open 2 s after the rank exited (held by a process it started); stopped reading it");
   }
-  if (result.first_failed < 0 && result.received_signal == 0 && result.spawn_error.empty() && result.stalled < 0)
-    return {};
+  if (result.first_failed < 0 && result.received_signal == 0 && result.spawn_error.empty() && result.stalled < 0) {
+    if (!result.external_stop) return {};
+    report("stopped the ranks of this node (" + join_ranks(ranks) + "): " + stop_reason);
+    AttemptOutcome stopped;
+    stopped.exit_code = 1;
+    stopped.stopped_externally = true;
+    return stopped;
+  }
 
   Summary summary;
   summary.grace_s = options.kill_grace_s;
@@ -177,7 +189,20 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
   const std::vector<std::string> summary_lines = format_summary(summary);
   for (const std::string& line : summary_lines) write_line(STDERR_FILENO, extras.summary_prefix, line);
   if (extras.summary != nullptr) *extras.summary = summary_lines;
-  return {summary.exit_code, result.received_signal > 0};
+  AttemptOutcome outcome;
+  outcome.exit_code = summary.exit_code;
+  outcome.stopped_by_signal = result.received_signal > 0;
+  if (result.received_signal > 0) {
+    outcome.failure = "ddprun received " + signal_name(result.received_signal);
+  } else if (result.first_failed >= 0) {
+    outcome.failure = "rank " + std::to_string(summary.failure.rank) + " " +
+                      describe_wait_status(result.children[static_cast<size_t>(result.first_failed)].status);
+  } else if (result.stalled >= 0) {
+    outcome.failure = result.stalled_who + " stopped answering (stopped for " + seconds_text(result.stalled_for_s) + ")";
+  } else {
+    outcome.failure = result.spawn_error.empty() ? "a launch error" : result.spawn_error;
+  }
+  return outcome;
 }
 
 }  // namespace ddprun

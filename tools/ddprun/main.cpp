@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "c10d_agent.h"
 #include "elastic.h"
 #include "local_launch.h"
 #include "mpi_launch.h"
@@ -88,6 +89,11 @@ int main(int argc, char** argv) {
     }
     mpirun_path = mpirun.path;
   }
+
+  if (options.rdzv_backend == Rdzv::kC10d)
+    return run_c10d(options, [&](const Options& round, const Attempt& attempt) {
+      return run_local(round, program.path, attempt);
+    });
 
   int master_port = prepare_master_port(options);
   if (master_port < 0) return 1;

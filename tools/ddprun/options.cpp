@@ -93,8 +93,38 @@ void value_flag(CLI::App& app, const std::string& names, const std::string& help
       ->type_name("");
 }
 
+// Flags whose mere presence matters for the checks after parsing.
+struct Given {
+  bool node_rank = false;
+  bool master = false;    // --master-addr or --master-port
+  std::string rdzv_backend;  // as given, or empty
+  bool endpoint = false;
+};
+
+// --rdzv-conf: comma-separated KEY=SECONDS of last_call_timeout, join_timeout.
+void parse_rdzv_conf(const std::string& v, Options& o) {
+  const char* flag = "--rdzv-conf";
+  size_t start = 0;
+  while (start <= v.size()) {
+    size_t comma = v.find(',', start);
+    std::string item = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    start = comma == std::string::npos ? v.size() + 1 : comma + 1;
+    size_t eq = item.find('=');
+    if (eq == std::string::npos)
+      throw invalid(flag, v, "expected KEY=VALUE[,KEY=VALUE] with keys last_call_timeout, join_timeout");
+    std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    double s = 0;
+    if (key != "last_call_timeout" && key != "join_timeout")
+      throw invalid(flag, v, "unknown key '" + key + "' (known: last_call_timeout, join_timeout)");
+    if (!parse_seconds(value, &s) || (key == "join_timeout" && s <= 0))
+      throw invalid(flag, v, key + " expects seconds" + (key == "join_timeout" ? " > 0" : " >= 0") + ", got '" +
+                                 value + "'");
+    (key == "join_timeout" ? o.join_timeout_s : o.last_call_timeout_s) = s;
+  }
+}
+
 // Every flag of ddprun, writing into `o`.
-void define(CLI::App& app, Options& o, int online_cpus) {
+void define(CLI::App& app, Options& o, int online_cpus, Given* given) {
   app.description(kDescription);
   app.footer(kFooter);
   app.formatter(std::make_shared<UsageFirst>());
@@ -111,35 +141,41 @@ void define(CLI::App& app, Options& o, int online_cpus) {
                if (!parse_int(v, &n) || n < 1) throw invalid(flag, v, "expected an integer >= 1 or 'auto'");
                o.nproc_per_node = n;
              });
-  value_flag(app, "--nnodes", "number of nodes [default 1]; elastic ranges are not supported", [&o](auto& v) {
-    const char* flag = "--nnodes";
-    size_t colon = v.find(':');
-    if (colon != std::string::npos) {
-      int lo = 0, hi = 0;
-      if (parse_int(v.substr(0, colon), &lo) && parse_int(v.substr(colon + 1), &hi) && lo == hi && lo >= 1) {
-        o.nnodes = lo;  // "N:N" is a fixed size, same as "N"
-        return;
-      }
-      throw invalid(flag, v, "elastic ranges (MIN:MAX) are not supported; give a fixed number of nodes >= 1");
-    }
-    int n = 0;
-    if (!parse_int(v, &n) || n < 1) throw invalid(flag, v, "expected an integer >= 1");
-    o.nnodes = n;
-  });
-  value_flag(app, "--node-rank,--node_rank", "rank of this node, 0 <= G < nnodes [default 0]", [&o](auto& v) {
-    int n = 0;
-    if (!parse_int(v, &n)) throw invalid("--node-rank", v, "expected an integer >= 0");
-    o.node_rank = n;
-  });
-  value_flag(app, "--master-addr,--master_addr", "address of node 0 [default 127.0.0.1]", [&o](auto& v) {
+  value_flag(app, "--nnodes",
+             "number of nodes N, or MIN:MAX for an elastic job (--rdzv-backend c10d) [default 1]", [&o](auto& v) {
+               const char* flag = "--nnodes";
+               size_t colon = v.find(':');
+               int lo = 0, hi = 0;
+               if (colon == std::string::npos) {
+                 if (!parse_int(v, &lo) || lo < 1) throw invalid(flag, v, "expected an integer >= 1 or MIN:MAX");
+                 hi = lo;
+               } else if (!parse_int(v.substr(0, colon), &lo) || !parse_int(v.substr(colon + 1), &hi)) {
+                 throw invalid(flag, v, "expected MIN:MAX with integers 1 <= MIN <= MAX");
+               }
+               if (lo < 1) throw invalid(flag, v, "MIN must be at least 1");
+               if (lo > hi) throw invalid(flag, v, "MIN is larger than MAX");
+               o.nnodes_min = lo;
+               o.nnodes_max = hi;
+               o.nnodes = hi;
+             });
+  value_flag(app, "--node-rank,--node_rank", "rank of this node, 0 <= G < nnodes (static rendezvous) [default 0]",
+             [&o, given](auto& v) {
+               int n = 0;
+               if (!parse_int(v, &n)) throw invalid("--node-rank", v, "expected an integer >= 0");
+               o.node_rank = n;
+               given->node_rank = true;
+             });
+  value_flag(app, "--master-addr,--master_addr", "address of node 0 [default 127.0.0.1]", [&o, given](auto& v) {
     if (v.empty() || v.find_first_of(" \t\n") != std::string::npos)
       throw invalid("--master-addr", v, "expected a host name or IP address");
     o.master_addr = v;
+    given->master = true;
   });
-  value_flag(app, "--master-port,--master_port", "TCP port on node 0 [default 29500]", [&o](auto& v) {
+  value_flag(app, "--master-port,--master_port", "TCP port on node 0 [default 29500]", [&o, given](auto& v) {
     int n = 0;
     if (!parse_int(v, &n) || n < 1 || n > 65535) throw invalid("--master-port", v, "expected a TCP port number 1..65535");
     o.master_port = n;
+    given->master = true;
   });
   app.add_flag("--standalone", o.standalone, "single node: use 127.0.0.1 and a free port")->disable_flag_override();
   value_flag(app, "--backend",
@@ -176,17 +212,46 @@ void define(CLI::App& app, Options& o, int online_cpus) {
              });
   value_flag(app, "--rdzv-id,--rdzv_id",
              "job id, exported as TORCHELASTIC_RUN_ID; ranks refuse a store of another job [default: random "
-             "on one node; none-MASTER_ADDR:MASTER_PORT with --nnodes > 1]",
+             "on one node; none-MASTER_ADDR:MASTER_PORT with --nnodes > 1; none-ENDPOINT with c10d]",
              [&o](auto& v) {
                if (v.empty() || v.find_first_of(" \t\n") != std::string::npos)
                  throw invalid("--rdzv-id", v, "expected a non-empty id without spaces");
                o.rdzv_id = v;
              });
   value_flag(app, "--max-restarts,--max_restarts",
-             "start every rank again after a failed attempt, at most this many times [default 0]", [&o](auto& v) {
+             "start every rank again after a failed attempt, at most this many times; across nodes with "
+             "--rdzv-backend c10d [default 0]", [&o](auto& v) {
                if (!parse_int(v, &o.max_restarts))
                  throw invalid("--max-restarts", v, "expected an integer >= 0");
              });
+  value_flag(app, "--rdzv-backend,--rdzv_backend",
+             "static | c10d: c10d assigns node ranks at a rendezvous each round (elastic, restarts across "
+             "nodes) [default c10d with --nnodes MIN:MAX or --rdzv-endpoint, else static]",
+             [&o, given](auto& v) {
+               if (v == "static") o.rdzv_backend = Rdzv::kStatic;
+               else if (v == "c10d") o.rdzv_backend = Rdzv::kC10d;
+               else throw invalid("--rdzv-backend", v, "expected static or c10d");
+               given->rdzv_backend = v;
+             });
+  value_flag(app, "--rdzv-endpoint,--rdzv_endpoint",
+             "HOST[:PORT] of the c10d rendezvous store, hosted by the agent on HOST [default port 29400]",
+             [&o, given](auto& v) {
+               const char* flag = "--rdzv-endpoint";
+               size_t colon = v.rfind(':');
+               std::string host = v.substr(0, colon);
+               if (host.empty() || host.find_first_of(" \t\n[]:") != std::string::npos)
+                 throw invalid(flag, v, "expected HOST or HOST:PORT (a host name or IPv4 address)");
+               int port = 29400;
+               if (colon != std::string::npos && (!parse_int(v.substr(colon + 1), &port) || port < 1 || port > 65535))
+                 throw invalid(flag, v, "the port must be a number 1..65535");
+               o.rdzv_host = host;
+               o.rdzv_port = port;
+               given->endpoint = true;
+             });
+  value_flag(app, "--rdzv-conf,--rdzv_conf",
+             "c10d rendezvous settings: last_call_timeout=S (a round with >= MIN nodes closes S seconds after "
+             "the last join) [1], join_timeout=S (fail when MIN nodes are not there after S seconds) [600]",
+             [&o](auto& v) { parse_rdzv_conf(v, o); });
   value_flag(app, "--monitor-interval,--monitor_interval",
              "seconds between the supervisor's periodic checks of the ranks (exits are seen at once) [default 1]",
              [&o](auto& v) {
@@ -243,7 +308,8 @@ ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus
     return out;
   };
   CLI::App app("ddprun", "ddprun");
-  define(app, out.options, online_cpus);
+  Given given;
+  define(app, out.options, online_cpus, &given);
   // Without --heartbeat-timeout, an inherited DDP_HEARTBEAT_TIMEOUT (a valid one) is kept, for the ranks and for
   // ddprun's own stopped-rank check, as DDP_TIMEOUT is without --timeout.
   if (const char* env = std::getenv("DDP_HEARTBEAT_TIMEOUT"); env != nullptr && *env != '\0') {
@@ -288,7 +354,34 @@ ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus
   out.options.program = rest[0];
   out.options.program_args.assign(rest.begin() + 1, rest.end());
 
-  const Options& o = out.options;
+  Options& o = out.options;
+  if (given.rdzv_backend.empty() && (o.nnodes_min != o.nnodes_max || given.endpoint)) o.rdzv_backend = Rdzv::kC10d;
+  if (o.rdzv_backend == Rdzv::kC10d) {
+    const std::string why = given.rdzv_backend.empty() ? " (c10d is the default with --nnodes MIN:MAX or --rdzv-endpoint)"
+                                                       : "";
+    if (!given.endpoint)
+      return fail("--rdzv-backend c10d needs --rdzv-endpoint HOST[:PORT], the same on every node" + why);
+    if (given.node_rank)
+      return fail("--node-rank cannot be used with --rdzv-backend c10d: node ranks are assigned at the rendezvous" +
+                  why + "; use --rdzv-backend static for fixed node ranks");
+    if (given.master)
+      return fail("--master-addr/--master-port cannot be used with --rdzv-backend c10d: the rendezvous picks node "
+                  "rank 0's address and a free port each round" + why);
+    if (o.standalone) return fail("--standalone cannot be used with --rdzv-backend c10d" + why);
+    if (o.backend == Backend::Mpi) return fail("--backend mpi cannot be used with --rdzv-backend c10d" + why);
+    if (o.rdzv_id.empty()) o.rdzv_id = "none-" + o.rdzv_host + ":" + std::to_string(o.rdzv_port);
+    o.node_rank = 0;  // until the first round
+    out.kind = ParseOutcome::kRun;
+    if ((o.redirects != 0 || o.tee != 0) && o.log_dir.empty())
+      return fail(std::string(o.redirects != 0 ? "--redirects" : "--tee") +
+                  " needs --log-dir DIR: the directory the ranks' log files are written to");
+    return out;
+  }
+  if (o.nnodes_min != o.nnodes_max)
+    return fail("--nnodes " + std::to_string(o.nnodes_min) + ":" + std::to_string(o.nnodes_max) +
+                " (an elastic range) needs --rdzv-backend c10d, not static");
+  if (given.endpoint)
+    return fail("--rdzv-endpoint needs --rdzv-backend c10d; with static give --master-addr/--master-port");
   if (o.node_rank >= o.nnodes)
     return fail("invalid value '" + std::to_string(o.node_rank) + "' for --node-rank: must be less than --nnodes (" +
                 std::to_string(o.nnodes) + ")");
@@ -305,8 +398,9 @@ ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus
   }
   if (o.max_restarts > 0 && o.nnodes > 1)
     return fail("--max-restarts " + std::to_string(o.max_restarts) +
-                " needs a single node for now (got --nnodes " + std::to_string(o.nnodes) +
-                "): restarts across nodes need a re-rendezvous that ddprun does not have yet");
+                " across nodes (--nnodes " + std::to_string(o.nnodes) +
+                ") needs --rdzv-backend c10d and --rdzv-endpoint HOST[:PORT]: the static rendezvous has fixed "
+                "node ranks and cannot re-rendezvous");
   if ((o.redirects != 0 || o.tee != 0) && o.log_dir.empty())
     return fail(std::string(o.redirects != 0 ? "--redirects" : "--tee") +
                 " needs --log-dir DIR: the directory the ranks' log files are written to");
@@ -316,8 +410,9 @@ ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus
 
 std::string usage_text() {
   Options ignored;
+  Given given;
   CLI::App app("ddprun", "ddprun");
-  define(app, ignored, 1);
+  define(app, ignored, 1, &given);
   return app.help();
 }
 

@@ -8,6 +8,10 @@ namespace ddprun {
 
 enum class Backend { Auto, Gloo, Mpi };
 
+// --rdzv-backend: static = fixed --node-rank and --master-addr (no restarts
+// across nodes); c10d = the agents meet at --rdzv-endpoint each round (see rendezvous.h).
+enum class Rdzv { kStatic, kC10d };
+
 // "auto", "gloo" or "mpi".
 const char* backend_name(Backend backend);
 
@@ -33,6 +37,17 @@ struct Options {
   // Restarts (torchrun's elastic agent, single node): how often every rank is
   // started again after a failed attempt (see elastic.h).
   int max_restarts = 0;
+  // --nnodes MIN:MAX (N = N:N), --rdzv-backend, --rdzv-endpoint HOST[:PORT], --rdzv-conf.
+  Rdzv rdzv_backend = Rdzv::kStatic;
+  int nnodes_min = 1;
+  int nnodes_max = 1;
+  std::string rdzv_host;
+  int rdzv_port = 29400;
+  double last_call_timeout_s = 1.0;  // a round with >= MIN nodes closes this long after the last join
+  double join_timeout_s = 600.0;     // a round with < MIN nodes fails after this long
+  // Set per round by the c10d rendezvous (0 / -1: nnodes * nproc_per_node / node_rank * nproc_per_node).
+  int world_size = 0;
+  int first_rank = -1;
   double monitor_interval_s = 1.0;  // the supervisor's periodic check (s)
   std::string role = "default";     // ROLE_NAME
   // --log-dir: per-attempt, per-rank logs and error files; empty: none.

@@ -25,6 +25,14 @@ bool has_key(const std::string& entry, const std::string& key) {
 
 }  // namespace
 
+int world_size(const Options& options) {
+  return options.world_size > 0 ? options.world_size : options.nnodes * options.nproc_per_node;
+}
+
+int first_rank(const Options& options) {
+  return options.first_rank >= 0 ? options.first_rank : options.node_rank * options.nproc_per_node;
+}
+
 bool find_env(const std::vector<std::string>& env, const std::string& key, std::string* value) {
   for (const std::string& entry : env) {
     if (has_key(entry, key)) {
@@ -40,7 +48,7 @@ std::vector<std::pair<std::string, std::string>> node_env_vars(const Options& op
                                                                int cpus) {
   const int nproc = options.nproc_per_node;
   std::vector<std::pair<std::string, std::string>> vars = {
-      {"WORLD_SIZE", std::to_string(options.nnodes * nproc)},
+      {"WORLD_SIZE", std::to_string(world_size(options))},
       {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
       {"GROUP_RANK", std::to_string(options.node_rank)},
       {"MASTER_ADDR", options.master_addr},
@@ -66,7 +74,7 @@ std::vector<std::pair<std::string, std::string>> rank_env_vars(const Options& op
                                                                const std::vector<std::string>& base,
                                                                int cpus, int local_rank) {
   auto vars = node_env_vars(options, master_port, base, cpus);
-  vars.insert(vars.begin(), {{"RANK", std::to_string(options.node_rank * options.nproc_per_node + local_rank)},
+  vars.insert(vars.begin(), {{"RANK", std::to_string(first_rank(options) + local_rank)},
                              {"LOCAL_RANK", std::to_string(local_rank)}});
   return vars;
 }
@@ -75,7 +83,7 @@ std::vector<std::pair<std::string, std::string>> elastic_env_vars(const Options&
   return {{"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
           {"TORCHELASTIC_MAX_RESTARTS", std::to_string(options.max_restarts)},
           {"ROLE_NAME", options.role},
-          {"ROLE_WORLD_SIZE", std::to_string(options.nnodes * options.nproc_per_node)},
+          {"ROLE_WORLD_SIZE", std::to_string(world_size(options))},
           {"GROUP_WORLD_SIZE", std::to_string(options.nnodes)}};
 }
 

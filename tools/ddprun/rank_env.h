@@ -14,6 +14,11 @@ int online_cpu_count();
 // OMP_NUM_THREADS for P processes on a node with `cpus` cores: max(1, cpus / P).
 int default_omp_threads(int cpus, int nproc_per_node);
 
+// The job's number of ranks (options.world_size once a c10d round set it, else
+// nnodes * nproc_per_node) and this node's first rank (likewise).
+int world_size(const Options& options);
+int first_rank(const Options& options);
+
 // Variables shared by all ranks of this node: WORLD_SIZE, LOCAL_WORLD_SIZE,
 // GROUP_RANK, MASTER_ADDR, MASTER_PORT, OMP_NUM_THREADS (unless `base` has it),
 // DDP_BACKEND (unless the backend is auto), DDP_LAUNCHER=ddprun and TORCHELASTIC_RUN_ID

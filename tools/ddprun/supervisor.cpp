@@ -57,10 +57,13 @@ class Run {
         monitor_interval_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(monitor_interval_s))),
         handler_(handler) {}
 
+  void set_external_stop(std::function<bool()> check) { external_stop_ = std::move(check); }
+
   SupervisorResult run(const std::vector<ManagedChild>& configs) {
     SignalPipe signal_pipe({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD});
     start_ = Clock::now();
     next_scan_ = start_;
+    next_external_ = start_ + monitor_interval_;
     for (const ManagedChild& c : configs) has_group_less_child_ = has_group_less_child_ || !c.signal_group;
     children_.resize(configs.size());
     for (size_t i = 0; i < configs.size(); ++i) {
@@ -97,6 +100,11 @@ class Run {
       if (stopping_ && !killed_ && now >= kill_deadline_) escalate();
       scan_grandchildren(now);
       check_stopped(now);
+      if (!stopping_ && external_stop_ && now >= next_external_ && external_stop_()) {
+        result_.external_stop = true;
+        begin_stop(SIGTERM);
+      }
+      if (now >= next_external_) next_external_ = now + monitor_interval_;
       bool all_reaped = std::all_of(children_.begin(), children_.end(),
                                     [](const Child& c) { return c.result.reaped; });
       if (all_reaped) {
@@ -386,6 +394,8 @@ class Run {
   Clock::duration monitor_interval_;
   LineHandler* handler_;
   Clock::time_point start_;
+  std::function<bool()> external_stop_;
+  Clock::time_point next_external_;
   // Stopped children of group-less (mpirun) children, by pid.
   struct GrandchildStop {
     Clock::time_point since;
@@ -407,6 +417,7 @@ class Run {
 
 SupervisorResult Supervisor::run(const std::vector<ManagedChild>& children) {
   Run run(grace_s_, stop_timeout_s_, monitor_interval_s_, handler_);
+  run.set_external_stop(external_stop_);
   return run.run(children);
 }
 

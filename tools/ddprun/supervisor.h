@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,6 +57,8 @@ struct SupervisorResult {
   std::string stalled_who;     // "rank 1 (pid 42)"
   int stalled_signal = 0;      // the signal that stopped it (0: unknown, seen in /proc)
   double stalled_for_s = 0;  // how long it had been stopped
+  // The external stop check (set_external_stop) asked to stop the children.
+  bool external_stop = false;
 };
 
 class Supervisor {
@@ -73,6 +76,11 @@ class Supervisor {
   // (--monitor-interval); exits and output are seen at once. Default 1 s.
   void set_monitor_interval(double seconds) { monitor_interval_s_ = seconds; }
 
+  // Called at each periodic check (--monitor-interval): true stops every child
+  // as after a failure (SIGTERM, then SIGKILL), without naming a failed child.
+  // The multi-node agent uses it when another node failed.
+  void set_external_stop(std::function<bool()> check) { external_stop_ = std::move(check); }
+
   // Blocks until every child has exited and its output has been drained
   // (at most ~2 s after the last exit, in case descendants keep a pipe open).
   SupervisorResult run(const std::vector<ManagedChild>& children);
@@ -81,6 +89,7 @@ class Supervisor {
   double grace_s_;
   double stop_timeout_s_ = 0;
   double monitor_interval_s_ = 1.0;
+  std::function<bool()> external_stop_;
   LineHandler* handler_;
 };
 

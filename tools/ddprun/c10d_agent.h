@@ -1,0 +1,20 @@
+// The multi-node elastic agent (--rdzv-backend c10d): rendezvous rounds (rendezvous.h) on the store at
+// --rdzv-endpoint (rdzv_store.h), one attempt of this node's ranks per round, restarts across nodes.
+#pragma once
+
+#include <functional>
+
+#include "elastic.h"
+#include "options.h"
+
+namespace ddprun {
+
+// Starts this node's ranks for the options of a round (node rank, world size, first rank, master address
+// and port set by the rendezvous).
+using RoundLaunch = std::function<AttemptOutcome(const Options&, const Attempt&)>;
+
+// Runs rounds until one succeeds here, restarts are used up, the rendezvous fails or ddprun is stopped.
+// Returns ddprun's exit code.
+int run_c10d(const Options& options, const RoundLaunch& launch);
+
+}  // namespace ddprun
