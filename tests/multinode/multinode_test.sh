@@ -5,6 +5,7 @@
 #     and DDP/FSDP equivalences on 3 hosts x 1
 #  2. gloo: ddp-train fashion-mnist on 2 hosts x 1 rank: the final checkpoint equals a one-host run's, bit for bit
 #  3. mpi: suite_mp's collectives and equivalences through mpirun across the hosts (a launch agent runs `ip netns exec`), TCP only
+#  4. mpi: ddp-train fashion-mnist through mpirun on 2 hosts x 1 rank: the final checkpoint equals the one-host gloo run's
 # usage: multinode_test.sh BIN_DIR   (needs root for `ip netns`)
 set -euo pipefail
 SECONDS=0
@@ -71,4 +72,20 @@ before=$(tx)
 sent=$(( $(tx) - before ))
 [ "$sent" -gt 1000000 ] || fail "mpi: host 1 sent only $sent bytes over eth0"
 echo "[$SECONDS s] mpi suite passed on 2 hosts x 2 ranks; host 1 sent $sent bytes over its link"
+
+# ddp-train over MPI across the hosts (2 ranks: a sum of two gradients is exact in any order, so it equals gloo's run).
+"$netns" exec 0 "$mpirun" --allow-run-as-root --oversubscribe --bind-to none -H "$master:1,$("$netns" addr 1):1" \
+  --mca plm_rsh_agent "$netns agent" --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
+  -x DDP_BACKEND=mpi -x DDP_NETNS_PREFIX -x OMP_NUM_THREADS -x DDP_TIMEOUT \
+  "$bin/ddp-train" "${train[@]}" --out-dir "$work/mpi-train" > "$work/mpi-train.log" 2>&1 ||
+  { tail -n 40 "$work/mpi-train.log"; fail "ddp-train over mpi across hosts"; }
+grep -q "ddp-train fashion-mnist: 2 rank(s) on mpi" "$work/mpi-train.log" || fail "the mpi run did not run 2 ranks on mpi"
+/usr/bin/python3 - "$work/mpi-train/checkpoints" "$work/single/checkpoints" <<'PY'
+import os, sys, torch
+a, b = (torch.load(os.path.join(d, open(os.path.join(d, "latest")).read().strip())) for d in sys.argv[1:3])
+assert a["step"] == b["step"] > 0, (a["step"], b["step"])
+for k in a["model"]:
+    assert torch.equal(a["model"][k], b["model"][k]), "FAIL: " + k + " differs between mpi on 2 hosts and gloo on 1"
+print("ddp-train over mpi on 2 hosts equals gloo on 1 host:", len(a["model"]), "tensors, step", a["step"])
+PY
 echo "multinode_test: all cases passed in $SECONDS s"
