@@ -8,8 +8,8 @@
 // weights) alternate in blocks of 10 steps; the medians of the block times
 // are compared. --pair --sync-bn: DDP against DDP with SyncBatchNorm, likewise;
 // --pair --join: DDP against DDP under a Join (even inputs: the join all_reduce's cost);
-// --pair --guards: DDP against DDP with ddp-train's per-step guards (the stop check's
-// one-integer async all_reduce and the --nan-check pass over the gradients).
+// --pair --guards stop|nan|both: DDP against DDP with ddp-train's per-step guards (the
+// stop check's one-integer async all_reduce, the --nan-check pass over the gradients).
 #include <ATen/Parallel.h>
 #include <torch/nn/functional/loss.h>
 #include <sys/resource.h>
@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <cstdio>
 
 #include "bench.h"
@@ -44,7 +45,7 @@ struct Options {
   bool zero = false;                    // ZeroRedundancyOptimizer over --optimizer
   bool sync_bn = false;                 // the DDP model's BatchNorms as SyncBatchNorms
   bool join = false;                    // --pair: the second DDP model under a Join
-  bool guards = false;                  // --pair: the second DDP model's steps with ddp-train's guards
+  std::string guards;                   // --pair: the second DDP model's steps with ddp-train's guards: stop|nan|both
   std::string json;
 };
 
@@ -142,7 +143,7 @@ Pair run_pair(Net plain, Net wrapped, const at::Tensor& x, const at::Tensor& y, 
   // --join: both under DDP, the second under a Join too.
   std::unique_ptr<DistributedDataParallel<Net>> base;
   if (o.sync_bn) convert_sync_batchnorm(wrapped.ptr(), g);
-  if (o.sync_bn || o.join || o.guards) base = std::make_unique<DistributedDataParallel<Net>>(plain, ddp_options(o, g));
+  if (o.sync_bn || o.join || !o.guards.empty()) base = std::make_unique<DistributedDataParallel<Net>>(plain, ddp_options(o, g));
   torch::optim::SGD opt_plain(plain->parameters(), 0.01), opt_ddp(wrapped->parameters(), 0.01);
   DistributedDataParallel<Net> model(wrapped, ddp_options(o, g));
   std::unique_ptr<Join> join;
@@ -151,14 +152,16 @@ Pair run_pair(Net plain, Net wrapped, const at::Tensor& x, const at::Tensor& y, 
     sgd_step(opt_plain, [&](const at::Tensor& in) { return base ? (*base)(in) : plain->forward(in); }, x, y);
   };
   auto step_ddp = [&] {
-    if (!o.guards) return sgd_step(opt_ddp, model, x, y);
+    if (o.guards.empty()) return sgd_step(opt_ddp, model, x, y);
     // ddp-train's step: the stop check started, forward/backward, the gradients checked, the step, the check read.
-    train::detail::StopCheck stop(*g, 0);
+    const bool use_stop = o.guards != "nan", use_nan = o.guards != "stop";
+    std::optional<train::detail::StopCheck> stop;
+    if (use_stop) stop.emplace(*g, 0);
     opt_ddp.zero_grad();
     torch::nn::functional::cross_entropy(model(x), y).backward();
-    if (!train::detail::gradients_finite(*wrapped.ptr())) throw std::runtime_error("non-finite gradients");
+    if (use_nan && !train::detail::gradients_finite(*wrapped.ptr())) throw std::runtime_error("non-finite gradients");
     opt_ddp.step();
-    if (stop.requested()) throw std::runtime_error("a stop was requested");
+    if (stop && stop->requested()) throw std::runtime_error("a stop was requested");
   };
   for (int i = 0; i < o.warmup; ++i) step_plain(), step_ddp();
   constexpr int kBlock = 10;
@@ -200,9 +203,9 @@ int pair_main(const Options& o, GroupPtr g, const at::Tensor& x, const at::Tenso
     std::printf("ddp-bench ddp --pair: model %s (%.2fM parameters), batch %d per rank, %d ranks, DDP over %s%s, %d threads/rank\n",
                 o.model.c_str(), r.params / 1e6, o.batch, g->size(), g->backend().c_str(),
                 o.sync_bn ? " with SyncBatchNorm" : "", at::get_num_threads());
-    if (o.guards)
-      std::printf("  DDP %.3f ms/step | DDP with ddp-train's guards %.3f ms/step | ratio %.4f, +%.3f ms/step (medians "
-                  "of 10-step blocks, alternating)\n", r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms, r.ddp_ms - r.plain_ms);
+    if (!o.guards.empty())
+      std::printf("  DDP %.3f ms/step | DDP with ddp-train's guards (%s) %.3f ms/step | ratio %.4f, +%.3f ms/step (medians "
+                  "of 10-step blocks, alternating)\n", r.plain_ms, o.guards.c_str(), r.ddp_ms, r.ddp_ms / r.plain_ms, r.ddp_ms - r.plain_ms);
     else if (o.join)
       std::printf("  DDP %.3f ms/step | DDP under Join %.3f ms/step | ratio %.4f, +%.3f ms/step (medians of 10-step "
                   "blocks, alternating)\n", r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms, r.ddp_ms - r.plain_ms);
@@ -230,7 +233,7 @@ int run_ddp(const Options& o) {
   if (o.sync_bn && o.model != "cnn") throw std::invalid_argument("--sync-bn: only --model cnn has BatchNorm layers");
   if (o.sync_bn && !o.use_ddp) throw std::invalid_argument("--sync-bn synchronizes DDP's model; drop --no-ddp");
   if (o.join && (!o.pair || o.sync_bn)) throw std::invalid_argument("--join: with --pair, without --sync-bn");
-  if (o.guards && (!o.pair || o.sync_bn || o.join))
+  if (!o.guards.empty() && (!o.pair || o.sync_bn || o.join))
     throw std::invalid_argument("--guards: with --pair, without --sync-bn or --join");
   InitOptions init;
   init.backend = o.backend;
@@ -309,8 +312,10 @@ void add_ddp_command(CLI::App& app, std::function<int()>& run) {
   sub->add_flag("--sync-bn", o->sync_bn,
                 "the DDP model's BatchNorms as SyncBatchNorms (--model cnn); with --pair: DDP against DDP with them");
   sub->add_flag("--join", o->join, "with --pair: DDP against DDP under a Join (even inputs)");
-  sub->add_flag("--guards", o->guards,
-                "with --pair: DDP against DDP with ddp-train's per-step guards (stop check, --nan-check)");
+  sub->add_option("--guards", o->guards,
+                  "with --pair: DDP against DDP with ddp-train's per-step guards: stop (the preemption check's "
+                  "async all_reduce), nan (--nan-check's pass over the gradients) or both")
+      ->check(CLI::IsMember({"stop", "nan", "both"}));
   sub->add_option("--json", o->json, "also write the result to this JSON file");
   sub->callback([o, &run] { run = [o] { return run_ddp(*o); }; });
 }
