@@ -29,15 +29,6 @@ std::map<int, pid_t> ready_pids(const std::string& out) {
   return pids;
 }
 
-// Gone: no such process, or a zombie nobody reaped yet (it no longer runs).
-bool gone(pid_t pid) {
-  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  size_t paren = line.rfind(')');
-  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
-}
 
 // Waits until every pid is gone; returns those still there after timeout_s.
 std::vector<pid_t> wait_gone(const std::map<int, pid_t>& pids, double timeout_s) {

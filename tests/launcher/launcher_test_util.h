@@ -66,6 +66,9 @@ std::string ddprun_path();
 std::string probe_path();
 std::string error_probe_path();  // ddprun_error_probe (uses ddp::run_main)
 
+// Gone: no such process, or a zombie nobody reaped yet (it no longer runs).
+bool gone(pid_t pid);
+
 // Whether mpirun was found when the tests were configured (--backend mpi cases).
 bool have_mpirun();
 

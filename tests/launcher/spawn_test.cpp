@@ -31,14 +31,6 @@ std::string sum_line(int rank, int world) {
          "): sum " + std::to_string(world * (world + 1) / 2) + "\n";
 }
 
-bool gone(pid_t pid) {  // no such process, or a zombie
-  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  size_t paren = line.rfind(')');
-  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
-}
 
 class SpawnAllReduce : public ::testing::TestWithParam<int> {};
 

@@ -53,14 +53,18 @@ on_hosts train21 2 1 29603 "$bin/ddp-train" "${train[@]}" --out-dir "$work/multi
 "$bin/ddprun" --nproc-per-node 2 --standalone "$bin/ddp-train" "${train[@]}" --out-dir "$work/single" > "$work/single.log" 2>&1 ||
   { tail -n 30 "$work/single.log"; fail "the one-host run"; }
 grep -q "ddp-train fashion-mnist: 2 rank(s) on gloo" "$work/train21.h0.log" || fail "the two-host run did not run 2 ranks on gloo"
-/usr/bin/python3 - "$work/multi/checkpoints" "$work/single/checkpoints" <<'PY'
+# same_weights OUT_A OUT_B WHAT: the latest checkpoints of two runs hold the same step and bit-identical weights.
+same_weights() {
+  /usr/bin/python3 - "$1/checkpoints" "$2/checkpoints" "$3" <<'PY'
 import os, sys, torch
 a, b = (torch.load(os.path.join(d, open(os.path.join(d, "latest")).read().strip())) for d in sys.argv[1:3])
 assert a["step"] == b["step"] > 0, (a["step"], b["step"])
 for k in a["model"]:
-    assert torch.equal(a["model"][k], b["model"][k]), "FAIL: " + k + " differs between 2 hosts and 1 host"
-print("ddp-train on 2 hosts equals 1 host:", len(a["model"]), "tensors, step", a["step"])
+    assert torch.equal(a["model"][k], b["model"][k]), "FAIL: " + k + " differs: " + sys.argv[3]
+print("ddp-train", sys.argv[3] + ":", len(a["model"]), "tensors, step", a["step"])
 PY
+}
+same_weights "$work/multi" "$work/single" "on 2 hosts equals 1 host"
 
 # MPI: mpirun on host 0 starts host 1's ranks through the agent; TCP between the hosts (no shared memory).
 mpirun=$(command -v mpirun) || fail "mpirun not found"
@@ -80,12 +84,5 @@ echo "[$SECONDS s] mpi suite passed on 2 hosts x 2 ranks; host 1 sent $sent byte
   "$bin/ddp-train" "${train[@]}" --out-dir "$work/mpi-train" > "$work/mpi-train.log" 2>&1 ||
   { tail -n 40 "$work/mpi-train.log"; fail "ddp-train over mpi across hosts"; }
 grep -q "ddp-train fashion-mnist: 2 rank(s) on mpi" "$work/mpi-train.log" || fail "the mpi run did not run 2 ranks on mpi"
-/usr/bin/python3 - "$work/mpi-train/checkpoints" "$work/single/checkpoints" <<'PY'
-import os, sys, torch
-a, b = (torch.load(os.path.join(d, open(os.path.join(d, "latest")).read().strip())) for d in sys.argv[1:3])
-assert a["step"] == b["step"] > 0, (a["step"], b["step"])
-for k in a["model"]:
-    assert torch.equal(a["model"][k], b["model"][k]), "FAIL: " + k + " differs between mpi on 2 hosts and gloo on 1"
-print("ddp-train over mpi on 2 hosts equals gloo on 1 host:", len(a["model"]), "tensors, step", a["step"])
-PY
+same_weights "$work/mpi-train" "$work/single" "over mpi on 2 hosts equals gloo on 1 host"
 echo "multinode_test: all cases passed in $SECONDS s"
