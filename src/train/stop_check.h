@@ -1,33 +1,75 @@
-// Whether any rank asked to stop (SIGTERM: preemption), learned without a
-// blocking collective: a one-integer MAX all_reduce started before a step runs
-// while the step computes, and is read after it (ddp-bench ddp --pair --guards
-// measures what it costs).
+// Whether any rank asked to stop (SIGTERM: preemption), agreed by every rank at the same step without a
+// blocking collective. On a check step a MAX all_reduce of {signal, -proposed interval} starts before the step
+// and is read after it, while the step computes. Checks are spaced so they cost little: each rank proposes the
+// number of its steps that take about `target_s` (measured since the last check), the smallest proposal wins
+// (MAX of the negatives), so a stop is seen within about target_s plus one step. ddp-bench ddp --pair --guards
+// measures what it costs.
 #pragma once
 
 #include <ATen/ATen.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <optional>
 
 #include "ddp/dist/collectives.h"
 #include "ddp/dist/process_group.h"
 
 namespace ddp::train::detail {
 
-class StopCheck {
+class StopSchedule {
  public:
-  // `local_signal`: this rank's request (the signal number, 0 for none).
-  StopCheck(ProcessGroup& group, int local_signal) : flag_(at::tensor({local_signal}, at::kInt)) {
+  using Clock = std::chrono::steady_clock;
+  explicit StopSchedule(ProcessGroup& group, double target_s = 0.2, int64_t max_interval = 64)
+      : group_(group), target_s_(target_s), max_interval_(max_interval) {}
+
+  // Before step `step` (every rank calls it for the same steps, in order): on a check step, starts the check.
+  void begin(int64_t step, int local_signal) {
+    if (next_ >= 0 && step < next_) return;
+    const auto now = Clock::now();
+    int64_t propose = 1;
+    if (last_step_ >= 0 && step > last_step_) {
+      const double per_step = std::chrono::duration<double>(now - last_time_).count() / double(step - last_step_);
+      propose = per_step > 0 ? int64_t(target_s_ / per_step) : max_interval_;
+      propose = std::clamp<int64_t>(propose, 1, max_interval_);
+    }
+    last_step_ = step;
+    last_time_ = now;
+    flag_ = at::tensor({int64_t(local_signal), -propose}, at::kLong);
     AllReduceOptions o = op(ReduceOp::MAX);
     o.async_op = true;
-    work_ = group.all_reduce(flag_, o);
-  }
-  // Waits for the all_reduce: true when some rank asked to stop.
-  bool requested() {
-    work_.wait();
-    return flag_.item<int>() != 0;
+    work_ = group_.all_reduce(flag_, o);
   }
 
+  // After the step begun last: true when some rank asked to stop (known on check steps; false between them).
+  bool requested() {
+    if (!work_) return false;
+    work_->wait();
+    work_.reset();
+    next_ = last_step_ + std::max<int64_t>(1, -flag_[1].item<int64_t>());
+    return flag_[0].item<int64_t>() != 0;
+  }
+
+  // The check in flight, if any, for a step begun but not finished: waited so the ranks stay in step.
+  void drain() {
+    if (work_) work_->wait();
+    work_.reset();
+  }
+
+  // The agreed steps between checks (1 until the first check has been read).
+  int64_t interval() const { return next_ < 0 ? 1 : next_ - last_step_; }
+
  private:
+  ProcessGroup& group_;
+  double target_s_;
+  int64_t max_interval_;
+  int64_t next_ = -1;       // the next check step (-1: the first step begun)
+  int64_t last_step_ = -1;  // the last check step
+  Clock::time_point last_time_;
   at::Tensor flag_;
-  Work work_;
+  std::optional<Work> work_;
 };
 
 }  // namespace ddp::train::detail

@@ -200,7 +200,7 @@ double train_epoch(Job& j, detail::LoopState& s) {
   int64_t window = 0;
   const auto t0 = Clock::now();
   const int64_t first_micro = s.micro;
-  std::optional<detail::StopCheck> stop;
+  detail::StopSchedule stop(*j.group);
   while (s.micro < j.micro_per_epoch) {
     auto batch = j.loader->next();
     if (!batch) break;
@@ -208,7 +208,7 @@ double train_epoch(Job& j, detail::LoopState& s) {
     const double lr = set_lr(j, s.step);
     if (s.micro % c.accumulate == 0) {
       j.opt->zero_grad();
-      stop.emplace(*j.group, g_stop_signal.load());
+      stop.begin(s.step, g_stop_signal.load());
     }
     at::Tensor loss = forward_backward(j, *batch, sync);
     ++s.micro;
@@ -231,17 +231,15 @@ double train_epoch(Job& j, detail::LoopState& s) {
     }
     window_sum = 0;
     window = 0;
-    if (stop->requested()) {  // preemption: this step's state, saved where a restart resumes exactly
-      stop.reset();
+    if (stop.requested()) {  // preemption: this step's state, saved where a restart resumes exactly
       save_checkpoint(j, s);
       s.preempted = true;
       break;
     }
-    stop.reset();
     if (c.checkpoint_every > 0 && s.step % c.checkpoint_every == 0 && s.micro < j.micro_per_epoch)
       save_checkpoint(j, s);
   }
-  if (stop) stop->requested();  // a step begun but not finished (none with drop_last): keep the ranks in step
+  stop.drain();  // a step begun but not finished (none with drop_last): keep the ranks in step
   return s.loss_count ? s.loss_sum / double(s.loss_count) : 0.0;
 }
 

@@ -1,7 +1,10 @@
 // Losses, schedules, EMA, exact distributed evaluation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "ddp/train/config.h"
 #include "ddp/train/ema.h"
@@ -10,6 +13,7 @@
 #include "ddp/train/recipe.h"
 #include "ddp/train/schedule.h"
 #include "support/rank_threads.h"
+#include "train/stop_check.h"
 #include "train/test_files.h"
 #include <torch/nn/modules/linear.h>
 
@@ -224,6 +228,39 @@ TEST(Evaluate, ExactCountsAcrossThreeRanks) {
       EXPECT_DOUBLE_EQ(r.acc1, top1.item<double>());
       EXPECT_DOUBLE_EQ(r.acc5, top5.item<double>());
     });
+  }
+}
+
+// ddp-train's preemption check: the ranks agree on when to check (the slowest rank's pace) and all stop at
+// the first check after any rank's signal.
+TEST(StopSchedule, EveryRankStopsAtTheSameCheckStep) {
+  constexpr int64_t kSignalAt = 37, kMaxInterval = 8;
+  for (int world : {1, 2, 3}) {
+    std::vector<int64_t> stopped(world, -1);
+    std::vector<std::vector<int64_t>> intervals(world);
+    ddp::testing::run_ranks(is_backend_available("gloo") ? "gloo" : "local", world, [&](ProcessGroup& g) {
+      detail::StopSchedule stop(g, /*target_s=*/0.5, kMaxInterval);
+      for (int64_t step = 0; step < 200; ++step) {
+        stop.begin(step, g.rank() == g.size() - 1 && step >= kSignalAt ? 15 : 0);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1 + g.rank()));  // ranks of different speeds
+        if (stop.requested()) {
+          stopped[g.rank()] = step;
+          break;
+        }
+        intervals[g.rank()].push_back(stop.interval());
+      }
+    });
+    for (int r = 1; r < world; ++r) {
+      EXPECT_EQ(stopped[r], stopped[0]) << "world " << world << " rank " << r;
+      EXPECT_EQ(intervals[r], intervals[0]) << "world " << world << " rank " << r;
+    }
+    EXPECT_GE(stopped[0], kSignalAt) << "world " << world;
+    EXPECT_LT(stopped[0], kSignalAt + kMaxInterval) << "world " << world;
+    // The first check has no pace to go by (the next step checks again); steps of a few ms against a 0.5 s
+    // target: from the second check on, the interval is the maximum.
+    ASSERT_GE(intervals[0].size(), 2u);
+    EXPECT_EQ(intervals[0][0], 1) << "world " << world;
+    EXPECT_EQ(intervals[0][1], kMaxInterval) << "world " << world;
   }
 }
 

@@ -151,17 +151,18 @@ Pair run_pair(Net plain, Net wrapped, const at::Tensor& x, const at::Tensor& y, 
   auto step_plain = [&] {
     sgd_step(opt_plain, [&](const at::Tensor& in) { return base ? (*base)(in) : plain->forward(in); }, x, y);
   };
+  train::detail::StopSchedule stop(*g);
+  int64_t step = 0;
   auto step_ddp = [&] {
     if (o.guards.empty()) return sgd_step(opt_ddp, model, x, y);
     // ddp-train's step: the stop check started, forward/backward, the gradients checked, the step, the check read.
     const bool use_stop = o.guards != "nan", use_nan = o.guards != "stop";
-    std::optional<train::detail::StopCheck> stop;
-    if (use_stop) stop.emplace(*g, 0);
+    if (use_stop) stop.begin(step++, 0);
     opt_ddp.zero_grad();
     torch::nn::functional::cross_entropy(model(x), y).backward();
     if (use_nan && !train::detail::gradients_finite(*wrapped.ptr())) throw std::runtime_error("non-finite gradients");
     opt_ddp.step();
-    if (stop && stop->requested()) throw std::runtime_error("a stop was requested");
+    if (use_stop && stop.requested()) throw std::runtime_error("a stop was requested");
   };
   for (int i = 0; i < o.warmup; ++i) step_plain(), step_ddp();
   constexpr int kBlock = 10;
