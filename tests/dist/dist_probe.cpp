@@ -17,6 +17,10 @@
 //                     elsewhere (with DDP_DEBUG=DETAIL every rank throws).
 //   dist_probe cost   rank 0 prints ms per all_reduce of 8 floats and of 4M
 //                     floats (compare runs with and without DDP_DEBUG=DETAIL).
+//   dist_probe until-restart  on the first attempt (TORCHELASTIC_RESTART_COUNT
+//                     0 or unset) all_reduces of 1024 floats every 10 ms for up
+//                     to 600 s, until a peer is lost; after a restart one
+//                     all_reduce, prints "restarted: world W sum S", exits 0.
 // Surviving ranks ignore SIGTERM so that the error they print is their own,
 // not the launcher's stop, and exit 17 after printing what they caught
 // (18 for other exceptions). A ddp::Error out of init: printed, exit 1.
@@ -63,6 +67,23 @@ int run(const std::string& mode, int arg) {
       for (int i = 0; i < iterations; ++i) g->all_reduce(t);
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       if (rank == 0) std::printf("all_reduce float32[%lld]: %.4f ms\n", static_cast<long long>(n), ms / iterations);
+    }
+    return 0;
+  }
+  if (mode == "until-restart") {
+    const char* count = std::getenv("TORCHELASTIC_RESTART_COUNT");
+    at::Tensor t = at::ones({1024});
+    if (count != nullptr && std::atoi(count) > 0) {
+      g->all_reduce(t);
+      std::printf("restarted: world %d sum %.0f\n", g->size(), t[0].item<float>());
+      return 0;
+    }
+    std::printf("ready\n");
+    std::fflush(stdout);
+    for (int i = 0; i < 60000; ++i) {  // a CommError when a peer goes: exit 17 below
+      g->all_reduce(t);
+      t.fill_(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return 0;
   }
@@ -126,12 +147,14 @@ int run(const std::string& mode, int arg) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  const char* modes[] = {"kill", "exit3", "stall", "stop", "stagger", "slow", "sum", "mismatch", "cost"};
+  const char* modes[] = {"kill", "exit3", "stall", "stop", "stagger", "slow", "sum", "mismatch", "cost",
+                         "until-restart"};
   bool known = false;
   for (const char* m : modes) known = known || mode == m;
   const bool needs_rank = mode == "stop" || mode == "stagger";
   if (!known || (needs_rank && argc < 3)) {
-    std::fprintf(stderr, "usage: dist_probe kill|exit3|stall|slow|sum|mismatch|cost | stop R | stagger R\n");
+    std::fprintf(stderr,
+                 "usage: dist_probe kill|exit3|stall|slow|sum|mismatch|cost|until-restart | stop R | stagger R\n");
     return 2;
   }
   try {

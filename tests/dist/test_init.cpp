@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <map>
 #include <thread>
 
@@ -232,6 +233,8 @@ TEST(InitMethods, FileRendezvous) {
   char dir[] = "/tmp/ddp-file-init-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   two_ranks(std::string("file://") + dir + "/store");
+  std::remove((std::string(dir) + "/store").c_str());
+  EXPECT_EQ(rmdir(dir), 0) << dir;
 }
 
 TEST(InitMethods, PortInUseNamesHostAndPort) {

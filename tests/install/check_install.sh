@@ -17,6 +17,6 @@ cmake -S "$src/tests/install/consumer" -B "$tmp/build" -G Ninja -DCMAKE_PREFIX_P
 cmake --build "$tmp/build" >/dev/null
 "$tmp/build/consumer"
 test -f "$tmp/prefix/include/ddp/spawn.h"
-spawned=$("$tmp/build/consumer_spawn")  # ddp::spawn from the installed tree: 2 ranks
-test "$spawned" = "consumer_spawn: 2 ranks, sum 3" || { echo "consumer_spawn printed: $spawned"; exit 1; }
+spawned=$("$tmp/build/consumer" spawn)  # ddp::spawn from the installed tree: 2 ranks
+test "$spawned" = "consumer spawn: 2 ranks, sum 3" || { echo "consumer spawn printed: $spawned"; exit 1; }
 "$tmp/prefix/bin/ddp-bench" --help >/dev/null

@@ -1,11 +1,13 @@
 // Unit tests of the failure summary's root cause (root_cause.h) and of
 // reading error files (error_files.h).
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 #include "error_files.h"
@@ -70,6 +72,48 @@ TEST(ErrorFileDir, CreatesReadsAndRemoves) {
   EXPECT_NE(access(dir.c_str(), F_OK), 0) << "directory left behind";
   if (old != nullptr) setenv("TMPDIR", saved.c_str(), 1); else unsetenv("TMPDIR");
   rmdir(parent.c_str());
+}
+
+// A ddprun that was SIGKILLed leaves its directory; the next one removes it, never a live one's or another's.
+TEST(ErrorFileDir, StaleDirectoriesOfDeadOwnersAreRemoved) {
+  char tmpl[] = "/tmp/ddprun_errdir_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string parent = tmpl;
+  const char* old = std::getenv("TMPDIR");
+  const std::string saved = old != nullptr ? old : "";
+  setenv("TMPDIR", parent.c_str(), 1);
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // dies without running the destructor, as after SIGKILL
+    auto* files = new ErrorFileDir;
+    const std::string path = files->path() + "\n";
+    if (write(pipe_fds[1], path.data(), path.size()) < 0) _exit(1);
+    _exit(0);
+  }
+  close(pipe_fds[1]);
+  char buf[512] = {};
+  ASSERT_GT(read(pipe_fds[0], buf, sizeof(buf) - 1), 0);
+  close(pipe_fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  const std::string dead(buf, std::strlen(buf) - 1);
+  ASSERT_EQ(access((dead + "/.lock").c_str(), F_OK), 0) << dead;
+  const std::string foreign = parent + "/ddprun-errors-foreign";  // no lock file: not ddprun's, or being made
+  ASSERT_EQ(mkdir(foreign.c_str(), 0700), 0);
+  {
+    ErrorFileDir live;  // its constructor swept with a 60 s minimum age: the dead one is too new
+    EXPECT_EQ(access(dead.c_str(), F_OK), 0);
+    EXPECT_EQ(remove_stale_error_dirs(parent, 3600), 0);
+    EXPECT_EQ(remove_stale_error_dirs(parent, 0), 1);
+    EXPECT_NE(access(dead.c_str(), F_OK), 0) << "the dead owner's directory is still there";
+    EXPECT_EQ(access(live.path().c_str(), F_OK), 0) << "a live owner's directory was removed";
+    EXPECT_EQ(access(foreign.c_str(), F_OK), 0);
+  }
+  if (old != nullptr) setenv("TMPDIR", saved.c_str(), 1); else unsetenv("TMPDIR");
+  rmdir(foreign.c_str());
+  EXPECT_EQ(rmdir(parent.c_str()), 0) << "something left in " << parent;
 }
 
 TEST(RootCause, EarliestErrorWinsOverExitOrder) {

@@ -5,6 +5,8 @@
 #  b. --nnodes 1:2 --max-restarts 3, ddp-train fashion-mnist on tiny data: host 1's link is cut mid-run; host 0
 #     restarts, re-rendezvous alone, resumes from the last checkpoint with 1 rank and finishes (exit 0, the final
 #     checkpoint has every epoch); host 1's ddprun ends non-zero, naming the lost store
+#  c. --nnodes 1:2 --max-restarts 2, dist_probe until-restart: host 1's agent (ddprun) is SIGKILLed; its rank dies
+#     with it, host 0's rank loses its peer, host 0 re-rendezvouses alone and its restarted rank finishes
 # usage: multinode_elastic_test.sh BIN_DIR   (needs root for `ip netns`)
 set -euo pipefail
 SECONDS=0
@@ -80,4 +82,29 @@ PY
 echo "b: $(grep -m1 'resumed from' "$work/b.h0.log")"
 echo "b: host 1's link cut -> host 0 restarted alone in $(echo "$t1 - $t0" | bc) s; host 1's ddprun exited $rc1:" \
   "$(grep -m1 'rendezvous store at' "$work/b.h1.log")"
+
+# c. 1:2 nodes, host 1's agent SIGKILLed: its rank dies with it (parent-death signal); host 0 goes on alone.
+for i in 0 1; do
+  "$netns" exec "$i" "$bin/ddprun" --nnodes 1:2 --rdzv-endpoint "$master:$port" --rdzv-id c --max-restarts 2 \
+    --rdzv-conf last_call_timeout=2,join_timeout=30 --monitor-interval 0.2 --heartbeat-timeout 3 --kill-grace 2 \
+    --nproc-per-node 1 "$bin/dist_probe" until-restart > "$work/c.h$i.log" 2>&1 &
+  eval "p$i=\$!"
+done
+for _ in $(seq 600); do [ "$(grep -c '\] ready$' "$work"/c.h*.log | awk -F: '{s += $2} END {print s}')" = 2 ] && break
+  sleep 0.1; done
+grep -q "node rank 0 of 2 node(s)" "$work/c.h0.log" || { cat "$work"/c.h*.log; fail "c: no round with 2 nodes"; }
+rank1=$(pgrep -f -P "$p1" dist_probe || true)  # host 1's rank, a child of its ddprun
+t0=$(date +%s.%N)
+kill -KILL "$p1"
+rc0=0
+wait "$p0" || rc0=$?
+t1=$(date +%s.%N)
+[ "$rc0" = 0 ] || { cat "$work/c.h0.log"; fail "c: host 0 exited with $rc0"; }
+grep -q "node rank 0 of 1 node(s)" "$work/c.h0.log" || { cat "$work/c.h0.log"; fail "c: no round alone"; }
+grep -q "restarted: world 1 sum 1" "$work/c.h0.log" || { cat "$work/c.h0.log"; fail "c: the restarted rank"; }
+if [ -n "$rank1" ]; then
+  for _ in $(seq 100); do kill -0 "$rank1" 2> /dev/null || break; sleep 0.1; done
+  kill -0 "$rank1" 2> /dev/null && fail "c: host 1's rank (pid $rank1) outlived its ddprun"
+fi
+echo "c: host 1's agent killed -> host 0 restarted alone and finished in $(echo "$t1 - $t0" | bc) s"
 echo "multinode_elastic_test: all cases passed in $SECONDS s"

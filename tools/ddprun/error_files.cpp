@@ -1,11 +1,15 @@
 #include "error_files.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -29,26 +33,63 @@ std::optional<ErrorRecord> parse_error_record(const std::string& text) {
   return r;
 }
 
+namespace {
+
+constexpr char kPrefix[] = "ddprun-errors-";
+
+void remove_dir(const std::string& dir) {
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (struct dirent* e = ::readdir(d)) {
+      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+      ::unlink((dir + "/" + e->d_name).c_str());
+    }
+    ::closedir(d);
+  }
+  ::rmdir(dir.c_str());
+}
+
+}  // namespace
+
+int remove_stale_error_dirs(const std::string& parent, double min_age_s) {
+  DIR* d = ::opendir(parent.c_str());
+  if (d == nullptr) return 0;
+  std::vector<std::string> stale;
+  while (struct dirent* e = ::readdir(d)) {
+    if (std::strncmp(e->d_name, kPrefix, sizeof(kPrefix) - 1) != 0) continue;
+    const std::string dir = parent + "/" + e->d_name;
+    const int fd = ::open((dir + "/.lock").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;  // not ours, or not yet locked
+    struct stat st{};
+    // Owned by this user, old enough, and nobody holds its lock: the owner is gone.
+    if (::fstat(fd, &st) == 0 && st.st_uid == ::geteuid() && ::time(nullptr) - st.st_mtime >= min_age_s &&
+        ::flock(fd, LOCK_EX | LOCK_NB) == 0)
+      stale.push_back(dir);
+    ::close(fd);
+  }
+  ::closedir(d);
+  for (const auto& dir : stale) remove_dir(dir);
+  return static_cast<int>(stale.size());
+}
+
 ErrorFileDir::ErrorFileDir() {
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/ddprun-errors-XXXXXX";
+  const std::string parent = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+  remove_stale_error_dirs(parent);
+  std::string pattern = parent + "/" + kPrefix + "XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr) {
     error_ = "cannot create a directory for the ranks' error files (" + pattern + "): " + std::strerror(errno);
     return;
   }
   dir_ = pattern;
+  // Held (shared) until this process ends, however it ends; not inherited by the ranks.
+  lock_fd_ = ::open((dir_ + "/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd_ >= 0) ::flock(lock_fd_, LOCK_SH);
 }
 
 ErrorFileDir::~ErrorFileDir() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);
   if (dir_.empty() || keep_) return;
-  if (DIR* d = ::opendir(dir_.c_str())) {
-    while (struct dirent* e = ::readdir(d)) {
-      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-      ::unlink((dir_ + "/" + e->d_name).c_str());
-    }
-    ::closedir(d);
-  }
-  ::rmdir(dir_.c_str());
+  remove_dir(dir_);
 }
 
 std::string ErrorFileDir::file_for_rank(int rank) const {

@@ -23,6 +23,9 @@ std::optional<ErrorRecord> parse_error_record(const std::string& text);
 
 // A fresh directory under $TMPDIR (else /tmp), removed with its files by the
 // destructor. When it cannot be created, path() is empty and error() says why.
+// Its owner holds a lock on "<dir>/.lock" while it lives, so the directories of
+// a ddprun that was SIGKILLed (no destructor ran) are recognised and removed by
+// the next ddprun that starts (remove_stale_error_dirs).
 class ErrorFileDir {
  public:
   ErrorFileDir();
@@ -46,6 +49,11 @@ class ErrorFileDir {
   std::string dir_;
   std::string error_;
   bool keep_ = false;
+  int lock_fd_ = -1;
 };
+
+// Removes the ddprun-errors-* directories under `parent` whose owner is gone (their lock is free) and whose lock
+// file is older than `min_age_s` (a directory being created has no lock yet). Returns how many were removed.
+int remove_stale_error_dirs(const std::string& parent, double min_age_s = 60);
 
 }  // namespace ddprun

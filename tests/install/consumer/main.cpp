@@ -1,11 +1,37 @@
-// Uses the installed headers and library: a world of one, one all_reduce, a schedule.
+// Uses the installed headers and libraries (one program: each file costs a compile of LibTorch's headers):
+//   consumer        a world of one, one all_reduce, a schedule (ddp::ddp)
+//   consumer spawn  ddp::spawn: 2 ranks all_reduce rank+1 (sum 3), each checks it (ddp::spawn)
 #include <ATen/ATen.h>
 #include <ddp/ddp.h>
+#include <ddp/spawn.h>
 #include <ddp/train.h>
 
 #include <cstdio>
+#include <cstring>
 
-int main() {
+namespace {
+
+int spawned() {
+  try {
+    ddp::spawn(2, [](int rank, int) {
+      ddp::init_process_group();
+      at::Tensor t = at::full({1}, rank + 1, at::kLong);
+      ddp::all_reduce(t);
+      if (t.item<int64_t>() != 3) throw ddp::Error("expected the sum 3");
+      ddp::destroy_process_group();
+    });
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "consumer spawn: %s\n", e.what());
+    return 1;
+  }
+  std::printf("consumer spawn: 2 ranks, sum 3\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "spawn") == 0) return spawned();
   auto g = ddp::init_process_group();
   at::Tensor t = at::full({4}, 3.0);
   g->all_reduce(t);

@@ -1,0 +1,1 @@
+// Empty: ddp_exe_pch exists for its precompiled header (tools/CMakeLists.txt).
