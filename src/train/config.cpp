@@ -242,7 +242,7 @@ std::string to_config_file(const TrainConfig& c) {
   text("precision", c.precision);
   text("data-dir", c.data_dir);
   text("data", c.data_mode);
-  count("image-size", c.image_size);
+  if (c.image_size) count("image-size", c.image_size);  // imagefolder-* only
   count("workers", c.workers);
   count("limit-train", c.limit_train);
   count("limit-test", c.limit_test);

@@ -5,7 +5,6 @@
 #include <turbojpeg.h>
 
 #include <fstream>
-#include <iterator>
 #include <memory>
 #include <vector>
 
@@ -72,8 +71,12 @@ at::Tensor decode_image_bytes(const uint8_t* bytes, size_t size, const std::stri
 at::Tensor decode_image(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw DataError(path + ": cannot open the image file (missing or not readable)");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw DataError(path + ": read error");
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  std::vector<uint8_t> bytes(size > 0 ? static_cast<size_t>(size) : 0);
+  if (size < 0 || !in.read(reinterpret_cast<char*>(bytes.data()), size))
+    throw DataError(path + ": read error after " + std::to_string(in.gcount()) + " bytes");
   return decode_image_bytes(bytes.data(), bytes.size(), path);
 }
 
