@@ -29,6 +29,14 @@ for k in ("acc1/val", "acc5/val", "lr"):
 evals = [r for r in rows if "acc5/val" in r]
 print("metrics ok:", len(rows), "rows,", len(evals), "evaluations")
 PY
+# The checkpoint is torchvision's architecture: its weights load strictly into torchvision.models.<arch>.
+ckpt=$(cat "$work/out/checkpoints/latest"); case $ckpt in /*) ;; *) ckpt="$work/out/checkpoints/$ckpt" ;; esac
+/usr/bin/python3 - "$ckpt" "${recipe#imagefolder-}" <<'PY'
+import sys, torch, torchvision
+model = getattr(torchvision.models, sys.argv[2])(num_classes=10)
+model.load_state_dict(torch.load(sys.argv[1])["model"], strict=True)
+print("checkpoint loads into torchvision.models.%s" % sys.argv[2])
+PY
 # A folder without val/: the message says what is expected; exit code 1, not a hang.
 mkdir -p "$work/noval" && cp -r "$work/data/train" "$work/noval/train"
 if "$train" "$recipe" --data-dir "$work/noval" --image-size 32 --out-dir "$work/o2" --no-progress > "$work/e1" 2>&1; then
