@@ -9,11 +9,13 @@ PKGS=(
   libgtest-dev libgmock-dev             # tests
   libcli11-dev nlohmann-json3-dev       # command lines, JSON
   zlib1g-dev                            # gzip data files
+  libturbojpeg0-dev libspng-dev         # ImageFolder: JPEG (libjpeg-turbo) and PNG decoding
   iproute2                              # network namespaces: multi-host tests on one machine
   libzip-dev                            # checkpoint integrity: the zip's CRC-32 of every record
   dataset-fashion-mnist                 # the main job's data
   python3-torch                         # test oracle and benchmark peer only
   python3-protobuf                      # logging: oracle of the TensorBoard event-file test
+  python3-pil python3-torchvision       # ImageFolder tests' oracle (decode, class order, transforms)
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -4,7 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <condition_variable>
-#include <deque>
+#include <map>
 #include <exception>
 #include <mutex>
 #include <string>
@@ -31,60 +31,56 @@ uint64_t BatchLoader::batch_seed(uint64_t seed, int64_t epoch, int64_t batch) {
 }
 
 struct BatchLoader::State {
-  at::Tensor data, targets;
+  int64_t n = 0;       // samples
+  FetchBatch fetch;    // builds a batch of sample indices
   BatchLoaderOptions opts;
 
   std::mutex mu;
-  std::condition_variable work_cv;   // the worker waits for room in `ready` or a new epoch
-  std::condition_variable ready_cv;  // next() waits for a batch
+  std::condition_variable work_cv;   // workers wait for room ahead of next() or a new epoch
+  std::condition_variable ready_cv;  // next() waits for its batch
   bool stop = false;
   bool started = false;
   uint64_t generation = 0;  // bumped by start_epoch; batches of older generations are dropped
   std::shared_ptr<const std::vector<int64_t>> indices;
   int64_t epoch = 0;
   int64_t total = 0;         // batches in the epoch
-  int64_t next_build = 0;    // the worker's next batch
+  int64_t next_build = 0;    // the workers' next batch
   int64_t next_return = 0;   // next()'s next batch
   struct Ready {
-    int64_t b = 0;
     std::optional<Batch> batch;
     std::exception_ptr error;
   };
-  std::deque<Ready> ready;
-  std::thread worker;
+  std::map<int64_t, Ready> ready;  // by batch number: workers may finish out of order
+  std::vector<std::thread> workers;
 
-  // Batch b of the epoch over `idx`: gathered, then augmented with its own generator.
+  int64_t ahead() const { return std::max(opts.prefetch, opts.workers); }
+
+  // Batch b of the epoch over `idx`, with its own generator.
   Batch build(const std::vector<int64_t>& idx, int64_t ep, int64_t b) const {
     const int64_t size = static_cast<int64_t>(idx.size());
     const int64_t start = b * opts.batch_size, len = std::min(opts.batch_size, size - start);
-    at::Tensor index = at::from_blob(const_cast<int64_t*>(idx.data() + start), {len}, at::kLong);
-    Batch out{data.index_select(0, index), targets.index_select(0, index)};
-    if (opts.augment) {
-      at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(batch_seed(opts.seed, ep, b));
-      at::Tensor augmented = opts.augment(out.data, gen);
-      if (!augmented.defined() || augmented.dim() == 0 || augmented.size(0) != len)
-        throw ddp::Error("BatchLoader: augment returned " +
-                         (augmented.defined() ? "sizes " + c10::str(augmented.sizes()) : std::string("no tensor")) +
-                         " for batch " + std::to_string(b) + " of epoch " + std::to_string(ep) + "; expected " +
-                         std::to_string(len) + " samples along dim 0");
-      out.data = augmented;
-    }
+    std::vector<int64_t> mine(idx.begin() + start, idx.begin() + start + len);
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(batch_seed(opts.seed, ep, b));
+    Batch out = fetch(mine, gen);
+    if (!out.data.defined() || out.data.dim() == 0 || out.data.size(0) != len || !out.target.defined() ||
+        out.target.dim() == 0 || out.target.size(0) != len)
+      throw ddp::Error("BatchLoader: " + std::string(opts.augment ? "augment" : "fetch") + " returned " +
+                       (out.data.defined() ? "sizes " + c10::str(out.data.sizes()) : std::string("no tensor")) +
+                       " for batch " + std::to_string(b) + " of epoch " + std::to_string(ep) + "; expected " +
+                       std::to_string(len) + " samples along dim 0");
     return out;
   }
 
   void run() {
     std::unique_lock<std::mutex> lock(mu);
     for (;;) {
-      work_cv.wait(lock, [&] {
-        return stop || (started && next_build < total && static_cast<int64_t>(ready.size()) < opts.prefetch);
-      });
+      work_cv.wait(lock, [&] { return stop || (started && next_build < total && next_build - next_return < ahead()); });
       if (stop) return;
       const uint64_t gen = generation;
       const auto idx = indices;
       const int64_t ep = epoch, b = next_build++;
       lock.unlock();
       Ready r;
-      r.b = b;
       try {
         r.batch = build(*idx, ep, b);
       } catch (...) {
@@ -92,12 +88,20 @@ struct BatchLoader::State {
       }
       lock.lock();
       if (gen == generation) {
-        ready.push_back(std::move(r));
+        ready.emplace(b, std::move(r));
         ready_cv.notify_all();
       }
     }
   }
 };
+
+namespace {
+void check_options(const BatchLoaderOptions& options) {
+  if (options.batch_size < 1) bad("batch_size must be >= 1, got " + std::to_string(options.batch_size));
+  if (options.prefetch < 0) bad("prefetch must be >= 0, got " + std::to_string(options.prefetch));
+  if (options.workers < 1) bad("workers must be >= 1, got " + std::to_string(options.workers));
+}
+}  // namespace
 
 BatchLoader::BatchLoader(at::Tensor data, at::Tensor targets, BatchLoaderOptions options)
     : state_(std::make_unique<State>()) {
@@ -105,12 +109,32 @@ BatchLoader::BatchLoader(at::Tensor data, at::Tensor targets, BatchLoaderOptions
   if (!targets.defined() || targets.dim() < 1 || targets.size(0) != data.size(0))
     bad("targets must have N = data.size(0) = " + std::to_string(data.size(0)) + " rows, got " +
         (targets.defined() ? "sizes " + c10::str(targets.sizes()) : std::string("an undefined tensor")));
-  if (options.batch_size < 1) bad("batch_size must be >= 1, got " + std::to_string(options.batch_size));
-  if (options.prefetch < 0) bad("prefetch must be >= 0, got " + std::to_string(options.prefetch));
-  state_->data = std::move(data);
-  state_->targets = std::move(targets);
+  check_options(options);
+  auto augment = options.augment;
+  state_->n = data.size(0);
+  state_->fetch = [data = std::move(data), targets = std::move(targets), augment](const std::vector<int64_t>& idx,
+                                                                                   at::Generator& gen) {
+    at::Tensor index = at::from_blob(const_cast<int64_t*>(idx.data()), {static_cast<int64_t>(idx.size())}, at::kLong);
+    Batch out{data.index_select(0, index), targets.index_select(0, index)};
+    if (augment) out.data = augment(out.data, gen);
+    return out;
+  };
   state_->opts = std::move(options);
-  if (state_->opts.prefetch > 0) state_->worker = std::thread([s = state_.get()] { s->run(); });
+  for (int w = 0; state_->opts.prefetch > 0 && w < state_->opts.workers; ++w)
+    state_->workers.emplace_back([s = state_.get()] { s->run(); });
+}
+
+BatchLoader::BatchLoader(int64_t size, FetchBatch fetch, BatchLoaderOptions options)
+    : state_(std::make_unique<State>()) {
+  if (size < 0) bad("size must be >= 0, got " + std::to_string(size));
+  if (!fetch) bad("fetch must be a function");
+  check_options(options);
+  options.augment = nullptr;
+  state_->n = size;
+  state_->fetch = std::move(fetch);
+  state_->opts = std::move(options);
+  for (int w = 0; state_->opts.prefetch > 0 && w < state_->opts.workers; ++w)
+    state_->workers.emplace_back([s = state_.get()] { s->run(); });
 }
 
 BatchLoader::~BatchLoader() {
@@ -119,12 +143,12 @@ BatchLoader::~BatchLoader() {
     state_->stop = true;
   }
   state_->work_cv.notify_all();
-  if (state_->worker.joinable()) state_->worker.join();
+  for (auto& w : state_->workers) w.join();
 }
 
 void BatchLoader::start_epoch(std::vector<int64_t> indices, int64_t epoch, int64_t skip_batches) {
   State& s = *state_;
-  const int64_t n = s.data.size(0), size = static_cast<int64_t>(indices.size());
+  const int64_t n = s.n, size = static_cast<int64_t>(indices.size());
   for (int64_t i = 0; i < size; ++i)
     if (indices[i] < 0 || indices[i] >= n)
       bad("start_epoch: indices[" + std::to_string(i) + "] = " + std::to_string(indices[i]) + " is outside [0, " +
@@ -157,9 +181,10 @@ std::optional<Batch> BatchLoader::next() {
     lock.unlock();
     return s.build(*idx, ep, b);
   }
-  s.ready_cv.wait(lock, [&] { return !s.ready.empty(); });
-  State::Ready r = std::move(s.ready.front());
-  s.ready.pop_front();
+  s.ready_cv.wait(lock, [&] { return s.ready.count(s.next_return) > 0; });
+  auto it = s.ready.find(s.next_return);
+  State::Ready r = std::move(it->second);
+  s.ready.erase(it);
   ++s.next_return;
   s.work_cv.notify_all();
   lock.unlock();

@@ -90,6 +90,9 @@ void define(CLI::App& app, TrainConfig& c, bool& print_config) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   text_flag(app, "data-dir", c.data_dir, "the data set's folder");
   text_flag(app, "data", c.data_mode, "shards (each rank loads its own file) | sampler (DistributedSampler)");
+  number_flag<int64_t>(app, "image-size", c.image_size,
+                       "imagefolder-*: training crop and evaluation centre crop in pixels [default 224]");
+  number_flag<int64_t>(app, "workers", c.workers, "imagefolder-*: threads decoding images ahead of training [default 2]");
   number_flag<int64_t>(app, "limit-train", c.limit_train, "use only the first N training samples (0: all)");
   number_flag<int64_t>(app, "limit-test", c.limit_test, "use only the first N test samples (0: all)");
   number_flag<int64_t>(app, "eval-batch", c.eval_batch, "samples per evaluation batch");
@@ -136,6 +139,8 @@ void check_ranges(const TrainConfig& c) {
   if (c.cutout) non_negative("--cutout", double(*c.cutout));
   if (c.ema_every) non_negative("--ema-every", double(*c.ema_every));
   positive("--accumulate", double(c.accumulate));
+  positive("--workers", double(c.workers));
+  if (c.image_size) positive("--image-size", double(*c.image_size));
   positive("--log-every", double(c.log_every));
   positive("--eval-batch", double(c.eval_batch));
   positive("--keep-last", c.keep_last);
@@ -157,7 +162,9 @@ void check_ranges(const TrainConfig& c) {
 
 }  // namespace
 
-std::vector<std::string> recipe_names() { return {"mlp", "fashion-mnist", "cifar10-resnet9", "cifar10-resnet18"}; }
+std::vector<std::string> recipe_names() {
+  return {"mlp", "fashion-mnist", "cifar10-resnet9", "cifar10-resnet18", "imagefolder-resnet18", "imagefolder-resnet50"};
+}
 
 std::string usage() {
   TrainConfig ignored;
@@ -235,6 +242,8 @@ std::string to_config_file(const TrainConfig& c) {
   text("precision", c.precision);
   text("data-dir", c.data_dir);
   text("data", c.data_mode);
+  if (c.image_size) count("image-size", c.image_size);  // imagefolder-* only
+  count("workers", c.workers);
   count("limit-train", c.limit_train);
   count("limit-test", c.limit_test);
   count("eval-batch", c.eval_batch);
@@ -278,6 +287,8 @@ std::vector<std::pair<std::string, std::string>> describe(const TrainConfig& c) 
           {"accumulate", std::to_string(c.accumulate)},
           {"data_dir", c.data_dir},
           {"data_mode", c.data_mode},
+          {"image_size", count(c.image_size)},
+          {"workers", std::to_string(c.workers)},
           {"out_dir", c.out_dir},
           {"seed", std::to_string(c.seed)},
           {"backend", c.backend},

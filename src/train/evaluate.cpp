@@ -23,20 +23,31 @@ EvalResult evaluate(const std::function<at::Tensor(const at::Tensor&)>& forward,
   if (x.size(0) != y.size(0))
     throw InvalidArgument("evaluate: " + std::to_string(x.size(0)) + " inputs but " + std::to_string(y.size(0)) +
                           " labels");
+  int64_t start = 0;
+  return evaluate_batches(forward, [&]() -> std::optional<data::Batch> {
+    if (start >= x.size(0)) return std::nullopt;
+    const int64_t len = std::min(batch_size, x.size(0) - start);
+    data::Batch b{x.narrow(0, start, len), y.narrow(0, start, len)};
+    start += len;
+    return b;
+  }, group);
+}
+
+EvalResult evaluate_batches(const std::function<at::Tensor(const at::Tensor&)>& forward,
+                            const std::function<std::optional<data::Batch>()>& next, ProcessGroup& group) {
   at::NoGradGuard no_grad;
   // loss sum, top-1 hits, top-5 hits, samples: exact integers in float64 up to 2^53.
   double sums[4] = {0, 0, 0, 0};
-  for (int64_t start = 0; start < x.size(0); start += batch_size) {
-    const int64_t len = std::min(batch_size, x.size(0) - start);
-    at::Tensor logits = forward(x.narrow(0, start, len)).to(at::kFloat);
-    at::Tensor target = y.narrow(0, start, len);
+  while (auto batch = next()) {
+    at::Tensor logits = forward(batch->data).to(at::kFloat);
+    const at::Tensor& target = batch->target;
     sums[0] += at::cross_entropy_loss(logits, target, {}, at::Reduction::Sum).item<double>();
     const int64_t k = std::min<int64_t>(5, logits.size(1));
     at::Tensor top = std::get<1>(logits.topk(k, 1));
     at::Tensor hit = top.eq(target.unsqueeze(1));
     sums[1] += hit.select(1, 0).sum().item<double>();
     sums[2] += hit.any(1).sum().item<double>();
-    sums[3] += static_cast<double>(len);
+    sums[3] += static_cast<double>(target.size(0));
   }
   at::Tensor t = at::tensor(at::ArrayRef<double>(sums, 4), at::kDouble);
   group.all_reduce(t).wait();  // synchronous unless opts.async_op

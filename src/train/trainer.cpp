@@ -156,7 +156,18 @@ EvalResult evaluate_epoch(Job& j) {
     at::Tensor logits = net.forward(x).to(at::kFloat);
     return flip ? (logits + net.forward(x.flip(3)).to(at::kFloat)) / 2 : logits;
   };
-  EvalResult r = evaluate(forward, j.recipe.test_x, j.recipe.test_y, j.cfg.eval_batch, *j.group);
+  EvalResult r;
+  if (j.recipe.test_fetch) {  // files: decoded by the loader's workers, this rank's share only
+    data::BatchLoaderOptions lo;
+    lo.batch_size = j.cfg.eval_batch;
+    lo.workers = static_cast<int>(j.cfg.workers);
+    lo.prefetch = lo.workers + 1;
+    data::BatchLoader loader(j.recipe.test_total, j.recipe.test_fetch, lo);
+    loader.start_epoch(j.recipe.test_indices, 0);
+    r = evaluate_batches(forward, [&] { return loader.next(); }, *j.group);
+  } else {
+    r = evaluate(forward, j.recipe.test_x, j.recipe.test_y, j.cfg.eval_batch, *j.group);
+  }
   net.ptr()->train();
   return r;
 }
@@ -292,8 +303,15 @@ void set_up_data(Job& j) {
   lo.drop_last = true;
   lo.seed = stream_seed(cfg.seed, Stream::Augment, rank);
   lo.augment = j.recipe.augment;
-  j.loader = std::make_unique<data::BatchLoader>(j.recipe.train_x, j.recipe.train_y, lo);
-  int64_t per_rank = j.recipe.train_y.size(0);
+  int64_t per_rank = j.recipe.train_total;
+  if (j.recipe.train_fetch) {  // files: the workers decode this rank's samples only
+    lo.workers = static_cast<int>(cfg.workers);
+    lo.prefetch = lo.workers + 1;
+    j.loader = std::make_unique<data::BatchLoader>(per_rank, j.recipe.train_fetch, lo);
+  } else {
+    j.loader = std::make_unique<data::BatchLoader>(j.recipe.train_x, j.recipe.train_y, lo);
+    per_rank = j.recipe.train_y.size(0);
+  }
   if (!j.recipe.train_sharded) {
     DistributedSamplerOptions so;
     so.num_replicas = j.group->size();

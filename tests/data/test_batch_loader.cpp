@@ -5,7 +5,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 
 #include "ddp/data/batch_loader.h"
 #include "ddp/dist/errors.h"
@@ -133,6 +135,30 @@ TEST(BatchLoader, PrefetchDoesNotChangeResults) {
   BatchLoader reseeded(rows(), targets(), o);
   EXPECT_FALSE(at::equal(epoch(reseeded, shuffled(10), 0)[0].data, runs[0][0].data));
   EXPECT_TRUE(at::equal(epoch(reseeded, shuffled(10), 0)[0].target, runs[0][0].target));
+}
+
+// Several workers finish out of order (the slow ones sleep); batches still come in order, equal to one worker's.
+TEST(BatchLoader, WorkersAndFetchDoNotChangeResults) {
+  BatchLoaderOptions o;
+  o.batch_size = 3;
+  o.seed = 5;
+  o.augment = noisy;
+  BatchLoader reference(rows(), targets(), o);
+  const auto want = epoch(reference, shuffled(10), 1);
+  const at::Tensor x = rows(), y = targets();
+  auto fetch = [&](const std::vector<int64_t>& idx, at::Generator& gen) {
+    if (idx[0] % 2 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    at::Tensor index = at::tensor(idx, at::kLong);
+    return Batch{noisy(x.index_select(0, index), gen), y.index_select(0, index)};
+  };
+  for (int workers : {1, 2, 4}) {
+    o.workers = workers;
+    o.prefetch = workers;
+    BatchLoader loader(kN, fetch, o);
+    expect_same(epoch(loader, shuffled(10), 1), want);
+  }
+  o.workers = 0;
+  EXPECT_THROW(BatchLoader(kN, fetch, o), ddp::InvalidArgument);
 }
 
 TEST(BatchLoader, NewEpochDiscardsTheRest) {

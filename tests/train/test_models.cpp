@@ -3,6 +3,7 @@
 
 #include "ddp/train/models/fashion_cnn.h"
 #include "ddp/train/models/resnet.h"
+#include "ddp/train/models/resnet50.h"
 
 namespace ddp::models {
 namespace {
@@ -28,6 +29,22 @@ TEST(ResNet18, TorchvisionLayoutAndSize) {
   ResNet18 cifar(ResNet18Options{10, true});
   EXPECT_EQ(count(*cifar, false), 11181642 - 64 * 3 * 49 + 64 * 3 * 9);
   EXPECT_EQ(cifar->forward(at::randn({2, 3, 32, 32})).sizes(), (std::vector<int64_t>{2, 10}));
+}
+
+TEST(ResNet50, TorchvisionLayoutAndSize) {
+  ResNet50 net(10);
+  // torchvision.models.resnet50(num_classes=10): 23,528,522 parameters, 320 state_dict entries.
+  EXPECT_EQ(count(*net, false), 23528522);
+  EXPECT_EQ(net->named_parameters().size() + net->named_buffers().size(), 320u);
+  auto params = net->named_parameters();
+  // v1.5: the stride is in the 3x3 convolution; the 1x1 downsample carries it too.
+  for (const char* key : {"conv1.weight", "layer1.0.downsample.0.weight", "layer2.0.conv2.weight",
+                          "layer3.5.bn3.weight", "layer4.2.conv3.weight", "fc.weight"})
+    ASSERT_NE(params.find(key), nullptr) << key;
+  EXPECT_EQ(params["layer2.0.conv2.weight"].sizes(), (std::vector<int64_t>{128, 128, 3, 3}));
+  EXPECT_EQ(params["fc.weight"].sizes(), (std::vector<int64_t>{10, 2048}));
+  net->eval();
+  EXPECT_EQ(net->forward(at::randn({2, 3, 64, 64})).sizes(), (std::vector<int64_t>{2, 10}));
 }
 
 // The covariance of whitened patches is diag(lambda / (lambda + 0.01)).

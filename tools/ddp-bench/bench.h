@@ -19,6 +19,7 @@ namespace ddp::bench {
 void add_collectives_command(CLI::App& app, std::function<int()>& run);  // bandwidth per collective
 void add_ddp_command(CLI::App& app, std::function<int()>& run);          // training-step time under DDP
 void add_memory_command(CLI::App& app, std::function<int()>& run);       // memory per rank: DDP, ZeRO-1/2/3
+void add_decode_command(CLI::App& app, std::function<int()>& run);       // images decoded per second, one thread
 
 // Writes `doc` as indented JSON to `path`; throws naming the file.
 void write_json(const std::string& path, const nlohmann::ordered_json& doc);

@@ -4,7 +4,7 @@
 //
 // Subcommands: collectives (bandwidth of each collective per message size),
 // ddp (training-step time under DDP), memory (bytes per rank under DDP and
-// ZeRO-1/2/3).
+// ZeRO-1/2/3), decode (images decoded per second on one thread).
 #include <cstdio>
 #include <functional>
 
@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   ddp::bench::add_collectives_command(app, run);
   ddp::bench::add_ddp_command(app, run);
   ddp::bench::add_memory_command(app, run);
+  ddp::bench::add_decode_command(app, run);
   CLI11_PARSE(app, argc, argv);
   try {
     return run();

@@ -14,6 +14,13 @@
 //     loader.start_epoch(order_for(epoch), epoch);        // e.g. a DistributedSampler's indices
 //     while (auto batch = loader.next()) step(batch->data, batch->target);
 //   }
+//
+// Samples that are not in memory (files decoded per batch, e.g. an ImageFolder)
+// come through a fetch function instead, run on `workers` background threads:
+//
+//   ddp::data::BatchLoader loader(folder.size(), [&](const std::vector<int64_t>& idx, at::Generator& gen) {
+//     return ddp::data::load_image_batch(folder, idx, pipeline, gen);
+//   }, opts);
 #pragma once
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
@@ -34,15 +41,21 @@ struct Batch {
 struct BatchLoaderOptions {
   int64_t batch_size = 64;
   bool drop_last = false;
-  int prefetch = 2;            // batches prepared ahead on the background thread (0: synchronous)
+  int prefetch = 2;            // batches prepared ahead on the background thread(s) (0: synchronous)
+  int workers = 1;             // background threads building batches (>= 1; batches still come in order)
   uint64_t seed = 0;           // augmentation generator: seeded from (seed, epoch) so results never depend on thread timing
   std::function<at::Tensor(const at::Tensor& batch, at::Generator& gen)> augment;  // optional, applied to data only
 };
+
+// Builds the batch of these sample indices (in order), drawing randomness only from gen.
+using FetchBatch = std::function<Batch(const std::vector<int64_t>& indices, at::Generator& gen)>;
 
 class BatchLoader {
  public:
   // Throws ddp::InvalidArgument when data and targets differ in length, batch_size < 1 or prefetch < 0.
   BatchLoader(at::Tensor data, at::Tensor targets, BatchLoaderOptions options);  // data [N, ...], targets [N]
+  // Samples 0..size-1 made by `fetch` (options.augment is not applied; fetch does its own).
+  BatchLoader(int64_t size, FetchBatch fetch, BatchLoaderOptions options);
   ~BatchLoader();  // stops and joins the thread
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;

@@ -30,6 +30,8 @@ struct TrainConfig {
   int64_t accumulate = 1;         // micro-batches per optimizer step (no_sync between)
   std::string data_dir;
   std::string data_mode;          // shards | sampler
+  std::optional<int64_t> image_size;  // imagefolder-*: training crop and evaluation centre crop (224)
+  int64_t workers = 2;            // imagefolder-*: threads decoding images ahead of training
   std::string out_dir;            // default runs/<recipe>
   uint64_t seed = 0;
   bool resume = false;

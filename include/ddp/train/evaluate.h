@@ -10,6 +10,9 @@
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <optional>
+
+#include "ddp/data/batch_loader.h"
 
 #include "ddp/dist/process_group.h"
 
@@ -28,5 +31,8 @@ at::Tensor exact_shard(int64_t n, const ProcessGroup& group);
 // forward: logits [B, C] for a batch; run without gradients. x/y: this rank's samples.
 EvalResult evaluate(const std::function<at::Tensor(const at::Tensor&)>& forward, const at::Tensor& x,
                     const at::Tensor& y, int64_t batch_size, ProcessGroup& group);
+// The same over batches from `next` (nullopt ends them), e.g. a BatchLoader's over files.
+EvalResult evaluate_batches(const std::function<at::Tensor(const at::Tensor&)>& forward,
+                            const std::function<std::optional<data::Batch>()>& next, ProcessGroup& group);
 
 }  // namespace ddp::train

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ddp/data/batch_loader.h"
 #include "ddp/dist/process_group.h"
 #include "ddp/train/config.h"
 #include "ddp/train/schedule.h"
@@ -38,6 +39,11 @@ struct Recipe {
   int64_t train_total = 0;      // training samples over all ranks
   at::Tensor test_x, test_y;    // this rank's exact share of the test set
   int64_t test_total = 0;
+  // Samples decoded per batch instead of held in train_x/test_x (imagefolder-*): when train_fetch is
+  // set, the trainer's DistributedSampler runs over train_total samples and the loader's workers fetch
+  // only this rank's; evaluation fetches this rank's exact share, test_indices.
+  data::FetchBatch train_fetch, test_fetch;
+  std::vector<int64_t> test_indices;
 
   std::function<at::Tensor(const at::Tensor&, at::Generator&)> augment;  // may be empty
   std::vector<ParamGroup> groups;

@@ -58,5 +58,7 @@ Recipe make_mlp(TrainConfig& cfg, ProcessGroup& group);
 Recipe make_fashion_mnist(TrainConfig& cfg, ProcessGroup& group);
 Recipe make_cifar10_resnet9(TrainConfig& cfg, ProcessGroup& group);
 Recipe make_cifar10_resnet18(TrainConfig& cfg, ProcessGroup& group);
+void defaults_imagefolder(TrainConfig& cfg, int world_size);
+Recipe make_imagefolder(TrainConfig& cfg, ProcessGroup& group);  // imagefolder-resnet18 and -resnet50
 
 }  // namespace ddp::train::detail

@@ -103,6 +103,7 @@ void fill_recipe_defaults(TrainConfig& cfg, int world_size) {
   else if (cfg.recipe == "fashion-mnist") detail::defaults_fashion_mnist(cfg);
   else if (cfg.recipe == "cifar10-resnet9") detail::defaults_cifar10_resnet9(cfg, world_size);
   else if (cfg.recipe == "cifar10-resnet18") detail::defaults_cifar10_resnet18(cfg);
+  else if (cfg.recipe.rfind("imagefolder-", 0) == 0) detail::defaults_imagefolder(cfg, world_size);
   else throw InvalidArgument("ddp-train: unknown recipe '" + cfg.recipe + "'");
 }
 
@@ -113,6 +114,8 @@ Recipe make_recipe(TrainConfig& cfg, ProcessGroup& group) {
   else if (cfg.recipe == "fashion-mnist") r = detail::make_fashion_mnist(cfg, group);
   else if (cfg.recipe == "cifar10-resnet9") r = detail::make_cifar10_resnet9(cfg, group);
   else if (cfg.recipe == "cifar10-resnet18") r = detail::make_cifar10_resnet18(cfg, group);
+  else if (cfg.recipe == "imagefolder-resnet18" || cfg.recipe == "imagefolder-resnet50")
+    r = detail::make_imagefolder(cfg, group);
   else throw InvalidArgument("ddp-train: unknown recipe '" + cfg.recipe + "'");
   r.schedule = LrSchedule::parse(cfg.schedule).with_warmup(*cfg.warmup);
   return r;

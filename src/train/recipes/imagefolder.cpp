@@ -1,0 +1,96 @@
+// ImageNet-style recipes: torchvision's ResNet-18 / ResNet-50 on any folder of
+// JPEGs and PNGs laid out as ImageNet is (DATA/train/<class>/*, DATA/val/<class>/*),
+// with the reference schedule: SGD momentum 0.9, weight decay 1e-4, lr 0.1 per 256
+// samples of global batch, cosine (or --schedule step:N:0.1), RandomResizedCrop +
+// flip for training, Resize + CenterCrop for evaluation (docs/data.md).
+#include <ATen/ATen.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "common.h"
+#include "ddp/data/image_folder.h"
+#include "ddp/train/evaluate.h"
+#include "ddp/train/models/resnet.h"
+#include "ddp/train/models/resnet50.h"
+
+namespace ddp::train::detail {
+namespace {
+
+const char* kLayout =
+    "expected ImageNet's layout: train/<class>/<images> and val/<class>/<images>, the same class folders in both "
+    "(e.g. train/n01440764/x.JPEG); images .jpg, .jpeg or .png";
+
+std::shared_ptr<data::ImageFolder> open_split(const std::string& dir, const std::string& split) {
+  const std::string path = dir + "/" + split;
+  if (!std::filesystem::is_directory(path))
+    throw data::DataError(dir + ": no " + split + "/ subfolder (--data-dir); " + kLayout);
+  return std::make_shared<data::ImageFolder>(path);
+}
+
+data::FetchBatch fetcher(std::shared_ptr<data::ImageFolder> folder, data::ImagePipeline pipeline) {
+  return [folder, pipeline](const std::vector<int64_t>& idx, at::Generator& gen) {
+    return data::load_image_batch(*folder, idx, pipeline, gen);
+  };
+}
+
+}  // namespace
+
+void defaults_imagefolder(TrainConfig& cfg, int world_size) {
+  fill<int64_t>(cfg.epochs, 90);
+  fill<int64_t>(cfg.batch_size, 64);
+  fill(cfg.lr, 0.1 * double(*cfg.batch_size * world_size) / 256.0);
+  fill(cfg.momentum, 0.9);
+  fill(cfg.weight_decay, 1e-4);
+  fill(cfg.label_smoothing, 0.0);
+  fill(cfg.schedule, "cosine");
+  fill<int64_t>(cfg.warmup, 0);
+  fill<int64_t>(cfg.cutout, 0);
+  fill<int64_t>(cfg.ema_every, 0);
+  fill<int64_t>(cfg.image_size, 224);
+  fill(cfg.precision, "auto");
+  fill(cfg.data_mode, "sampler");  // files are read per batch: each rank decodes only its sampler's share
+  fill(cfg.data_dir, default_data_dir("imagenet", "../shared/data/imagenet"));
+}
+
+Recipe make_imagefolder(TrainConfig& cfg, ProcessGroup& group) {
+  if (cfg.data_mode != "sampler")
+    throw InvalidArgument("ddp-train: " + cfg.recipe + " reads its images per batch through the DistributedSampler; "
+                          "--data " + cfg.data_mode + " is not supported (use --data sampler)");
+  auto train = open_split(cfg.data_dir, "train");
+  auto val = open_split(cfg.data_dir, "val");
+  if (train->classes() != val->classes())
+    throw data::DataError(cfg.data_dir + ": train/ has " + std::to_string(train->classes().size()) +
+                          " classes and val/ " + std::to_string(val->classes().size()) +
+                          ", or their names differ; " + kLayout);
+  const int64_t classes = static_cast<int64_t>(train->classes().size());
+  const int64_t size = *cfg.image_size;
+  data::ImagePipeline tp, vp;
+  tp.train = true;
+  tp.size = size;
+  vp.train = false;
+  vp.size = size;
+  vp.resize = (size * 256 + 112) / 224;  // 256 for 224, in proportion otherwise
+
+  Recipe r;
+  r.name = cfg.recipe;
+  r.train_total = cfg.limit_train > 0 ? std::min(cfg.limit_train, train->size()) : train->size();
+  r.train_sharded = false;
+  r.train_fetch = fetcher(train, tp);
+  r.test_total = cfg.limit_test > 0 ? std::min(cfg.limit_test, val->size()) : val->size();
+  at::Tensor mine = exact_shard(r.test_total, group);
+  r.test_indices.assign(mine.data_ptr<int64_t>(), mine.data_ptr<int64_t>() + mine.numel());
+  r.test_fetch = fetcher(val, vp);
+  if (cfg.recipe == "imagefolder-resnet50") {
+    models::ResNet50 net(classes);
+    r.groups.push_back(all_parameters(*net, *cfg.weight_decay));
+    r.model = torch::nn::AnyModule(net);
+  } else {
+    models::ResNet18 net(models::ResNet18Options{classes, false});
+    r.groups.push_back(all_parameters(*net, *cfg.weight_decay));
+    r.model = torch::nn::AnyModule(net);
+  }
+  return r;
+}
+
+}  // namespace ddp::train::detail
