@@ -171,14 +171,22 @@ std::string flush() {
   out << "\n],\"displayTimeUnit\":\"ms\"}\n";
   const std::string file = rank_file(path, rank);
   const std::string tmp = file + ".tmp";
+  std::string error;
   {
     std::ofstream f(tmp, std::ios::trunc);
     f << out.str();
     f.close();
-    if (!f) throw Error("[timeline] rank " + std::to_string(rank) + ": cannot write " + tmp + ": check the directory of " + path);
+    if (!f) error = "cannot write " + tmp + ": check the directory of " + path;
   }
-  if (std::rename(tmp.c_str(), file.c_str()) != 0)
-    throw Error("[timeline] rank " + std::to_string(rank) + ": cannot rename " + tmp + " to " + file);
+  if (error.empty() && std::rename(tmp.c_str(), file.c_str()) != 0) error = "cannot rename " + tmp + " to " + file;
+  if (!error.empty()) {  // said once: recording stops, the exit-time flush does nothing
+    detail::g_on.store(false, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(r.mu);
+      r.path.clear();
+    }
+    throw Error("[timeline] rank " + std::to_string(rank) + ": " + error);
+  }
   return file;
 }
 
