@@ -7,4 +7,5 @@ cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 BUILD_TARGETS="ddprun ddp-train" ./scripts/build.sh   # only what the demo runs: no tests
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+# ddprun's default --backend auto: mpi when OpenMPI is installed (its first line says which and why), else gloo.
 exec build/bin/ddprun --nproc-per-node 2 --standalone build/bin/ddp-train fashion-mnist "$@"

@@ -74,11 +74,16 @@ Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mp
   Rendezvous r;
   r.timeout = resolve_timeout(opts, env);
   r.backend = opts.backend;
+  r.backend_reason = "InitOptions::backend \"" + opts.backend + "\"";
   if (r.backend == "auto") {
-    if (auto b = env("DDP_BACKEND"); b && !b->empty() && *b != "auto")
+    if (auto b = env("DDP_BACKEND"); b && !b->empty() && *b != "auto") {
       r.backend = *b;
-    else if (mpi_available && launched_by_mpi(env))
+      auto why = env("DDP_BACKEND_REASON");  // ddprun's, e.g. "auto: one node, OpenMPI 4.1.4"
+      r.backend_reason = why && !why->empty() ? *why : "DDP_BACKEND=" + *b;
+    } else if (mpi_available && launched_by_mpi(env)) {
       r.backend = "mpi";
+      r.backend_reason = "auto: started by mpirun";
+    }
   }
   if (r.backend == "mpi") {
     r.method = "mpi";
@@ -143,7 +148,12 @@ Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mp
     bad("rank " + std::to_string(*rank) + " is out of range [0, " + std::to_string(*world) + ")");
   r.rank = *rank;
   r.world_size = *world;
-  if (r.backend == "auto") r.backend = (r.world_size == 1 && r.method == "none") ? "local" : "gloo";
+  if (r.backend == "auto") {
+    const bool alone = r.world_size == 1 && r.method == "none";
+    r.backend = alone ? "local" : "gloo";
+    r.backend_reason = alone ? "auto: a world of one without a launcher"
+                             : std::string("auto: not started by mpirun") + (mpi_available ? "" : ", no mpi backend built");
+  }
   return r;
 }
 

@@ -15,6 +15,7 @@ EnvFn process_env();
 
 struct Rendezvous {
   std::string backend;   // gloo | mpi | local
+  std::string backend_reason;  // why: "InitOptions::backend", "auto: started by mpirun", ...
   std::string method;    // env | tcp | file | store | none | mpi
   int rank = 0;          // -1 with mpi when MPI decides
   int world_size = 1;

@@ -1,3 +1,4 @@
+#include "ddp/dist/timeline.h"
 #include "ddp/dist/init.h"
 
 #include <c10/util/Exception.h>
@@ -154,6 +155,7 @@ GroupPtr init_process_group(const InitOptions& opts) {
   if (g_default)
     throw Error("[init] init_process_group called twice; call destroy_process_group() first");
   g_default = create_process_group(opts);
+  timeline::set_rank(g_default->rank());  // the timeline file is named by it
   return g_default;
 }
 

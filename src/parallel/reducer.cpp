@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "ddp/dist/errors.h"
+#include "ddp/dist/timeline.h"
 #include "dist/error_context.h"
 #include "parallel/bucket_agreement.h"
 #include "parallel/bucketing.h"
@@ -247,8 +248,24 @@ void Reducer::launch_ready_buckets() {
     gb.buffer = bucket.flat;
     gb.gradients = bucket.views;
     for (size_t i : bucket.params) gb.parameters.push_back(params_[i]);
+    if (timeline::enabled()) bucket.launched_us = timeline::now_us();
     bucket.work = hook_ ? hook_->run(*group_, gb) : all_reduce_bucket(*group_, gb);
     ++next_launch_;
+    if (timeline::enabled()) record_completed_buckets();
+  }
+}
+
+// Timeline: each launched bucket's reduction, from its launch to the first time
+// it is seen complete (polled at each launch, and at the end of backward as it waits).
+void Reducer::record_completed_buckets() {
+  for (size_t i = 0; i < next_launch_ && i < buckets_.size(); ++i) {
+    Bucket& b = buckets_[i];
+    if (b.launched_us < 0 || !b.work.is_completed()) continue;
+    timeline::complete("bucket " + std::to_string(i), "reduce bucket " + std::to_string(i),
+                       b.launched_us, timeline::now_us() - b.launched_us,
+                       "\"bytes\":" + std::to_string(b.flat.nbytes()) + ",\"hook\":\"" +
+                           (hook_ ? hook_->name() : std::string("allreduce")) + "\",\"bucket\":" + std::to_string(i));
+    b.launched_us = -1;
   }
 }
 
@@ -296,8 +313,10 @@ void Reducer::finalize() {
     fail_unfinished();
   }
   try {
+    const bool tl = timeline::enabled();
     for (auto& bucket : buckets_) {
       at::Tensor result = bucket.work.value();
+      if (tl && bucket.launched_us >= 0) record_completed_buckets();  // this one, and any others done
       if (result.defined() && !result.is_same(bucket.flat)) bucket.flat.copy_(result);
     }
     if (used_counts.defined()) {
@@ -343,6 +362,7 @@ void Reducer::reset_iteration() {
   for (auto& b : buckets_) {
     b.pending = b.params.size();
     b.work = Work();
+    b.launched_us = -1;
   }
   next_launch_ = 0;
 }

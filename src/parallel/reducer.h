@@ -70,12 +70,14 @@ class Reducer {
     std::vector<at::Tensor> views;  // per parameter, shaped like it
     size_t pending = 0;
     Work work;  // the bucket's reduction; value(): the reduced buffer
+    int64_t launched_us = -1;  // timeline (when on): launch time, until its event is recorded
   };
 
   void build(const std::vector<size_t>& order);
   void on_gradient_accumulated(size_t index);  // the autograd hook of parameter `index`
   void mark_ready(size_t index, bool used);
   void launch_ready_buckets();
+  void record_completed_buckets();  // timeline events of the finished reductions
   // Before the first reduction after build(): ranks compare bucket layouts.
   void check_layout_once();
   void finalize();

@@ -103,7 +103,10 @@ void define(CLI::App& app, TrainConfig& c, bool& print_config) {
   number_flag<int>(app, "keep-last", c.keep_last, "checkpoints kept");
   number_flag<int64_t>(app, "stop-after", c.stop_after, "stop (as if interrupted) after N epochs (0: never)");
   number_flag<int64_t>(app, "log-every", c.log_every, "steps between train-loss logs");
-  text_flag(app, "backend", c.backend, "gloo | mpi | auto");
+  text_flag(app, "backend", c.backend, "gloo | mpi | auto (ddprun's choice, else mpi under mpirun, else gloo)");
+  text_flag(app, "timeline", c.timeline,
+            "write a Chrome trace (Perfetto) of data wait, forward, backward, each bucket's reduction, optimizer, "
+            "evaluation and checkpoints: FILE.rank{N} per rank, merged into FILE (docs/timeline.md)");
   number_flag<double>(app, "timeout", c.timeout,
                       "seconds a rendezvous or collective may wait before failing [default: DDP_TIMEOUT "
                       "(ddprun --timeout), else 600]");
@@ -255,6 +258,7 @@ std::string to_config_file(const TrainConfig& c) {
   count("stop-after", c.stop_after);
   count("log-every", c.log_every);
   text("backend", c.backend);
+  if (!c.timeline.empty()) text("timeline", c.timeline);
   if (c.timeout) real("timeout", c.timeout);
   else out << "# timeout = (DDP_TIMEOUT, else 600)\n";
   text("comm-hook", c.comm_hook);

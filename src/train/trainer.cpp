@@ -22,7 +22,9 @@
 #include "ddp/data/distributed_sampler.h"
 #include "ddp/errors.h"
 #include "ddp/dist/collectives.h"
+#include "ddp/dist/backend_choice.h"
 #include "ddp/dist/init.h"
+#include "ddp/dist/timeline.h"
 #include "ddp/parallel/distributed_data_parallel.h"
 #include "ddp/parallel/sync_batch_norm.h"
 #include "ddp/train/checkpoint.h"
@@ -133,6 +135,7 @@ void check_finite_before_saving(Job& j, const detail::LoopState& s) {
 }
 
 void save_checkpoint(Job& j, const detail::LoopState& s) {
+  timeline::Span span("checkpoint", "checkpoint");
   check_finite_before_saving(j, s);
   auto rng = detail::gather_rng_states(*j.group);  // collectives: every rank
   at::Tensor loss_sums = detail::gather_loss_sums(s, *j.group);
@@ -148,6 +151,7 @@ void save_checkpoint(Job& j, const detail::LoopState& s) {
 }
 
 EvalResult evaluate_epoch(Job& j) {
+  timeline::Span span("compute", "evaluation");
   torch::nn::AnyModule& net = j.ema ? j.shadow : j.recipe.model;
   const bool flip = j.recipe.eval_flip;
   net.ptr()->eval();
@@ -178,11 +182,14 @@ at::Tensor forward_backward(Job& j, const data::Batch& batch, bool sync) {
   std::optional<DistributedDataParallelBase::NoSyncGuard> no_sync;
   if (!sync) no_sync.emplace(*j.model);
   at::Tensor logits;
+  timeline::Span forward("compute", "forward");
   {
     Autocast autocast(j.precision.precision);  // bf16: the forward pass only
     logits = (*j.model)(batch.data).to(at::kFloat);
   }
   at::Tensor loss = label_smoothing_cross_entropy(logits, batch.target, *j.cfg.label_smoothing).mean();
+  forward.end();
+  timeline::Span backward("compute", "backward");  // the buckets' reductions overlap it (tracks "bucket N")
   (loss / double(j.cfg.accumulate)).backward();
   return loss;
 }
@@ -202,6 +209,18 @@ void check_finite_step(Job& j, const detail::LoopState& s, double window_loss) {
               "). Lower --lr, check the data, or resume from that checkpoint; --no-nan-check trains on regardless");
 }
 
+// --timeline / DDP_TIMELINE: every rank writes its file, then rank 0 joins them (ddprun, when
+// DDP_TIMELINE reached it, joins them again at the job's end, with anything recorded after this).
+void finish_timeline(Job& j) {
+  if (!timeline::enabled()) return;
+  timeline::flush();
+  j.group->barrier().wait();  // every rank's file is complete
+  if (j.group->rank() != 0) return;
+  const int ranks = timeline::merge(timeline::path(), j.group->size());
+  std::cout << "timeline: " << timeline::path() << " (" << ranks << " of " << j.group->size()
+            << " rank(s); open it in https://ui.perfetto.dev or chrome://tracing)" << std::endl;
+}
+
 // One epoch from micro-batch s.micro on. Returns the mean training loss of this rank.
 double train_epoch(Job& j, detail::LoopState& s) {
   const TrainConfig& c = j.cfg;
@@ -213,7 +232,9 @@ double train_epoch(Job& j, detail::LoopState& s) {
   const int64_t first_micro = s.micro;
   detail::StopSchedule stop(*j.group);
   while (s.micro < j.micro_per_epoch) {
+    timeline::Span waiting("data", "data wait");
     auto batch = j.loader->next();
+    waiting.end();
     if (!batch) break;
     const bool sync = (s.micro + 1) % c.accumulate == 0;  // the last micro-batch of a step reduces gradients
     const double lr = set_lr(j, s.step);
@@ -227,7 +248,10 @@ double train_epoch(Job& j, detail::LoopState& s) {
     ++window;
     if (!sync) continue;
     check_finite_step(j, s, window_sum / double(window));
-    j.opt->step();
+    {
+      timeline::Span span("compute", "optimizer step");
+      j.opt->step();
+    }
     ++s.step;
     if (j.ema && s.step % *c.ema_every == 0) j.ema->update(*j.recipe.model.ptr());
 
@@ -348,6 +372,10 @@ Job set_up(TrainConfig cfg) {
   init.backend = cfg.backend;
   if (cfg.timeout)  // else InitOptions reads DDP_TIMEOUT
     init.timeout = Milliseconds(std::max<int64_t>(1, static_cast<int64_t>(*cfg.timeout * 1000 + 0.5)));
+  if (!cfg.timeline.empty()) timeline::start(cfg.timeline);  // before the group: its set-up is on it too
+  std::string backend_reason;  // for the first line
+  if (!is_initialized())
+    backend_reason = cfg.backend == "auto" ? choose_backend(init).reason : "--backend " + cfg.backend;
   j.group = is_initialized() ? default_group() : init_process_group(init);
   check_config_agreement(cfg, *j.group);  // before any collective whose size the settings decide
   const int rank = j.group->rank();
@@ -377,7 +405,8 @@ Job set_up(TrainConfig cfg) {
 
   j.logs.open(cfg.out_dir, rank == 0, cfg.progress);
   if (rank == 0) {
-    std::cout << "ddp-train " << cfg.recipe << ": " << j.group->size() << " rank(s) on " << j.group->backend() << ", "
+    std::cout << "ddp-train " << cfg.recipe << ": " << j.group->size() << " rank(s) on " << j.group->backend()
+              << (backend_reason.empty() ? std::string() : " (" + backend_reason + ")") << ", "
               << j.recipe.train_total << " training samples (" << (j.recipe.train_sharded ? "shards" : "sampler")
               << "), " << j.recipe.test_total << " test samples, batch " << *cfg.batch_size << " per rank"
               << (cfg.sync_bn ? " (SyncBatchNorm)" : "") << ", "
@@ -528,6 +557,7 @@ TrainSummary run(TrainConfig config) {
   summary.steps = s.step;
   summary.checkpoint = j.last_checkpoint;
   summary.seconds = seconds_since(start);
+  finish_timeline(j);
   if (!summary.preempted) print_done(j, summary);
   return summary;
 }

@@ -60,6 +60,25 @@ TEST(Resolve, LauncherEnvironmentGivesGlooOverTcp) {
   EXPECT_EQ(r.port, 29511);
 }
 
+// Why auto chose (ddp::choose_backend, ddp-train's first line): each case's reason.
+TEST(Resolve, BackendReasonSaysWhyAutoChose) {
+  EXPECT_EQ(resolve({}).backend_reason, "auto: a world of one without a launcher");
+  const Env launcher = {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "5"}};
+  EXPECT_EQ(resolve(launcher).backend_reason, "auto: not started by mpirun");
+  EXPECT_EQ(resolve(launcher, {}, /*mpi=*/false).backend_reason, "auto: not started by mpirun, no mpi backend built");
+  auto ddprun = resolve({{"DDP_BACKEND", "mpi"}, {"DDP_BACKEND_REASON", "auto: one node, OpenMPI 4.1.4"}});
+  EXPECT_EQ(ddprun.backend, "mpi");
+  EXPECT_EQ(ddprun.backend_reason, "auto: one node, OpenMPI 4.1.4");
+  Env gloo = launcher;
+  gloo["DDP_BACKEND"] = "gloo";
+  EXPECT_EQ(resolve(gloo).backend_reason, "DDP_BACKEND=gloo");
+  EXPECT_EQ(resolve({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}}).backend_reason,
+            "auto: started by mpirun");
+  InitOptions given;
+  given.backend = "gloo";
+  EXPECT_EQ(resolve(gloo, given).backend_reason, "InitOptions::backend \"gloo\"");  // given beats DDP_BACKEND
+}
+
 TEST(Resolve, ExplicitRankAndWorldOverrideEnvironment) {
   InitOptions o;
   o.rank = 1;

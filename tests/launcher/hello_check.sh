@@ -31,7 +31,7 @@ case $mode in
     grep -qx 'hello: rank 0: \[init\] env:// needs MASTER_ADDR for a world of 2 (ddprun and torchrun set it)' "$out" ||
       fail "message missing"
     # Under ddprun: a bad DDP_TIMEOUT fails every rank's init.
-    DDP_TIMEOUT=abc "$ddprun" --nproc-per-node 2 --standalone "$hello" >"$out" 2>&1
+    DDP_TIMEOUT=abc "$ddprun" --nproc-per-node 2 --standalone --backend gloo "$hello" >"$out" 2>&1
     rc=$?
     [ $rc -eq 1 ] || fail "ddprun exited with $rc, expected 1"
     grep -q "^ddprun: root cause: rank [01] (pid [0-9]*) reported the first error, at " "$out" || fail "no root cause"

@@ -61,7 +61,7 @@ TEST_P(EnvPerNproc, ExactVariablesForEveryRank) {
         {"MASTER_ADDR", "127.0.0.1"},
         {"MASTER_PORT", std::to_string(port)},
         {"OMP_NUM_THREADS", std::to_string(std::max(1, online_cpus() / nproc))},
-        {"DDP_BACKEND", "<unset>"},
+        {"DDP_BACKEND", "gloo"},  // Launch passes --backend=gloo
         {"DDP_LAUNCHER", "ddprun"},
         {"OMPI_COMM_WORLD_RANK", "<unset>"}};
     EXPECT_EQ(env[rank], expected) << "rank " << rank;

@@ -1,4 +1,6 @@
 #include "launcher_test_util.h"
+
+#include <algorithm>
 #include "support/free_port.h"
 
 #include <arpa/inet.h>
@@ -118,6 +120,9 @@ std::vector<std::string> RunResult::err_lines() const { return split_lines(err);
 
 Launch::Launch(const std::vector<std::string>& args, const EnvChanges& env) {
   std::vector<std::string> argv = {ddprun_path()};
+  // The local launcher's cases: --backend gloo unless a test names one (auto would pick mpi for a ddp program).
+  if (std::none_of(args.begin(), args.end(), [](const std::string& a) { return a.rfind("--backend", 0) == 0; }))
+    argv.push_back("--backend=gloo");
   argv.insert(argv.end(), args.begin(), args.end());
   start(argv, env);
 }

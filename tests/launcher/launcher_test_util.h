@@ -27,7 +27,7 @@ using EnvChanges = std::vector<std::pair<std::string, std::string>>;
 
 // A running ddprun (in its own process group). The environment is the test's
 // own minus all launcher variables (RANK, OMP_NUM_THREADS, DDP_BACKEND, ...),
-// plus `env`.
+// plus `env`. Launch(args) adds --backend=gloo unless args name a backend.
 // Another program than ddprun, for Launch (e.g. a program calling ddp::spawn).
 struct Program {
   std::string path;

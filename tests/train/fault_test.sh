@@ -13,7 +13,8 @@ ddprun=$1 train=$2 np=$3
 recipe=fashion-mnist
 source "$(dirname "$0")/lib.sh"
 fail() { echo "FAIL: $*"; exit 1; }
-run() { "$ddprun" --nproc-per-node "$np" --standalone "$train" "$recipe" "${data[@]}" --no-progress --batch-size 16 "$@"; }
+# --backend gloo: the summaries checked below name pids and local ranks, which mpirun does not report.
+run() { "$ddprun" --nproc-per-node "$np" --standalone --backend gloo "$train" "$recipe" "${data[@]}" --no-progress --batch-size 16 "$@"; }
 expect_failure() { if run "$@" > "$work/log" 2>&1; then cat "$work/log"; fail "the run succeeded"; fi; }
 has() { grep -qF -- "$1" "$work/log" || { cat "$work/log"; fail "the output lacks: $1"; }; }
 

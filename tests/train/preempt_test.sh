@@ -8,10 +8,11 @@ recipe=fashion-mnist
 source "$(dirname "$0")/lib.sh"
 fail() { echo "FAIL: $*"; exit 1; }
 args=(fashion-mnist "${data[@]}" --no-progress --batch-size 16 --epochs 6 --data sampler)
-"$ddprun" --nproc-per-node "$np" --standalone "$train" "${args[@]}" --out-dir "$work/whole" > "$work/whole.log" 2>&1 ||
+# --backend gloo: ddprun itself forwards SIGTERM to each rank (mpirun would end the ranks its own way).
+"$ddprun" --nproc-per-node "$np" --standalone --backend gloo "$train" "${args[@]}" --out-dir "$work/whole" > "$work/whole.log" 2>&1 ||
   { cat "$work/whole.log"; fail "the uninterrupted run"; }
 # The same run, signalled after its second epoch line: ddprun forwards SIGTERM to every rank.
-"$ddprun" --nproc-per-node "$np" --standalone "$train" "${args[@]}" --out-dir "$work/parts" > "$work/log" 2>&1 &
+"$ddprun" --nproc-per-node "$np" --standalone --backend gloo "$train" "${args[@]}" --out-dir "$work/parts" > "$work/log" 2>&1 &
 launcher=$!
 for _ in $(seq 600); do grep -q "epoch 2/6" "$work/log" && break; sleep 0.1; done
 kill -TERM $launcher
@@ -21,7 +22,7 @@ grep -q "preempted (SIGTERM): stopped after step " "$work/log" || { cat "$work/l
 grep -qE "ended with exit code 75" "$work/log" || { cat "$work/log"; fail "the ranks did not exit with 75"; }
 grep -q "epoch 6/6" "$work/log" && fail "the signalled run trained to the end"
 stopped=$(sed -n 's/.*stopped after step \([0-9]*\) of epoch.*/\1/p' "$work/log")
-"$ddprun" --nproc-per-node "$np" --standalone "$train" "${args[@]}" --out-dir "$work/parts" --resume > "$work/log2" 2>&1 ||
+"$ddprun" --nproc-per-node "$np" --standalone --backend gloo "$train" "${args[@]}" --out-dir "$work/parts" --resume > "$work/log2" 2>&1 ||
   { cat "$work/log2"; fail "the resumed run"; }
 grep -q "resumed from .* step $stopped" "$work/log2" || { cat "$work/log2"; fail "did not resume at step $stopped"; }
 /usr/bin/python3 - "$(latest "$work/whole")" "$(latest "$work/parts")" <<'PY'

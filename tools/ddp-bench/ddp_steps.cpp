@@ -27,6 +27,7 @@
 #include "ddp/ddp.h"
 #include "ddp/parallel/optimizer_state.h"
 #include "ddp/parallel/zero.h"
+#include "ddp/dist/timeline.h"
 #include "ddp/train/models/fashion_cnn.h"
 #include "ddp/train/machine.h"
 #include "ddp/train/models/mlp.h"
@@ -46,6 +47,7 @@ struct Options {
   bool sync_bn = false;                 // the DDP model's BatchNorms as SyncBatchNorms
   bool join = false;                    // --pair: the second DDP model under a Join
   std::string guards;                   // --pair: the second DDP model's steps with ddp-train's guards: stop|nan|both
+  std::string timeline;                 // Chrome trace of the steps (--pair: of the second model's only)
   std::string json;
 };
 
@@ -83,7 +85,14 @@ int64_t count_params(torch::nn::Module& m) {
 template <typename Opt, typename Forward>
 void sgd_step(Opt& opt, Forward&& forward, const at::Tensor& x, const at::Tensor& y) {
   opt.zero_grad();
-  torch::nn::functional::cross_entropy(forward(x), y).backward();
+  timeline::Span fwd("compute", "forward");
+  at::Tensor loss = torch::nn::functional::cross_entropy(forward(x), y);
+  fwd.end();
+  {
+    timeline::Span bwd("compute", "backward");
+    loss.backward();
+  }
+  timeline::Span step("compute", "optimizer step");
   opt.step();
 }
 
@@ -143,17 +152,20 @@ Pair run_pair(Net plain, Net wrapped, const at::Tensor& x, const at::Tensor& y, 
   // --join: both under DDP, the second under a Join too.
   std::unique_ptr<DistributedDataParallel<Net>> base;
   if (o.sync_bn) convert_sync_batchnorm(wrapped.ptr(), g);
-  if (o.sync_bn || o.join || !o.guards.empty()) base = std::make_unique<DistributedDataParallel<Net>>(plain, ddp_options(o, g));
+  if (o.sync_bn || o.join || !o.guards.empty() || !o.timeline.empty()) base = std::make_unique<DistributedDataParallel<Net>>(plain, ddp_options(o, g));
   torch::optim::SGD opt_plain(plain->parameters(), 0.01), opt_ddp(wrapped->parameters(), 0.01);
   DistributedDataParallel<Net> model(wrapped, ddp_options(o, g));
   std::unique_ptr<Join> join;
   if (o.join) join = std::make_unique<Join>(model);
+  const bool tl = !o.timeline.empty();  // --timeline: the first model's steps unrecorded, the second's recorded
   auto step_plain = [&] {
+    if (tl) timeline::set_recording(false);
     sgd_step(opt_plain, [&](const at::Tensor& in) { return base ? (*base)(in) : plain->forward(in); }, x, y);
   };
   train::detail::StopSchedule stop(*g);
   int64_t step = 0;
   auto step_ddp = [&] {
+    if (tl) timeline::set_recording(true);
     if (o.guards.empty()) return sgd_step(opt_ddp, model, x, y);
     // ddp-train's step: the stop check started, forward/backward, the gradients checked, the step, the check read.
     const bool use_stop = o.guards != "nan", use_nan = o.guards != "stop";
@@ -197,6 +209,16 @@ std::pair<at::Tensor, at::Tensor> make_batch(const Options& o) {
   return {at::randn({o.batch, m.dim_in}), at::randint(m.n_classes, {o.batch}, at::kLong)};
 }
 
+// --timeline: every rank's file written, then rank 0 joins them.
+void finish_timeline(ProcessGroup& g) {
+  if (timeline::path().empty()) return;
+  timeline::set_recording(true);
+  timeline::flush();
+  g.barrier().wait();
+  if (g.rank() == 0)
+    std::printf("timeline: %s (%d rank(s))\n", timeline::path().c_str(), timeline::merge(timeline::path(), g.size()));
+}
+
 int pair_main(const Options& o, GroupPtr g, const at::Tensor& x, const at::Tensor& y) {
   Pair r = with_model(o, [&](auto make) { return run_pair(make(), make(), x, y, o, g); });
   if (g->rank() == 0) {
@@ -204,7 +226,10 @@ int pair_main(const Options& o, GroupPtr g, const at::Tensor& x, const at::Tenso
     std::printf("ddp-bench ddp --pair: model %s (%.2fM parameters), batch %d per rank, %d ranks, DDP over %s%s, %d threads/rank\n",
                 o.model.c_str(), r.params / 1e6, o.batch, g->size(), g->backend().c_str(),
                 o.sync_bn ? " with SyncBatchNorm" : "", at::get_num_threads());
-    if (!o.guards.empty())
+    if (!o.timeline.empty())
+      std::printf("  DDP %.3f ms/step | DDP recording a timeline %.3f ms/step | ratio %.4f, +%.3f ms/step (medians of "
+                  "10-step blocks, alternating)\n", r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms, r.ddp_ms - r.plain_ms);
+    else if (!o.guards.empty())
       std::printf("  DDP %.3f ms/step | DDP with ddp-train's guards (%s) %.3f ms/step | ratio %.4f, +%.3f ms/step (medians "
                   "of 10-step blocks, alternating)\n", r.plain_ms, o.guards.c_str(), r.ddp_ms, r.ddp_ms / r.plain_ms, r.ddp_ms - r.plain_ms);
     else if (o.join)
@@ -219,9 +244,10 @@ int pair_main(const Options& o, GroupPtr g, const at::Tensor& x, const at::Tenso
     if (!o.json.empty())
       write_json(o.json, {{"tool", "ddp-bench ddp --pair"}, {"cpu", train::describe(train::cpu_info())},
                           {"model", o.model}, {"world", g->size()}, {"backend", g->backend()}, {"batch", o.batch},
-                          {"params", r.params}, {"sync_bn", o.sync_bn}, {"join", o.join}, {"guards", o.guards}, {"plain_ms_per_step", r.plain_ms},
+                          {"params", r.params}, {"sync_bn", o.sync_bn}, {"join", o.join}, {"guards", o.guards}, {"timeline", !o.timeline.empty()}, {"plain_ms_per_step", r.plain_ms},
                           {"ddp_ms_per_step", r.ddp_ms}});
   }
+  finish_timeline(*g);
   destroy_process_group();
   return 0;
 }
@@ -236,6 +262,9 @@ int run_ddp(const Options& o) {
   if (o.join && (!o.pair || o.sync_bn)) throw std::invalid_argument("--join: with --pair, without --sync-bn");
   if (!o.guards.empty() && (!o.pair || o.sync_bn || o.join))
     throw std::invalid_argument("--guards: with --pair, without --sync-bn or --join");
+  if (!o.timeline.empty() && o.pair && (o.sync_bn || o.join || !o.guards.empty()))
+    throw std::invalid_argument("--timeline with --pair: without --sync-bn, --join or --guards");
+  if (!o.timeline.empty()) timeline::start(o.timeline);
   InitOptions init;
   init.backend = o.backend;
   auto g = init_process_group(init);
@@ -275,6 +304,7 @@ int run_ddp(const Options& o) {
                           {"bytes_per_step", r.bytes_per_step}, {"optimizer", o.optimizer}, {"zero", o.zero},
                           {"sync_bn", o.sync_bn}, {"state_bytes_max", state_mb * 1e6}, {"peak_rss_bytes_max", rss_mb * 1e6}});
   }
+  finish_timeline(*g);
   destroy_process_group();
   return 0;
 }
@@ -317,6 +347,9 @@ void add_ddp_command(CLI::App& app, std::function<int()>& run) {
                   "with --pair: DDP against DDP with ddp-train's per-step guards: stop (the preemption check's "
                   "async all_reduce), nan (--nan-check's pass over the gradients) or both")
       ->check(CLI::IsMember({"stop", "nan", "both"}));
+  sub->add_option("--timeline", o->timeline,
+                  "write a Chrome trace of the steps (FILE.rank{N}, merged into FILE); with --pair: DDP against "
+                  "the same DDP recording it, its cost");
   sub->add_option("--json", o->json, "also write the result to this JSON file");
   sub->callback([o, &run] { run = [o] { return run_ddp(*o); }; });
 }

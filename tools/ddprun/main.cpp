@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_choice.h"
 #include "c10d_agent.h"
 #include "elastic.h"
 #include "local_launch.h"
@@ -17,6 +18,7 @@
 #include "output.h"
 #include "program_lookup.h"
 #include "rank_env.h"
+#include "timeline_merge.h"
 
 using namespace ddprun;
 
@@ -53,6 +55,18 @@ int prepare_master_port(Options& options) {
   return options.master_port;
 }
 
+// DDP_TIMELINE=FILE reached the ranks: join the rank files this node's ranks wrote.
+int merge_timeline_at_end(const Options& options, int exit_code) {
+  const char* path = std::getenv("DDP_TIMELINE");
+  if (path == nullptr || *path == '\0') return exit_code;
+  std::string error;
+  const int world = options.world_size > 0 ? options.world_size : options.nnodes_max * options.nproc_per_node;
+  const int ranks = merge_timeline(path, world, &error);
+  if (ranks < 0) report("warning: timeline: " + error);
+  else if (ranks > 0) report(std::string("timeline: ") + path + " (" + std::to_string(ranks) + " rank(s))");
+  return exit_code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -79,6 +93,17 @@ int main(int argc, char** argv) {
     return program.exit_code;
   }
 
+  // --backend auto: resolved here, said on the first line, exported to the ranks.
+  const BackendChoice choice = choose_backend(options, probe_mpi(options, program.path));
+  if (!choice.error.empty()) {
+    report(choice.error);
+    return 2;
+  }
+  if (options.backend == Backend::Auto)
+    report(std::string("backend ") + backend_name(choice.backend) + " (" + choice.reason + ")");
+  options.backend = choice.backend;
+  options.backend_reason = choice.reason;
+
   std::string mpirun_path;
   if (options.backend == Backend::Mpi) {
     ProgramLookup mpirun = find_program("mpirun", std::getenv("PATH"));
@@ -91,15 +116,16 @@ int main(int argc, char** argv) {
   }
 
   if (options.rdzv_backend == Rdzv::kC10d)
-    return run_c10d(options, [&](const Options& round, const Attempt& attempt) {
-      return run_local(round, program.path, attempt);
-    });
+    return merge_timeline_at_end(options, run_c10d(options, [&](const Options& round, const Attempt& attempt) {
+                                   return run_local(round, program.path, attempt);
+                                 }));
 
   int master_port = prepare_master_port(options);
   if (master_port < 0) return 1;
 
-  return run_attempts(options, master_port, [&](const Attempt& attempt) {
-    if (options.backend == Backend::Mpi) return run_mpi(options, mpirun_path, program.path, attempt);
-    return run_local(options, program.path, attempt);
-  });
+  return merge_timeline_at_end(options, run_attempts(options, master_port, [&](const Attempt& attempt) {
+                                 if (options.backend == Backend::Mpi)
+                                   return run_mpi(options, mpirun_path, program.path, attempt);
+                                 return run_local(options, program.path, attempt);
+                               }));
 }

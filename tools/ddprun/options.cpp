@@ -179,8 +179,9 @@ void define(CLI::App& app, Options& o, int online_cpus, Given* given) {
   });
   app.add_flag("--standalone", o.standalone, "single node: use 127.0.0.1 and a free port")->disable_flag_override();
   value_flag(app, "--backend",
-             "gloo | mpi | auto [default auto]; exported as DDP_BACKEND unless auto. 'mpi' launches the ranks "
-             "through mpirun",
+             "gloo | mpi | auto [default auto]; exported as DDP_BACKEND. 'mpi' launches the ranks through "
+             "mpirun. auto: mpi on one node when mpirun is found and the program links ddp, else gloo (or an "
+             "inherited DDP_BACKEND); the choice is printed first",
              [&o](auto& v) {
                if (v == "auto") o.backend = Backend::Auto;
                else if (v == "gloo") o.backend = Backend::Gloo;

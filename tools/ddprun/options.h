@@ -23,6 +23,8 @@ struct Options {
   int master_port = 29500;
   bool standalone = false;
   Backend backend = Backend::Auto;
+  // Why `backend` (after main resolved auto, see backend_choice.h); exported as DDP_BACKEND_REASON.
+  std::string backend_reason;
   double kill_grace_s = 5.0;
   // --timeout: exported as DDP_TIMEOUT (the ranks' collective/rendezvous
   // timeout); empty when not given (then DDP_TIMEOUT is left as it is).

@@ -61,6 +61,7 @@ std::vector<std::pair<std::string, std::string>> node_env_vars(const Options& op
     vars.emplace_back("OMP_NUM_THREADS", std::to_string(default_omp_threads(cpus, nproc)));
   }
   if (options.backend != Backend::Auto) vars.emplace_back("DDP_BACKEND", backend_name(options.backend));
+  if (!options.backend_reason.empty()) vars.emplace_back("DDP_BACKEND_REASON", options.backend_reason);
   vars.emplace_back("DDP_LAUNCHER", "ddprun");
   vars.emplace_back("TORCHELASTIC_RUN_ID", options.rdzv_id.empty() ? "none-" + options.master_addr + ":" +
                                                                          std::to_string(master_port)

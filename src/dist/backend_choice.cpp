@@ -1,0 +1,13 @@
+#include "ddp/dist/backend_choice.h"
+
+#include "ddp/dist/backend.h"
+#include "dist/env.h"
+
+namespace ddp {
+
+BackendChoice choose_backend(const InitOptions& opts) {
+  const auto r = detail::resolve_rendezvous(opts, detail::process_env(), is_backend_available("mpi"));
+  return {r.backend, r.backend_reason};
+}
+
+}  // namespace ddp

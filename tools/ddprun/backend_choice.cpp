@@ -1,0 +1,116 @@
+#include "backend_choice.h"
+
+#include <elf.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <vector>
+
+#include "program_lookup.h"
+
+namespace ddprun {
+
+BackendChoice choose_backend(const Options& o, const MpiProbe& p) {
+  BackendChoice c;
+  const bool several_nodes = o.rdzv_backend == Rdzv::kC10d || o.nnodes > 1;
+  if (o.backend != Backend::Auto) {
+    c.backend = o.backend;
+    c.reason = std::string("--backend ") + backend_name(o.backend);
+  } else if (p.inherited == "gloo" || p.inherited == "mpi") {
+    c.backend = p.inherited == "mpi" ? Backend::Mpi : Backend::Gloo;
+    c.reason = "DDP_BACKEND=" + p.inherited + " in the environment";
+    if (c.backend == Backend::Mpi && several_nodes)
+      c.error = "DDP_BACKEND=mpi in the environment, but ddprun's mpi mode runs one node only (this job has " +
+                std::string(o.rdzv_backend == Rdzv::kC10d ? "the c10d rendezvous" : "--nnodes " + std::to_string(o.nnodes)) +
+                "); unset DDP_BACKEND or pass --backend gloo";
+  } else if (o.rdzv_backend == Rdzv::kC10d) {
+    c.reason = "auto: the c10d rendezvous (elastic, several nodes): mpirun's world is fixed at launch";
+  } else if (o.nnodes > 1) {
+    c.reason = "auto: " + std::to_string(o.nnodes) + " nodes: across hosts mpirun needs its own launch agent "
+               "(ssh); gloo needs only TCP";
+  } else if (!p.program_links_ddp) {
+    c.reason = "auto: the program does not link ddp (libddp_dist), so only RANK/MASTER_ADDR can reach it";
+  } else if (!p.built) {
+    c.reason = "auto: this build has no mpi backend";
+  } else if (!p.mpirun_found) {
+    c.reason = "auto: mpirun not found on PATH (apt-get install openmpi-bin for the faster mpi backend)";
+  } else {
+    c.backend = Backend::Mpi;
+    c.reason = "auto: one node, " + (p.version.empty() ? std::string("mpirun found") : p.version);
+  }
+  return c;
+}
+
+bool elf_needs(const std::string& path, const std::string& prefix) {
+  std::ifstream in(path, std::ios::binary);
+  Elf64_Ehdr eh{};
+  if (!in.read(reinterpret_cast<char*>(&eh), sizeof(eh))) return false;
+  if (std::string(reinterpret_cast<char*>(eh.e_ident), 4) != ELFMAG || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+      eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0 || eh.e_shnum > 4096)
+    return false;
+  std::vector<Elf64_Shdr> sections(eh.e_shnum);
+  in.seekg(static_cast<std::streamoff>(eh.e_shoff));
+  if (!in.read(reinterpret_cast<char*>(sections.data()), sections.size() * sizeof(Elf64_Shdr))) return false;
+  auto read = [&in](const Elf64_Shdr& s) {
+    std::string bytes(s.sh_size < (64u << 20) ? s.sh_size : 0, '\0');
+    in.seekg(static_cast<std::streamoff>(s.sh_offset));
+    if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) bytes.clear();
+    return bytes;
+  };
+  for (const Elf64_Shdr& s : sections) {
+    if (s.sh_type != SHT_DYNAMIC || s.sh_link >= sections.size()) continue;
+    const std::string dyn = read(s), strtab = read(sections[s.sh_link]);
+    for (size_t off = 0; off + sizeof(Elf64_Dyn) <= dyn.size(); off += sizeof(Elf64_Dyn)) {
+      const auto* d = reinterpret_cast<const Elf64_Dyn*>(dyn.data() + off);
+      if (d->d_tag == DT_NULL) break;
+      if (d->d_tag == DT_NEEDED && d->d_un.d_val < strtab.size() &&
+          strtab.compare(d->d_un.d_val, prefix.size(), prefix) == 0)
+        return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+
+// "OpenMPI 4.1.4" from "mpirun (Open MPI) 4.1.4"; empty if mpirun says otherwise.
+std::string mpirun_version(const std::string& mpirun) {
+  std::string command = "'" + mpirun + "' --version 2>/dev/null";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return "";
+  char line[256] = {0};
+  const bool got = std::fgets(line, sizeof(line), pipe) != nullptr;
+  ::pclose(pipe);
+  if (!got) return "";
+  std::string text(line);
+  const std::string tag = "(Open MPI) ";
+  const size_t at = text.find(tag);
+  if (at == std::string::npos) return "";
+  std::string version = text.substr(at + tag.size());
+  while (!version.empty() && (version.back() == '\n' || version.back() == ' ')) version.pop_back();
+  return "OpenMPI " + version;
+}
+
+}  // namespace
+
+MpiProbe probe_mpi(const Options& options, const std::string& program_path) {
+  MpiProbe p;
+#ifdef DDP_HAVE_MPI
+  p.built = true;
+#endif
+  if (const char* env = std::getenv("DDP_BACKEND")) p.inherited = env;
+  if (options.backend != Backend::Auto) return p;
+  p.program_links_ddp = elf_needs(program_path, "libddp_dist.so");
+  ProgramLookup mpirun = find_program("mpirun", std::getenv("PATH"));
+  p.mpirun_found = mpirun.found;
+  p.mpirun_path = mpirun.path;
+  // mpirun --version only when it decides something (it takes ~50 ms).
+  MpiProbe would = p;
+  would.version = "x";
+  if (p.mpirun_found && choose_backend(options, would).backend == Backend::Mpi)
+    p.version = mpirun_version(p.mpirun_path);
+  return p;
+}
+
+}  // namespace ddprun

@@ -1,0 +1,47 @@
+#include "timeline_merge.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace ddprun {
+
+std::string timeline_rank_file(const std::string& path, int rank) {
+  const std::string tag = ".rank" + std::to_string(rank);
+  const size_t slash = path.rfind('/');
+  const size_t dot = path.rfind('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash) || dot == slash + 1)
+    return path + tag;
+  return path.substr(0, dot) + tag + path.substr(dot);
+}
+
+int merge_timeline(const std::string& path, int world, std::string* error) {
+  using nlohmann::json;
+  json all = json::array();
+  int found = 0;
+  for (int r = 0; r < world; ++r) {
+    const std::string file = timeline_rank_file(path, r);
+    std::ifstream in(file);
+    if (!in) continue;
+    try {
+      json one;
+      in >> one;
+      for (auto& e : one.at("traceEvents")) all.push_back(std::move(e));
+    } catch (const std::exception& e) {
+      *error = file + " is not trace JSON (" + e.what() + ")";
+      return -1;
+    }
+    ++found;
+  }
+  if (found == 0) return 0;
+  const std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::trunc);
+  out << json{{"traceEvents", std::move(all)}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+  out.close();
+  if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    *error = "cannot write " + path;
+    return -1;
+  }
+  return found;
+}
+
+}  // namespace ddprun
