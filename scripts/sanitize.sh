@@ -51,6 +51,8 @@ else
   # their internals (ignore_noninstrumented_modules=1).
   export TSAN_OPTIONS="$common:halt_on_error=0:second_deadlock_stack=1:log_path=$reports/tsan:suppressions=$supp/tsan.supp:ignore_noninstrumented_modules=1"
 fi
+# Before OMP_NUM_THREADS=1: GNU nproc honours it (it would build with -j1).
+jobs=${JOBS:-$(nproc)}
 # ATen's OpenMP threads (libgomp, not instrumented) sync through spinning TSan cannot see; one
 # thread also keeps the 2-core machine responsive. The suites set it for their ranks too.
 export OMP_NUM_THREADS=1
@@ -59,7 +61,7 @@ start=$(date +%s)
 if [ ! -f "$dir/build.ninja" ]; then
   cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_SANITIZE=$sanitize
 fi
-nice -n 10 cmake --build "$dir" -j "${JOBS:-$(nproc)}" --target "${targets[@]}"
+nice -n 10 cmake --build "$dir" -j "$jobs" --target "${targets[@]}"
 built=$(date +%s)
 
 status=0
