@@ -50,9 +50,10 @@ std::string launch(const std::string& backend, int np, const std::string& mode) 
 bool has(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
 
 // A run takes 2-4 s on an idle machine (mpirun and init included). The deadline
-// allows 10x that; a job that waits for the collective timeout instead of
-// failing fast takes DDP_TIMEOUT = 300 s.
-constexpr double kDeadline = 40.0;
+// allows 10x that (times DDP_TEST_SLOWDOWN in sanitizer builds); a job that waits
+// for the collective timeout instead of failing fast takes DDP_TIMEOUT = 300 s.
+constexpr double kSlowdown = DDP_TEST_SLOWDOWN;
+constexpr double kDeadline = 40.0 * kSlowdown;
 const std::string kTimeout = "DDP_TIMEOUT=300 ";
 
 TEST(Failures, KilledRankMakesSurvivorsThrowCommError) {
@@ -228,14 +229,14 @@ TEST(Rendezvous, UnreachableMasterFailsClearlyAtTheTimeout) {
   Result r = run(env + "DDP_TIMEOUT=0.5 " + DIST_PROBE_PATH + " sum");
   SCOPED_TRACE(r.output);
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_LT(r.seconds, 10.0);
+  EXPECT_LT(r.seconds, 10.0 * kSlowdown);
   EXPECT_TRUE(has(r.output, "ddp::Error: [gloo] rank 1/2 init: cannot reach rank 0's store at 127.0.0.2:" + port +
                                 " within 0.5 s (DDP_TIMEOUT): nothing answered there; is rank 0 running, and are "
                                 "MASTER_ADDR and MASTER_PORT right?"));
   Result slow = run(env + "DDP_TIMEOUT=3 DDP_WAIT_REPORT_INTERVAL=1 " + DIST_PROBE_PATH + " sum");
   SCOPED_TRACE(slow.output);
   EXPECT_EQ(slow.exit_code, 1);
-  EXPECT_LT(slow.seconds, 30.0);
+  EXPECT_LT(slow.seconds, 30.0 * kSlowdown);
   EXPECT_TRUE(has(slow.output, "[gloo] rank 1/2 init: waiting for rank 0's store at 127.0.0.2:" + port + ": "));
   EXPECT_TRUE(has(slow.output, " of the 3 s timeout (DDP_TIMEOUT)"));
   EXPECT_TRUE(has(slow.output, "within 3 s (DDP_TIMEOUT)"));

@@ -11,7 +11,7 @@ namespace ddp::mpi {
 Comm::~Comm() {
   if (handle == MPI_COMM_NULL) return;
   Runtime* rt = Runtime::peek();
-  if (!rt) return;
+  if (!rt || !rt->release_comm(handle)) return;  // freed at MPI_Finalize already
   MPI_Comm c = handle;
   if (rt->on_comm_thread()) {
     MPI_Comm_free(&c);
@@ -46,6 +46,7 @@ std::unique_ptr<detail::Backend> create(const BackendOptions& opts) {
     check(task.ctx, rc, "MPI_Comm_set_errhandler");
     *result = out;
   });
+  rt.adopt_comm(*result);
   return std::make_unique<MpiBackend>(rt, std::make_shared<Comm>(*result), rt.world_rank(), rt.world_size());
 }
 

@@ -159,6 +159,7 @@ std::unique_ptr<detail::Backend> MpiBackend::split(const std::vector<int>& ranks
     *result = out;
   });
   if (index < 0) return nullptr;
+  rt_.adopt_comm(*result);
   return std::make_unique<MpiBackend>(rt_, std::make_shared<Comm>(*result), index, static_cast<int>(ranks.size()));
 }
 

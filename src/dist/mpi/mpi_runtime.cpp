@@ -92,6 +92,7 @@ Runtime::Runtime() {
   int keyval = MPI_KEYVAL_INVALID;
   MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &Runtime::on_mpi_finalize, &keyval, this);
   MPI_Comm_set_attr(MPI_COMM_SELF, keyval, nullptr);
+  MPI_Comm_free_keyval(&keyval);  // the attribute keeps it (and its callback) until MPI_COMM_SELF's end
 
   thread_ = std::thread([this] { loop(); });
   thread_id_ = thread_.get_id();
@@ -338,9 +339,28 @@ void Runtime::at_exit(int status, void* arg) {
   if (rt->owns_mpi_) MPI_Finalize();
 }
 
+void Runtime::adopt_comm(MPI_Comm c) {
+  std::lock_guard<std::mutex> lock(comms_mu_);
+  comms_.push_back(c);
+}
+
+bool Runtime::release_comm(MPI_Comm c) {
+  std::lock_guard<std::mutex> lock(comms_mu_);
+  auto it = std::find(comms_.begin(), comms_.end(), c);
+  if (it == comms_.end()) return false;
+  comms_.erase(it);
+  return true;
+}
+
 int Runtime::on_mpi_finalize(MPI_Comm, int, void*, void* extra) {
   auto* rt = static_cast<Runtime*>(extra);
   std::string stuck = rt->stop(/*drain=*/true, Milliseconds(0));
+  {
+    // MPI is still usable while MPI_COMM_SELF's attributes are deleted; the thread has stopped.
+    std::lock_guard<std::mutex> lock(rt->comms_mu_);
+    for (MPI_Comm c : rt->comms_) MPI_Comm_free(&c);
+    rt->comms_.clear();
+  }
   if (!stuck.empty()) {
     std::fprintf(stderr, "%s%s while MPI_Finalize runs\n",
                  prefix(rt->world_rank_, rt->world_size_, "finalize").c_str(), stuck.c_str());

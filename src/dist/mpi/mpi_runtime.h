@@ -63,6 +63,11 @@ class Runtime {
   // no-op once shut down. For releasing MPI objects.
   void post(std::function<void()> fn);
   bool on_comm_thread() const { return std::this_thread::get_id() == thread_id_; }
+  // The communicators of live groups: MPI_Finalize does not free them, so the runtime frees those still
+  // registered when MPI_Finalize runs (a group destroyed after it, e.g. at exit, then has nothing to free).
+  void adopt_comm(MPI_Comm c);
+  // Unregisters `c`; false when it was not registered (already freed at MPI_Finalize): do not free it.
+  bool release_comm(MPI_Comm c);
 
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -91,6 +96,8 @@ class Runtime {
   int tag_ub_ = 32767;
   bool owns_mpi_ = false;  // ddp called MPI_Init_thread
 
+  std::mutex comms_mu_;
+  std::vector<MPI_Comm> comms_;  // guarded by comms_mu_
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // the thread waits for tasks
   std::condition_variable idle_cv_;  // stop() waits for the thread
