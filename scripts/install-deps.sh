@@ -14,6 +14,8 @@ PKGS=(
   dataset-fashion-mnist                 # the main job's data
   python3-torch                         # test oracle and benchmark peer only
   python3-protobuf                      # logging: oracle of the TensorBoard event-file test
+  libjs-chart.js                        # the run report's charts (Chart.js 3.9, embedded at build time)
+  chromium                              # tests: the run report rendered in a headless browser
 )
 missing=()
 for p in "${PKGS[@]}"; do
