@@ -80,4 +80,8 @@ grep -q '"kind":"end","status":"error","message":"the gradients are not finite' 
   { tail -3 "$work/failed/metrics.jsonl"; echo "FAIL: no error end line"; exit 1; }
 grep -q '<span class="error">error: the gradients are not finite at epoch 1' "$(rendered "$work/failed/report.html")" ||
   { echo "FAIL: the page of the failed run does not show the error"; exit 1; }
+# A directory that is no run: exit 2 and what to give instead.
+if "$train" report "$work/nothing" 2> "$work/err"; then echo "FAIL: report of a directory without a run"; exit 1; fi
+grep -q "^ddp-train report: $work/nothing has no readable metrics.jsonl .*give the --out-dir of a ddp-train run" \
+  "$work/err" || { cat "$work/err"; echo "FAIL: unclear error"; exit 1; }
 echo "report_browser ok"

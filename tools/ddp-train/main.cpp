@@ -40,11 +40,28 @@ int launcher_world_size() {
   const char* env = std::getenv("WORLD_SIZE");
   return env && *env ? std::max(1, std::atoi(env)) : 1;
 }
+// `ddp-train report ...`: no ranks, so its errors are "ddp-train report: <what>" (exit 2 for bad arguments).
+int report(int argc, char** argv) {
+  auto text = [](const char* what) {
+    for (const char* prefix : {"ddp-train report: ", "report: "})
+      if (std::strncmp(what, prefix, std::strlen(prefix)) == 0) return what + std::strlen(prefix);
+    return what;
+  };
+  try {
+    return ddp_train_tool::report_main(argc, argv);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "ddp-train report: %s\n", text(e.what()));
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ddp-train report: %s\n", text(e.what()));
+    return 1;
+  }
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
-    if (argc >= 2 && std::strcmp(argv[1], "report") == 0) return ddp_train_tool::report_main(argc - 1, argv + 1);
+    if (argc >= 2 && std::strcmp(argv[1], "report") == 0) return report(argc - 1, argv + 1);
     auto command = ddp::train::parse_command_line(argc, argv);
     auto& cfg = command.config;
     using Action = ddp::train::CommandLine::Action;
