@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs, builds, and runs the main job: FashionCNN on Fashion-MNIST on 2
-# ranks (ddp-train fashion-mnist), ending with where its logs and checkpoint
-# are. Extra arguments go to ddp-train (e.g. --epochs 5).
+# ranks (ddp-train fashion-mnist), ending with where its logs, checkpoint and
+# report page (runs/fashion-mnist/report.html: open it in a browser) are.
+# Extra arguments go to ddp-train (e.g. --epochs 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh

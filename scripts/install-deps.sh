@@ -16,6 +16,8 @@ PKGS=(
   python3-torch                         # test oracle and benchmark peer only
   python3-protobuf                      # logging: oracle of the TensorBoard event-file test
   python3-pil python3-torchvision       # ImageFolder tests' oracle (decode, class order, transforms)
+  libjs-chart.js                        # the run report's charts (Chart.js 3.9, embedded at build time)
+  chromium                              # tests: the run report rendered in a headless browser
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -18,6 +18,7 @@
 #include "ddp/train/models/resnet.h"
 #include "ddp/train/progress.h"
 #include "ddp/train/recipe.h"
+#include "ddp/train/report.h"
 #include "ddp/train/schedule.h"
 #include "ddp/train/state_dict.h"
 #include "ddp/train/tensorboard.h"

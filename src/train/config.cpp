@@ -52,6 +52,8 @@ void text_flag(CLI::App& app, const std::string& name, std::string& field, const
 void define(CLI::App& app, TrainConfig& c, bool& print_config) {
   app.description("Trains a recipe, single-process or under ddprun (one process per rank).");
   app.footer("Unset settings take the recipe's defaults; --print-config shows them all.\n"
+             "Each run writes OUT/report.html; `ddp-train report RUN_DIR [RUN_DIR...] [-o page.html]` rebuilds it\n"
+             "or puts several runs side by side (ddp-train report --help).\n"
              "Exit status: 0 done, 1 failed, 2 bad flags.");
   app.set_help_flag("-h,--help", "show this help");
   app.add_option("recipe", c.recipe, "one of " + join(recipe_names()));

@@ -4,20 +4,26 @@
 
 #include <iostream>
 
+#include "ddp/train/report.h"
+
 namespace ddp::train::detail {
 
 void TrainLogs::open(const std::string& out_dir, bool leader, bool progress) {
   leader_ = leader;
   if (!leader) return;
+  out_dir_ = out_dir;
   tb_dir_ = out_dir + "/tb";
+  report_path_ = out_dir + "/report.html";
   jsonl_path_ = out_dir + "/metrics.jsonl";
   tb_ = std::make_unique<SummaryWriter>(tb_dir_);
   jsonl_ = std::make_unique<JsonlWriter>(jsonl_path_, /*append=*/true);
-  if (progress) progress_ = std::make_unique<Progress>(std::cout, isatty(fileno(stdout)) != 0, 50);
+  if (progress) progress_ = std::make_unique<Progress>(std::cout, Progress::live_stdout(), 50);
 }
 
 void TrainLogs::begin_epoch(int64_t epoch, int64_t epochs, int64_t steps) {
-  if (progress_) progress_->begin("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs), steps);
+  if (progress_)
+    progress_->begin("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs), steps, epoch * steps,
+                     epochs * steps);
 }
 
 void TrainLogs::step(int64_t step_in_epoch, double loss, double lr, double samples_per_s) {
@@ -40,6 +46,28 @@ void TrainLogs::scalars(const std::string& kind, int64_t step,
   }
   for (const auto& [key, v] : extra) fields.emplace_back(key, v);
   jsonl_->write(fields);
+}
+
+void TrainLogs::event(const std::string& kind,
+                      const std::vector<std::pair<std::string, JsonlWriter::Value>>& fields) {
+  if (!leader_) return;
+  std::vector<std::pair<std::string, JsonlWriter::Value>> line = {{"kind", kind}};
+  line.insert(line.end(), fields.begin(), fields.end());
+  jsonl_->write(line);
+}
+
+void TrainLogs::write_report() {
+  if (!leader_) return;
+  try {
+    ddp::train::write_report({out_dir_}, report_path_);
+    report_written_ = true;
+  } catch (const std::exception& e) {
+    report_written_ = false;
+    if (!report_warned_)
+      std::cerr << "ddp-train: warning: cannot write the report (training goes on; rebuild it later with "
+                << "`ddp-train report " << out_dir_ << "`): " << e.what() << std::endl;
+    report_warned_ = true;
+  }
 }
 
 void TrainLogs::flush() {

@@ -1,5 +1,5 @@
-// Rank 0's logs for the trainer: the progress line, TensorBoard events and
-// JSON lines. On other ranks every call does nothing.
+// Rank 0's logs for the trainer: the progress line, TensorBoard events, JSON
+// lines and the report page. On other ranks every call does nothing.
 #pragma once
 #include <memory>
 #include <string>
@@ -25,13 +25,21 @@ class TrainLogs {
   // Scalars into TensorBoard and, with the same step, a JSON line (plus `extra`, JSON only).
   void scalars(const std::string& kind, int64_t step, const std::vector<std::pair<std::string, double>>& values,
                const std::vector<std::pair<std::string, double>>& extra = {});
+  // A JSON line {"kind": kind, fields...}: the run's "start" and "end" lines.
+  void event(const std::string& kind, const std::vector<std::pair<std::string, JsonlWriter::Value>>& fields);
+  // Rewrites out_dir/report.html from the run directory. A failure is a warning on stderr (once), not the end
+  // of the training: the report can be rebuilt later with `ddp-train report`.
+  void write_report();
   void flush();
   std::string tensorboard_dir() const { return tb_dir_; }
   std::string metrics_path() const { return jsonl_path_; }
+  std::string report_path() const { return report_path_; }
+  bool report_written() const { return report_written_; }  // the latest write_report() succeeded
 
  private:
   bool leader_ = false;
-  std::string tb_dir_, jsonl_path_;
+  std::string out_dir_, tb_dir_, jsonl_path_, report_path_;
+  bool report_warned_ = false, report_written_ = false;
   std::unique_ptr<SummaryWriter> tb_;
   std::unique_ptr<JsonlWriter> jsonl_;
   std::unique_ptr<Progress> progress_;

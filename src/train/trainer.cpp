@@ -10,12 +10,14 @@
 #include <torch/optim/sgd.h>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
+#include <ctime>
 #include <sstream>
 
 #include "ddp/data/batch_loader.h"
@@ -35,6 +37,7 @@
 #include "config_agreement.h"
 #include "finite_check.h"
 #include "stop_check.h"
+#include "rank_metrics.h"
 #include "train_logs.h"
 #include "train_state.h"
 
@@ -231,6 +234,7 @@ double train_epoch(Job& j, detail::LoopState& s) {
   const auto t0 = Clock::now();
   const int64_t first_micro = s.micro;
   detail::StopSchedule stop(*j.group);
+  detail::LogWindow since_log{t0, s.micro, j.model->stats()};  // each rank's own numbers since the last log point
   while (s.micro < j.micro_per_epoch) {
     timeline::Span waiting("data", "data wait");
     auto batch = j.loader->next();
@@ -259,10 +263,10 @@ double train_epoch(Job& j, detail::LoopState& s) {
     j.logs.step(s.micro / c.accumulate, window_sum / double(window), lr, rate);
     s.loss_sum += window_sum;
     s.loss_count += window;
-    if (s.step % c.log_every == 0) {  // the mean over ranks of the loss since the last log
-      at::Tensor mean = at::tensor({window_sum / double(window)}, at::kDouble);
-      j.group->all_reduce(mean, op(ReduceOp::AVG)).wait();
-      j.logs.scalars("train", s.step, {{"Loss/train", mean.item<double>()}, {"lr", lr}});
+    if (s.step % c.log_every == 0) {  // the mean over ranks of the loss since the last log, and each rank's numbers
+      const auto ranks = detail::log_point(*j.group, window_sum / double(window), since_log, s.micro,
+                                           *c.batch_size, j.model->stats());
+      j.logs.scalars("train", s.step, {{"Loss/train", ranks.mean_loss}, {"lr", lr}}, ranks.fields);
     }
     window_sum = 0;
     window = 0;
@@ -364,6 +368,22 @@ void use_sync_batch_norm(Job& j) {
                         "rank's batch on purpose)");
 }
 
+// The run's first JSON line: what, where and how it runs (for the report).
+void log_start(Job& j) {
+  if (j.group->rank() != 0) return;
+  const CpuInfo cpu = cpu_info();
+  std::string flags;
+  for (const auto& f : cpu.flags) flags += (flags.empty() ? "" : " ") + f;
+  char host[256] = "?";
+  if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "?");
+  j.logs.event("start", {{"recipe", j.cfg.recipe}, {"world", int64_t{j.group->size()}},
+                         {"backend", j.group->backend()}, {"precision", j.cfg.precision},
+                         {"epochs", *j.cfg.epochs}, {"steps_per_epoch", j.steps_per_epoch},
+                         {"machine", describe(cpu)}, {"cores", int64_t{cpu.cores}}, {"cpu_flags", flags},
+                         {"host", std::string(host)}, {"time", int64_t(std::time(nullptr))},
+                         {"config", to_config_file(j.cfg)}});
+}
+
 // Everything before the first step: group, recipe (data, model), precision,
 // optimizer, DDP, EMA, loader, logs, checkpoints.
 Job set_up(TrainConfig cfg) {
@@ -414,6 +434,7 @@ Job set_up(TrainConfig cfg) {
               << cfg.precision << " (" << j.precision.reason << ")"
               << (cfg.comm_hook != "allreduce" ? ", comm hook " + cfg.comm_hook : std::string()) << "\n  cpu: " << describe(cpu_info()) << std::endl;
   }
+  log_start(j);
   CheckpointManagerOptions co;
   co.dir = cfg.out_dir + "/checkpoints";
   co.keep_last = cfg.keep_last;
@@ -494,14 +515,28 @@ void log_epoch(Job& j, int64_t epoch, int64_t step, double train_loss, double th
   j.logs.end_epoch(line.str());
 }
 
+// The run's last JSON line (finished, stopped, preempted or error, with the message) and the final report.
+void log_end(Job& j, const std::string& status, const std::string& message, const TrainSummary& summary) {
+  j.logs.event("end", {{"status", status}, {"message", message}, {"epochs_done", summary.epochs_done},
+                       {"step", summary.steps}, {"seconds", summary.seconds}});
+  j.logs.write_report();
+}
+
 void print_done(Job& j, const TrainSummary& summary) {
   if (j.group->rank() != 0) return;
   std::cout << "done: acc1 " << percent(summary.eval.acc1) << " on " << summary.eval.count << " test samples after "
             << summary.epochs_done << " epoch(s), " << summary.seconds << " s\n"
             << "  logs: " << j.logs.tensorboard_dir() << " (tensorboard --logdir " << j.logs.tensorboard_dir() << "), "
             << j.logs.metrics_path() << "\n"
-            << "  checkpoint: " << summary.checkpoint << std::endl;
+            << "  checkpoint: " << summary.checkpoint << "\n"
+            << "  report: " << j.logs.report_path()
+            << (j.logs.report_written() ? " (open it in a browser)"
+                                        : " NOT written (see the warning above; `ddp-train report " + j.cfg.out_dir +
+                                              "` rebuilds it)")
+            << std::endl;
 }
+
+TrainSummary train_job(Job& j, Clock::time_point start);
 
 }  // namespace
 
@@ -513,11 +548,29 @@ TrainSummary run(TrainConfig config) {
     config.resume = true;
   }
   Job j = set_up(std::move(config));
+  try {
+    return train_job(j, start);
+  } catch (const std::exception& e) {  // rank 0's view of the failure, in the log and the report; then as before
+    TrainSummary failed;
+    failed.seconds = seconds_since(start);
+    try {
+      log_end(j, "error", e.what(), failed);
+    } catch (const std::exception& also) {
+      std::cerr << "ddp-train: warning: cannot log the error in " << j.logs.metrics_path() << ": " << also.what() << std::endl;
+    }
+    throw;
+  }
+}
+
+namespace {
+
+TrainSummary train_job(Job& j, Clock::time_point start) {
   detail::LoopState s = resume_or_start(j);
   const TrainConfig& cfg = j.cfg;
   const int rank = j.group->rank(), world = j.group->size();
 
   TrainSummary summary;
+  std::string stopped;  // why the run ends early, if it does
   const int64_t first_epoch = s.epoch;
   if (s.epoch >= *cfg.epochs) {  // --resume of a finished run: its final model's metrics, nothing trained
     summary.eval = evaluate_epoch(j);
@@ -548,8 +601,10 @@ TrainSummary run(TrainConfig config) {
     s.loss_sum = 0;
     s.loss_count = 0;
     save_checkpoint(j, s);
+    j.logs.write_report();  // after the checkpoint, so the page lists it
     if (cfg.stop_after > 0 && s.epoch - first_epoch >= cfg.stop_after && s.epoch < *cfg.epochs) {
       if (rank == 0) std::cout << "stopping after " << cfg.stop_after << " epoch(s) as asked (--stop-after)" << std::endl;
+      stopped = "stopped after " + std::to_string(cfg.stop_after) + " epoch(s) as asked (--stop-after)";
       break;
     }
   }
@@ -557,9 +612,16 @@ TrainSummary run(TrainConfig config) {
   summary.steps = s.step;
   summary.checkpoint = j.last_checkpoint;
   summary.seconds = seconds_since(start);
+  if (summary.preempted)
+    log_end(j, "preempted", "SIGTERM: stopped after step " + std::to_string(s.step) + ", checkpoint " + j.last_checkpoint,
+            summary);
+  else
+    log_end(j, stopped.empty() ? "finished" : "stopped", stopped, summary);
   finish_timeline(j);
   if (!summary.preempted) print_done(j, summary);
   return summary;
 }
+
+}  // namespace
 
 }  // namespace ddp::train

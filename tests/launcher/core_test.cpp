@@ -61,6 +61,26 @@ TEST(LineSplitter, LongLineIsFlushedInPieces) {
   EXPECT_EQ(split(s, {"12", "34", "56", "\n"}, false), (std::vector<std::string>{"1234", "56"}));
 }
 
+TEST(LineSplitter, RedrawnLineShowsTheTextAfterItsLastCarriageReturn) {
+  LineSplitter s;
+  EXPECT_EQ(split(s, {"plain"}, false), (std::vector<std::string>{}));
+  EXPECT_EQ(s.redrawn(), "");  // no '\r': nothing to redraw
+  EXPECT_EQ(split(s, {"\r[=> ] 1/2\x1b[K"}, false), (std::vector<std::string>{}));
+  EXPECT_EQ(s.redrawn(), "[=> ] 1/2\x1b[K");
+  EXPECT_EQ(split(s, {"\r[==] 2/2"}, false), (std::vector<std::string>{}));
+  EXPECT_EQ(s.redrawn(), "[==] 2/2");
+  EXPECT_EQ(split(s, {"\n"}, false), (std::vector<std::string>{"plain\r[=> ] 1/2\x1b[K\r[==] 2/2"}));
+  EXPECT_EQ(s.redrawn(), "");
+}
+
+TEST(LineSplitter, ShownTextOfALine) {
+  EXPECT_EQ(shown_text("a\rb\rc"), "c");
+  EXPECT_EQ(shown_text("windows line\r"), "windows line");  // a trailing '\r' (CRLF) is not a redraw
+  EXPECT_EQ(shown_text("\rbar\r\r"), "bar");
+  EXPECT_EQ(shown_text("no carriage return"), "no carriage return");
+  EXPECT_EQ(shown_text(""), "");
+}
+
 TEST(LineSplitter, DefaultLimitIs64KiB) {
   LineSplitter s;
   std::string big(kMaxLineBytes * 2 + 5, 'x');

@@ -5,6 +5,8 @@
 //   build/bin/ddp-train --help                                         # recipes and flags
 //   build/bin/ddp-train cifar10-resnet9 --print-config > my.toml       # every setting, as a file
 //   build/bin/ddp-train --config my.toml --epochs 2                    # the file, then the flags
+//   build/bin/ddp-train report runs/fashion-mnist                      # rebuild its report.html
+//   build/bin/ddp-train report runs/w1 runs/w2 -o compare.html         # two runs side by side
 //
 // Prints the job, a progress line per epoch with loss, accuracy and
 // throughput, and where the logs and the checkpoint are.
@@ -19,6 +21,7 @@
 #include "ddp/dist/init.h"
 #include "ddp/train/recipe.h"
 #include "ddp/train/trainer.h"
+#include "report_command.h"
 
 namespace {
 // Messages already naming the tool are printed once.
@@ -37,10 +40,28 @@ int launcher_world_size() {
   const char* env = std::getenv("WORLD_SIZE");
   return env && *env ? std::max(1, std::atoi(env)) : 1;
 }
+// `ddp-train report ...`: no ranks, so its errors are "ddp-train report: <what>" (exit 2 for bad arguments).
+int report(int argc, char** argv) {
+  auto text = [](const char* what) {
+    for (const char* prefix : {"ddp-train report: ", "report: "})
+      if (std::strncmp(what, prefix, std::strlen(prefix)) == 0) return what + std::strlen(prefix);
+    return what;
+  };
+  try {
+    return ddp_train_tool::report_main(argc, argv);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "ddp-train report: %s\n", text(e.what()));
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ddp-train report: %s\n", text(e.what()));
+    return 1;
+  }
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
+    if (argc >= 2 && std::strcmp(argv[1], "report") == 0) return report(argc - 1, argv + 1);
     auto command = ddp::train::parse_command_line(argc, argv);
     auto& cfg = command.config;
     using Action = ddp::train::CommandLine::Action;

@@ -34,6 +34,18 @@ void LineSplitter::feed(const char* data, size_t size, const Callback& emit) {
   }
 }
 
+std::string_view LineSplitter::redrawn() const {
+  const size_t cr = buffer_.rfind('\r');
+  if (cr == std::string::npos) return {};
+  return std::string_view(buffer_).substr(cr + 1);
+}
+
+std::string_view shown_text(std::string_view line) {
+  while (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  const size_t cr = line.rfind('\r');
+  return cr == std::string_view::npos ? line : line.substr(cr + 1);
+}
+
 void LineSplitter::finish(const Callback& emit) {
   if (!buffer_.empty()) {
     emit(buffer_);

@@ -26,11 +26,16 @@ class LineSplitter {
   // End of stream: emits what is left (a last line without '\n'), if any.
   void finish(const Callback& emit);
   size_t pending() const { return buffer_.size(); }
+  // The unfinished line's text after its last '\r' when it has one (a progress bar redrawn in place), else "".
+  std::string_view redrawn() const;
 
  private:
   size_t max_line_;
   std::string buffer_;
 };
+
+// What a terminal shows of a line redrawn with '\r': the text after its last '\r' (a trailing '\r' ignored).
+std::string_view shown_text(std::string_view line);
 
 // The last `capacity` lines of a stream, each cut to max_chars characters.
 class TailBuffer {

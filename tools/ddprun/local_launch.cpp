@@ -1,5 +1,6 @@
 #include "local_launch.h"
 
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,10 +30,25 @@ class RankLines : public LineHandler {
   }
 
   void on_line(size_t child, Stream stream, std::string_view line) override {
+    line = shown_text(line);  // a bar redrawn with '\r': its final state only, in files and on the console
     logs_->write(ranks_[child], stream, line);
     if (stream == Stream::kErr) tails_[child].add(line);
     if (!logs_->to_console(stream)) return;
-    write_line(stream == Stream::kErr ? STDERR_FILENO : STDOUT_FILENO, prefixes_[child], line);
+    const int fd = stream == Stream::kErr ? STDERR_FILENO : STDOUT_FILENO;
+    const bool was_live = !live_.empty();
+    if (was_live) write_all(STDOUT_FILENO, "\r\x1b[K");  // the live line gives way to a finished one
+    write_line(fd, prefixes_[child], line);
+    if (!was_live) return;
+    if (child == live_child_ && stream == Stream::kOut) live_.clear();  // the bar's line ended
+    else write_all(STDOUT_FILENO, live_);                                // redrawn below the new line
+  }
+
+  // On a terminal, a rank's '\r' updates are redrawn in place after its prefix (DDP_TTY=1 asks ranks for them).
+  void on_partial(size_t child, Stream stream, std::string_view shown) override {
+    if (stream != Stream::kOut || !live_console_ || !logs_->to_console(stream)) return;
+    live_ = "\r" + prefixes_[child] + std::string(shown);
+    live_child_ = child;
+    write_all(STDOUT_FILENO, live_);
   }
 
   const TailBuffer& tail(size_t child) const { return tails_[child]; }
@@ -42,7 +58,21 @@ class RankLines : public LineHandler {
   std::vector<std::string> prefixes_;
   std::vector<TailBuffer> tails_;
   RankLogs* logs_;
+  const bool live_console_ = ::isatty(STDOUT_FILENO) != 0;
+  std::string live_;  // the redrawn line on the console now, "" when none
+  size_t live_child_ = 0;
 };
+
+// DDP_TTY=1 and COLUMNS (the terminal's width less the prefix) when ddprun's stdout is a terminal: the ranks'
+// stdout is a pipe, so they cannot tell; with the hint their progress lines are redrawn in place (on_partial).
+std::vector<std::pair<std::string, std::string>> tty_hint(size_t prefix_width) {
+  if (!::isatty(STDOUT_FILENO)) return {};
+  std::vector<std::pair<std::string, std::string>> vars = {{"DDP_TTY", "1"}};
+  struct winsize ws {};
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > prefix_width + 20)
+    vars.emplace_back("COLUMNS", std::to_string(ws.ws_col - prefix_width));
+  return vars;
+}
 
 }  // namespace
 
@@ -84,6 +114,7 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
     vars.insert(vars.end(), elastic.begin(), elastic.end());
     vars.emplace_back("ROLE_RANK", std::to_string(rank));
     vars.emplace_back("TORCHELASTIC_ERROR_FILE", error_dir->file_for_rank(rank));
+    for (const auto& kv : tty_hint(extras.prefix_output ? rank_prefix(rank).size() : 0)) vars.push_back(kv);
     for (const auto& kv : extras.env) {
       vars.erase(std::remove_if(vars.begin(), vars.end(), [&](const auto& v) { return v.first == kv.first; }),
                  vars.end());

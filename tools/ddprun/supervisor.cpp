@@ -163,8 +163,9 @@ class Run {
 
   void emit(size_t i, int s, const char* data, size_t size) {
     Stream stream = s == 0 ? Stream::kOut : Stream::kErr;
-    children_[i].pipes[s].splitter.feed(data, size,
-                                        [&](std::string_view line) { handler_->on_line(i, stream, line); });
+    LineSplitter& splitter = children_[i].pipes[s].splitter;
+    splitter.feed(data, size, [&](std::string_view line) { handler_->on_line(i, stream, line); });
+    if (auto shown = splitter.redrawn(); !shown.empty()) handler_->on_partial(i, stream, shown);
   }
 
   void close_pipe(size_t i, int s) {

@@ -21,6 +21,8 @@ class LineHandler {
  public:
   virtual ~LineHandler() = default;
   virtual void on_line(size_t child, Stream stream, std::string_view line) = 0;
+  // A line not finished yet but redrawn with '\r' (a progress bar): `shown` is its text after the last '\r'.
+  virtual void on_partial(size_t child, Stream stream, std::string_view shown) {}
 };
 
 struct ManagedChild {

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <iostream>
 
 #include "ddp/errors.h"
@@ -36,9 +38,23 @@ Progress::Progress(std::ostream& out, bool tty, int64_t every) : out_(out), tty_
   int fd = standard_fd(out);
   struct winsize ws {};
   if (tty && fd >= 0 && ::isatty(fd) && ::ioctl(fd, TIOCGWINSZ, &ws) == 0) columns_ = ws.ws_col;
+  if (tty && columns_ == 0 && fd >= 0) {  // under ddprun: its terminal's width less its "[rank N] " prefix
+    const char* env = std::getenv("COLUMNS");
+    if (env != nullptr && std::atoi(env) > 0) columns_ = std::atoi(env);
+  }
 }
 
-Progress::Progress(std::ostream& out) : Progress(out, is_terminal(out)) {}
+Progress::Progress(std::ostream& out) : Progress(out, &out == &std::cout ? live_stdout() : is_terminal(out)) {}
+
+bool Progress::live_stdout() {
+  const char* hint = std::getenv("DDP_TTY");
+  return ::isatty(STDOUT_FILENO) || (hint != nullptr && std::strcmp(hint, "1") == 0);
+}
+
+std::string Progress::eta(double elapsed_s, int64_t steps_done, int64_t steps_left) {
+  if (steps_done < 1) return format_duration(NAN);
+  return format_duration(elapsed_s / static_cast<double>(steps_done) * static_cast<double>(std::max<int64_t>(0, steps_left)));
+}
 
 bool Progress::is_terminal(const std::ostream& out) {
   int fd = standard_fd(out);
@@ -66,7 +82,12 @@ std::string Progress::format_duration(double seconds) {
   return buf;
 }
 
-void Progress::begin(const std::string& label, int64_t total) {
+void Progress::begin(const std::string& label, int64_t total) { begin(label, total, 0, 0); }
+
+void Progress::begin(const std::string& label, int64_t total, int64_t run_done, int64_t run_total) {
+  if (run_done < 0 || (run_total > 0 && run_done + total > run_total))
+    throw InvalidArgument("Progress::begin(\"" + label + "\"): " + std::to_string(run_done) + " steps done + " +
+                          std::to_string(total) + " in the epoch exceed the run's " + std::to_string(run_total));
   if (total < 1)
     throw InvalidArgument("Progress::begin(\"" + label + "\"): total = " + std::to_string(total) +
                           "; an epoch needs at least 1 step");
@@ -75,10 +96,13 @@ void Progress::begin(const std::string& label, int64_t total) {
   label_ = label;
   total_ = total;
   step_ = 0;
+  first_step_ = 0;
+  run_done_ = run_done;
+  run_total_ = run_total;
   fields_.clear();
   shown_ = true;
   drawn_ = false;
-  start_ = Clock::now();
+  start_ = now_();
 }
 
 void Progress::update(int64_t step, const std::vector<std::pair<std::string, double>>& fields) {
@@ -87,10 +111,11 @@ void Progress::update(int64_t step, const std::vector<std::pair<std::string, dou
     throw InvalidArgument("Progress::update: step " + std::to_string(step) + " of \"" + label_ + "\" is outside [1, " +
                           std::to_string(total_) + "]");
   step_ = step;
+  if (first_step_ == 0) first_step_ = step;
   fields_ = fields;
   shown_ = false;
   if (tty_) {
-    if (!drawn_ || step == total_ || Clock::now() - last_draw_ >= kRedrawInterval) draw();
+    if (!drawn_ || step == total_ || now_() - last_draw_ >= kRedrawInterval) draw();
   } else if (step % every_ == 0 || step == total_) {
     draw();
   }
@@ -125,8 +150,10 @@ std::string Progress::line(bool bar) const {
       s += " " + name + " " + format_number(value);
   }
   if (bar) {
-    double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
-    s += " | eta " + format_duration(elapsed / static_cast<double>(step_) * static_cast<double>(total_ - step_));
+    const double elapsed = std::chrono::duration<double>(now_() - start_).count();
+    const int64_t done = step_ - first_step_ + 1;  // steps timed since begin()
+    s += " | eta " + eta(elapsed, done, total_ - step_);
+    if (run_total_ > 0) s += ", run " + eta(elapsed, done, run_total_ - run_done_ - step_);
   }
   return s;
 }
@@ -137,7 +164,7 @@ void Progress::draw() {
     if (columns_ > 1 && l.size() >= static_cast<size_t>(columns_)) l.resize(columns_ - 1);  // a wrapped line cannot be redrawn
     out_ << '\r' << l << "\x1b[K" << std::flush;
     drawn_ = true;
-    last_draw_ = Clock::now();
+    last_draw_ = now_();
   } else {
     out_ << line(false) << '\n' << std::flush;
   }
