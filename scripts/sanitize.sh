@@ -42,7 +42,9 @@ fi
 # The options are set before the build: gtest_discover_tests runs each test binary there.
 common="print_stacktrace=1:exitcode=86"
 if [ "$kind" = asan ]; then
-  export ASAN_OPTIONS="$common:halt_on_error=1:detect_leaks=1:log_path=$reports/asan"
+  # fast_unwind_on_malloc=0: OpenMPI has no frame pointers, so the fast unwinder cuts its allocation stacks
+  # after one frame and scripts/sanitizers/lsan.supp's entries (MPI_Init_thread, ...) could not match.
+  export ASAN_OPTIONS="$common:halt_on_error=1:detect_leaks=1:fast_unwind_on_malloc=0:log_path=$reports/asan"
   export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
   export UBSAN_OPTIONS="$common:halt_on_error=1:log_path=$reports/ubsan:suppressions=$supp/ubsan.supp"
 else
