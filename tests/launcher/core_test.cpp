@@ -162,8 +162,9 @@ TEST(MpiLaunch, MpirunCommandLine) {
                                        "--tag-output", "--allow-run-as-root"};
   for (const char* var : {"OMP_NUM_THREADS", "DDP_BACKEND", "DDP_LAUNCHER", "LOCAL_WORLD_SIZE", "WORLD_SIZE",
                           "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT", "DDP_HEARTBEAT_TIMEOUT",
-                          "TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
-                          "TORCHELASTIC_RUN_ID", "ROLE_NAME", "ROLE_WORLD_SIZE", "GROUP_WORLD_SIZE"}) {
+                          "TORCHELASTIC_ERROR_FILE", "DDP_TTY", "TORCHELASTIC_RESTART_COUNT",
+                          "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "ROLE_NAME", "ROLE_WORLD_SIZE",
+                          "GROUP_WORLD_SIZE"}) {
     expected.push_back("-x");
     expected.push_back(var);
   }

@@ -27,8 +27,9 @@ has "$work/tty" '\repoch 2/2 \[====================\] (\d+)/\1 .*\| eta 0:00, ru
   "the last bar does not end the epoch with the summary below it"
 hasnt "$work/tty" 'epoch 1/2 step ' "plain lines on a terminal"
 
-# 2. Under ddprun on a terminal: the ranks get DDP_TTY=1 and ddprun redraws rank 0's line after its prefix.
-script -qec "env -u DDP_TTY $ddprun --nproc-per-node 2 --standalone $train $args --out-dir $work/b" /dev/null \
+# 2. Under ddprun on a terminal (local launch): the ranks get DDP_TTY=1 and ddprun redraws rank 0's line after
+#    its prefix.
+script -qec "env -u DDP_TTY $ddprun --nproc-per-node 2 --standalone --backend gloo $train $args --out-dir $work/b" /dev/null \
   > "$work/ddprun_tty" < /dev/null
 has "$work/ddprun_tty" '\r\[rank 0\] epoch [12]/2 \[[=> ]{20}\] \d+/\d+ loss [^\r\n]*\| eta \d+:\d\d, run \d+:\d\d' \
   "ddprun did not redraw rank 0's live line after its prefix"
@@ -37,6 +38,16 @@ has "$work/ddprun_tty" '[\r\n](?:\x1b\[K)?\[rank 0\] epoch 2/2 \[===============
 has "$work/ddprun_tty" '\n\[rank 0\] epoch 2/2 \| train_loss' "no epoch summary line under ddprun"
 has "$work/ddprun_tty" '\[rank 0\]   report: ' "no report line"
 hasnt "$work/ddprun_tty" 'epoch 1/2 step ' "plain lines under ddprun on a terminal"
+
+# 2b. Under ddprun's mpirun launch on a terminal: mpirun's ranks write to pseudo-terminals but its tagged output
+#     cannot carry a redrawn line: DDP_TTY=0 gives the plain lines.
+if command -v mpirun > /dev/null; then
+  script -qec "env -u DDP_TTY $ddprun --nproc-per-node 2 --standalone --backend mpi $train $args --out-dir $work/m" \
+    /dev/null > "$work/mpi_tty" < /dev/null
+  has "$work/mpi_tty" '\n\[rank 0\] epoch 1/2 step (\d+)/\1 loss [0-9.e-]+ lr [0-9.e-]+ \| [0-9.]+ samples/s\r?\n' \
+    "no plain line under mpirun on a terminal"
+  hasnt "$work/mpi_tty" '\[1,0\]<stdout>' "mpirun's tags in the output"
+fi
 
 # 3. Not a terminal (a pipe): the plain lines, unchanged, and no '\r' at all.
 env -u DDP_TTY "$ddprun" --nproc-per-node 2 --standalone $train $args --out-dir "$work/c" > "$work/plain"

@@ -35,6 +35,7 @@ std::vector<std::string> build_mpirun_argv(const Options& options, const std::st
   if (!options.timeout.empty()) vars.push_back("DDP_TIMEOUT");
   if (!options.backend_reason.empty()) vars.push_back("DDP_BACKEND_REASON");
   vars.push_back("TORCHELASTIC_ERROR_FILE");
+  vars.push_back("DDP_TTY");
   for (const char* var : {"TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
                           "ROLE_NAME", "ROLE_WORLD_SIZE", "GROUP_WORLD_SIZE"})
     vars.push_back(var);
@@ -92,6 +93,9 @@ AttemptOutcome run_mpi(const Options& options, const std::string& mpirun_path, c
   auto vars = node_env_vars(options, attempt.master_port, base, online_cpu_count());
   const auto elastic = elastic_env_vars(options, attempt.restart_count);
   vars.insert(vars.end(), elastic.begin(), elastic.end());
+  // mpirun gives its ranks pseudo-terminals but tags their output per chunk: a line redrawn with '\r' would
+  // come out garbled, so the ranks print plain lines (DDP_TTY=0; ddp-train's Progress reads it).
+  vars.emplace_back("DDP_TTY", "0");
   RankLogs logs(options, attempt.restart_count);
   if (!logs.error().empty()) report("warning: " + logs.error() + "; the ranks' lines go to the console only");
   for (int rank = 0; rank < options.nproc_per_node; ++rank) logs.open_rank(rank);

@@ -47,8 +47,11 @@ Progress::Progress(std::ostream& out, bool tty, int64_t every) : out_(out), tty_
 Progress::Progress(std::ostream& out) : Progress(out, &out == &std::cout ? live_stdout() : is_terminal(out)) {}
 
 bool Progress::live_stdout() {
+  // The launcher's word wins: 1 under ddprun on a terminal (the ranks write to pipes), 0 under mpirun (whose
+  // ranks write to pseudo-terminals, but its tagged output cannot carry a redrawn line).
   const char* hint = std::getenv("DDP_TTY");
-  return ::isatty(STDOUT_FILENO) || (hint != nullptr && std::strcmp(hint, "1") == 0);
+  if (hint != nullptr && *hint != '\0') return std::strcmp(hint, "1") == 0;
+  return ::isatty(STDOUT_FILENO);
 }
 
 std::string Progress::eta(double elapsed_s, int64_t steps_done, int64_t steps_left) {
