@@ -7,12 +7,18 @@
 
 namespace ddp::train::detail {
 
+// One sum per gradient in its own dtype (a single vectorised pass, no copy): NaN or inf when an element is,
+// or when the sum overflows (elements near 1e33 in float32); only then is every element checked, exactly.
+// (A float64 sum needs a converting pass: 5.7x the time on 0.4M values, AVX2.)
 bool gradients_finite(const torch::nn::Module& model) {
   std::vector<at::Tensor> sums;
   for (const auto& p : model.parameters())
-    if (p.grad().defined()) sums.push_back(p.grad().sum(at::kDouble));
+    if (p.grad().defined()) sums.push_back(p.grad().sum());
   if (sums.empty()) return true;
-  return std::isfinite(at::stack(sums).sum().item<double>());
+  if (std::isfinite(at::stack(sums).sum(at::kDouble).item<double>())) return true;
+  for (const auto& p : model.parameters())
+    if (p.grad().defined() && !at::isfinite(p.grad()).all().item<bool>()) return false;
+  return true;  // finite elements whose sum overflowed
 }
 
 namespace {

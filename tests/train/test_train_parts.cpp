@@ -13,6 +13,7 @@
 #include "ddp/train/recipe.h"
 #include "ddp/train/schedule.h"
 #include "support/rank_threads.h"
+#include "train/finite_check.h"
 #include "train/stop_check.h"
 #include "train/test_files.h"
 #include <torch/nn/modules/linear.h>
@@ -262,6 +263,27 @@ TEST(StopSchedule, EveryRankStopsAtTheSameCheckStep) {
     EXPECT_EQ(intervals[0][0], 1) << "world " << world;
     EXPECT_EQ(intervals[0][1], kMaxInterval) << "world " << world;
   }
+}
+
+// --nan-check's test of the reduced gradients: exact, also where a fast float32 sum overflows.
+TEST(FiniteCheck, GradientsNonFiniteOnlyWhenAnElementIs) {
+  torch::nn::Linear model(1000, 10);
+  auto set = [&](float value, int64_t at) {
+    for (auto& p : model->parameters()) p.mutable_grad() = at::full_like(p, 0.5);
+    if (at >= 0) model->weight.mutable_grad().view({-1})[at] = value;
+  };
+  set(0, -1);
+  EXPECT_TRUE(detail::gradients_finite(*model));
+  set(NAN, 1234);
+  EXPECT_FALSE(detail::gradients_finite(*model));
+  set(INFINITY, 9999);
+  EXPECT_FALSE(detail::gradients_finite(*model));
+  for (auto& p : model->parameters()) p.mutable_grad() = at::full_like(p, 1e36f);  // finite; the sum overflows
+  EXPECT_TRUE(std::isinf(model->weight.grad().sum().item<float>()));
+  EXPECT_TRUE(detail::gradients_finite(*model));
+  model->bias.mutable_grad()[3] = -INFINITY;
+  EXPECT_FALSE(detail::gradients_finite(*model));
+  EXPECT_EQ(detail::first_non_finite(*model, /*gradients=*/true), std::optional<std::string>("bias (inf)"));
 }
 
 }  // namespace
