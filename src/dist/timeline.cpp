@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "ddp/dist/errors.h"
+#include "dist/timeline_files.h"
 
 namespace ddp::timeline {
 
@@ -123,14 +124,7 @@ void set_rank(int rank) {
   r.rank = rank;
 }
 
-std::string rank_file(const std::string& path, int rank) {
-  const std::string tag = ".rank" + std::to_string(rank);
-  const size_t slash = path.rfind('/');
-  const size_t dot = path.rfind('.');
-  if (dot == std::string::npos || (slash != std::string::npos && dot < slash) || dot == slash + 1)
-    return path + tag;
-  return path.substr(0, dot) + tag + path.substr(dot);
-}
+std::string rank_file(const std::string& path, int rank) { return timeline_files::rank_file(path, rank); }
 
 std::string flush() {
   Registry& r = registry();
@@ -191,26 +185,9 @@ std::string flush() {
 }
 
 int merge(const std::string& path, int world) {
-  using nlohmann::json;
-  json all = json::array();
-  int found = 0;
-  for (int r = 0; r < world; ++r) {
-    std::ifstream in(rank_file(path, r));
-    if (!in) continue;
-    json one;
-    try {
-      in >> one;
-    } catch (const std::exception& e) {
-      throw Error("[timeline] " + rank_file(path, r) + " is not trace JSON: " + e.what());
-    }
-    for (auto& e : one.at("traceEvents")) all.push_back(std::move(e));
-    ++found;
-  }
-  if (found == 0) return 0;
-  std::ofstream out(path, std::ios::trunc);
-  out << json{{"traceEvents", std::move(all)}, {"displayTimeUnit", "ms"}}.dump() << "\n";
-  out.close();
-  if (!out) throw Error("[timeline] cannot write " + path);
+  std::string error;
+  const int found = timeline_files::merge(path, world, &error);
+  if (found < 0) throw Error("[timeline] " + error);
   return found;
 }
 

@@ -18,7 +18,7 @@
 #include "output.h"
 #include "program_lookup.h"
 #include "rank_env.h"
-#include "timeline_merge.h"
+#include "dist/timeline_files.h"
 
 using namespace ddprun;
 
@@ -61,7 +61,7 @@ int merge_timeline_at_end(const Options& options, int exit_code) {
   if (path == nullptr || *path == '\0') return exit_code;
   std::string error;
   const int world = options.world_size > 0 ? options.world_size : options.nnodes_max * options.nproc_per_node;
-  const int ranks = merge_timeline(path, world, &error);
+  const int ranks = ddp::timeline_files::merge(path, world, &error);
   if (ranks < 0) report("warning: timeline: " + error);
   else if (ranks > 0) report(std::string("timeline: ") + path + " (" + std::to_string(ranks) + " rank(s))");
   return exit_code;

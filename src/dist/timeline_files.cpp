@@ -1,11 +1,12 @@
-#include "timeline_merge.h"
+#include "timeline_files.h"
 
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-namespace ddprun {
+namespace ddp::timeline_files {
 
-std::string timeline_rank_file(const std::string& path, int rank) {
+std::string rank_file(const std::string& path, int rank) {
   const std::string tag = ".rank" + std::to_string(rank);
   const size_t slash = path.rfind('/');
   const size_t dot = path.rfind('.');
@@ -14,12 +15,12 @@ std::string timeline_rank_file(const std::string& path, int rank) {
   return path.substr(0, dot) + tag + path.substr(dot);
 }
 
-int merge_timeline(const std::string& path, int world, std::string* error) {
+int merge(const std::string& path, int world, std::string* error) {
   using nlohmann::json;
   json all = json::array();
   int found = 0;
   for (int r = 0; r < world; ++r) {
-    const std::string file = timeline_rank_file(path, r);
+    const std::string file = rank_file(path, r);
     std::ifstream in(file);
     if (!in) continue;
     try {
@@ -44,4 +45,4 @@ int merge_timeline(const std::string& path, int world, std::string* error) {
   return found;
 }
 
-}  // namespace ddprun
+}  // namespace ddp::timeline_files
