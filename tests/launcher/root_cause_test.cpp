@@ -24,6 +24,23 @@ RankOutcome rank(int r, int status, double after_s, long long wall_us) {
   return {r, 100L + r, true, status, after_s, wall_us};
 }
 
+// A fresh directory as $TMPDIR for one test: the old value back, and the directory removed, at its end.
+struct ScopedTmpdir {
+  ScopedTmpdir() {
+    if (const char* old = std::getenv("TMPDIR")) saved = old, had_old = true;
+    char tmpl[] = "/tmp/ddprun_errdir_XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) return;
+    parent = tmpl;
+    setenv("TMPDIR", parent.c_str(), 1);
+  }
+  ~ScopedTmpdir() {
+    if (had_old) setenv("TMPDIR", saved.c_str(), 1); else unsetenv("TMPDIR");
+    if (!parent.empty()) ::rmdir(parent.c_str());
+  }
+  std::string parent, saved;
+  bool had_old = false;
+};
+
 }  // namespace
 
 TEST(ErrorRecord, Parses) {
@@ -49,12 +66,9 @@ TEST(ErrorRecord, Parses) {
 }
 
 TEST(ErrorFileDir, CreatesReadsAndRemoves) {
-  char tmpl[] = "/tmp/ddprun_errdir_XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string parent = tmpl;
-  const char* old = std::getenv("TMPDIR");
-  const std::string saved = old != nullptr ? old : "";
-  setenv("TMPDIR", parent.c_str(), 1);
+  ScopedTmpdir tmp;
+  ASSERT_FALSE(tmp.parent.empty());
+  const std::string& parent = tmp.parent;
   std::string dir;
   {
     ErrorFileDir files;
@@ -70,18 +84,13 @@ TEST(ErrorFileDir, CreatesReadsAndRemoves) {
     EXPECT_TRUE(all[0].message + all[1].message == "ab" || all[0].message + all[1].message == "ba");
   }
   EXPECT_NE(access(dir.c_str(), F_OK), 0) << "directory left behind";
-  if (old != nullptr) setenv("TMPDIR", saved.c_str(), 1); else unsetenv("TMPDIR");
-  rmdir(parent.c_str());
 }
 
 // A ddprun that was SIGKILLed leaves its directory; the next one removes it, never a live one's or another's.
 TEST(ErrorFileDir, StaleDirectoriesOfDeadOwnersAreRemoved) {
-  char tmpl[] = "/tmp/ddprun_errdir_XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string parent = tmpl;
-  const char* old = std::getenv("TMPDIR");
-  const std::string saved = old != nullptr ? old : "";
-  setenv("TMPDIR", parent.c_str(), 1);
+  ScopedTmpdir tmp;
+  ASSERT_FALSE(tmp.parent.empty());
+  const std::string& parent = tmp.parent;
   int pipe_fds[2];
   ASSERT_EQ(pipe(pipe_fds), 0);
   const pid_t child = fork();
@@ -111,9 +120,9 @@ TEST(ErrorFileDir, StaleDirectoriesOfDeadOwnersAreRemoved) {
     EXPECT_EQ(access(live.path().c_str(), F_OK), 0) << "a live owner's directory was removed";
     EXPECT_EQ(access(foreign.c_str(), F_OK), 0);
   }
-  if (old != nullptr) setenv("TMPDIR", saved.c_str(), 1); else unsetenv("TMPDIR");
   rmdir(foreign.c_str());
-  EXPECT_EQ(rmdir(parent.c_str()), 0) << "something left in " << parent;
+  EXPECT_EQ(::rmdir(parent.c_str()), 0) << "something left in " << parent;
+  tmp.parent.clear();
 }
 
 TEST(RootCause, EarliestErrorWinsOverExitOrder) {
