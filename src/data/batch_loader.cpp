@@ -32,7 +32,7 @@ uint64_t BatchLoader::batch_seed(uint64_t seed, int64_t epoch, int64_t batch) {
 
 struct BatchLoader::State {
   int64_t n = 0;       // samples
-  FetchBatch fetch;    // builds a batch of sample indices
+  std::function<Batch(const std::vector<int64_t>&, at::Generator&, int64_t epoch)> fetch;  // a batch of these samples
   BatchLoaderOptions opts;
 
   std::mutex mu;
@@ -61,10 +61,10 @@ struct BatchLoader::State {
     const int64_t start = b * opts.batch_size, len = std::min(opts.batch_size, size - start);
     std::vector<int64_t> mine(idx.begin() + start, idx.begin() + start + len);
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(batch_seed(opts.seed, ep, b));
-    Batch out = fetch(mine, gen);
+    Batch out = fetch(mine, gen, ep);
     if (!out.data.defined() || out.data.dim() == 0 || out.data.size(0) != len || !out.target.defined() ||
         out.target.dim() == 0 || out.target.size(0) != len)
-      throw ddp::Error("BatchLoader: " + std::string(opts.augment ? "augment" : "fetch") + " returned " +
+      throw ddp::Error("BatchLoader: " + std::string(opts.augment || opts.augment_epoch ? "augment" : "fetch") + " returned " +
                        (out.data.defined() ? "sizes " + c10::str(out.data.sizes()) : std::string("no tensor")) +
                        " for batch " + std::to_string(b) + " of epoch " + std::to_string(ep) + "; expected " +
                        std::to_string(len) + " samples along dim 0");
@@ -100,6 +100,7 @@ void check_options(const BatchLoaderOptions& options) {
   if (options.batch_size < 1) bad("batch_size must be >= 1, got " + std::to_string(options.batch_size));
   if (options.prefetch < 0) bad("prefetch must be >= 0, got " + std::to_string(options.prefetch));
   if (options.workers < 1) bad("workers must be >= 1, got " + std::to_string(options.workers));
+  if (options.augment && options.augment_epoch) bad("set augment or augment_epoch, not both");
 }
 }  // namespace
 
@@ -111,12 +112,14 @@ BatchLoader::BatchLoader(at::Tensor data, at::Tensor targets, BatchLoaderOptions
         (targets.defined() ? "sizes " + c10::str(targets.sizes()) : std::string("an undefined tensor")));
   check_options(options);
   auto augment = options.augment;
+  auto augment_epoch = options.augment_epoch;
   state_->n = data.size(0);
-  state_->fetch = [data = std::move(data), targets = std::move(targets), augment](const std::vector<int64_t>& idx,
-                                                                                   at::Generator& gen) {
+  state_->fetch = [data = std::move(data), targets = std::move(targets), augment, augment_epoch](
+                      const std::vector<int64_t>& idx, at::Generator& gen, int64_t epoch) {
     at::Tensor index = at::from_blob(const_cast<int64_t*>(idx.data()), {static_cast<int64_t>(idx.size())}, at::kLong);
     Batch out{data.index_select(0, index), targets.index_select(0, index)};
     if (augment) out.data = augment(out.data, gen);
+    if (augment_epoch) out.data = augment_epoch(out.data, gen, epoch);
     return out;
   };
   state_->opts = std::move(options);
@@ -130,8 +133,11 @@ BatchLoader::BatchLoader(int64_t size, FetchBatch fetch, BatchLoaderOptions opti
   if (!fetch) bad("fetch must be a function");
   check_options(options);
   options.augment = nullptr;
+  options.augment_epoch = nullptr;
   state_->n = size;
-  state_->fetch = std::move(fetch);
+  state_->fetch = [fetch = std::move(fetch)](const std::vector<int64_t>& idx, at::Generator& gen, int64_t) {
+    return fetch(idx, gen);
+  };
   state_->opts = std::move(options);
   for (int w = 0; state_->opts.prefetch > 0 && w < state_->opts.workers; ++w)
     state_->workers.emplace_back([s = state_.get()] { s->run(); });

@@ -42,6 +42,18 @@ at::Tensor normalize(const at::Tensor& images, const std::vector<double>& mean, 
   return images.to(at::kFloat).div_(255).sub_(channel(mean)).div_(channel(std));
 }
 
+namespace {
+// Sample i's h x w window at (off[2i], off[2i+1]) of `padded`.
+at::Tensor crop_at(const at::Tensor& padded, const at::Tensor& offsets, int64_t h, int64_t w) {
+  const int64_t b = padded.size(0);
+  at::Tensor out = at::empty({b, padded.size(1), h, w}, padded.options());
+  const int64_t* off = offsets.data_ptr<int64_t>();
+  for (int64_t i = 0; i < b; ++i)
+    out[i].copy_(padded[i].narrow(1, off[2 * i], h).narrow(2, off[2 * i + 1], w));
+  return out;
+}
+}  // namespace
+
 at::Tensor random_crop(const at::Tensor& batch, int64_t padding, at::Generator& gen) {
   check_batch("random_crop", batch);
   if (padding < 0) bad("random_crop", "padding must be >= 0, got " + std::to_string(padding));
@@ -49,12 +61,18 @@ at::Tensor random_crop(const at::Tensor& batch, int64_t padding, at::Generator& 
   // Offsets into the padded image, in [0, 2p]; an offset p is the identity.
   at::Tensor offsets = at::randint(0, 2 * padding + 1, {b, 2}, gen, at::kLong);
   if (padding == 0) return batch.clone();
-  at::Tensor padded = at::constant_pad_nd(batch, {padding, padding, padding, padding}, 0);
-  at::Tensor out = at::empty_like(batch, at::MemoryFormat::Contiguous);
-  const int64_t* off = offsets.data_ptr<int64_t>();
-  for (int64_t i = 0; i < b; ++i)
-    out[i].copy_(padded[i].narrow(1, off[2 * i], h).narrow(2, off[2 * i + 1], w));
-  return out;
+  return crop_at(at::constant_pad_nd(batch, {padding, padding, padding, padding}, 0), offsets, h, w);
+}
+
+at::Tensor random_window(const at::Tensor& padded, int64_t h, int64_t w, at::Generator& gen) {
+  check_batch("random_window", padded);
+  if (h < 1 || w < 1 || h > padded.size(2) || w > padded.size(3))
+    bad("random_window", "the window " + std::to_string(h) + "x" + std::to_string(w) + " must fit in the " +
+                             std::to_string(padded.size(2)) + "x" + std::to_string(padded.size(3)) + " images");
+  const int64_t b = padded.size(0);
+  at::Tensor rows = at::randint(0, padded.size(2) - h + 1, {b, 1}, gen, at::kLong);
+  at::Tensor cols = at::randint(0, padded.size(3) - w + 1, {b, 1}, gen, at::kLong);
+  return crop_at(padded, at::cat({rows, cols}, 1).contiguous(), h, w);
 }
 
 at::Tensor random_horizontal_flip(const at::Tensor& batch, double p, at::Generator& gen) {

@@ -168,7 +168,8 @@ void check_ranges(const TrainConfig& c) {
 }  // namespace
 
 std::vector<std::string> recipe_names() {
-  return {"mlp", "fashion-mnist", "cifar10-resnet9", "cifar10-resnet18", "imagefolder-resnet18", "imagefolder-resnet50"};
+  return {"mlp",           "fashion-mnist",        "cifar10-resnet9",     "cifar10-resnet18",
+          "cifar10-airbench", "imagefolder-resnet18", "imagefolder-resnet50"};
 }
 
 std::string usage() {

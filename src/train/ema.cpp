@@ -42,11 +42,19 @@ void ModelEma::copy_from(const torch::nn::Module& model) {
   zip(*shadow_, model, [](at::Tensor& e, const at::Tensor& m) { e.copy_(m); });
 }
 
-void ModelEma::update(const torch::nn::Module& model) {
-  zip(*shadow_, model, [this](at::Tensor& e, const at::Tensor& m) {
-    if (at::isFloatingType(e.scalar_type())) e.mul_(rho_).add_(m, 1 - rho_);
+void ModelEma::update(const torch::nn::Module& model) { update(model, rho_); }
+
+void ModelEma::update(const torch::nn::Module& model, double rho) {
+  if (!(rho >= 0 && rho <= 1)) throw InvalidArgument("ModelEma: rho must be in [0, 1], got " + std::to_string(rho));
+  zip(*shadow_, model, [rho](at::Tensor& e, const at::Tensor& m) {
+    // ema + (1 - rho)(model - ema): exact where the two are equal (frozen weights stay bit for bit).
+    if (at::isFloatingType(e.scalar_type())) e.lerp_(m, 1 - rho);
     else e.copy_(m);
   });
+}
+
+void ModelEma::copy_to(torch::nn::Module& model) const {
+  zip(model, *shadow_, [](at::Tensor& m, const at::Tensor& e) { m.copy_(e); });
 }
 
 }  // namespace ddp::train

@@ -7,6 +7,17 @@
 
 namespace ddp::train {
 
+at::Tensor tta_logits(const std::function<at::Tensor(const at::Tensor&)>& net, const at::Tensor& x, Tta tta) {
+  if (tta == Tta::kNone) return net(x);
+  auto mirrored = [&](const at::Tensor& v) { return (net(v) + net(v.flip(3))) / 2; };
+  at::Tensor logits = mirrored(x);
+  if (tta == Tta::kFlip) return logits;
+  const int64_t h = x.size(2), w = x.size(3);
+  at::Tensor padded = at::reflection_pad2d(x, {1, 1, 1, 1});
+  at::Tensor up_left = padded.slice(2, 0, h).slice(3, 0, w), down_right = padded.slice(2, 2, h + 2).slice(3, 2, w + 2);
+  return (logits + (mirrored(up_left) + mirrored(down_right)) / 2) / 2;
+}
+
 at::Tensor exact_shard(int64_t n, const ProcessGroup& group) {
   DistributedSamplerOptions o;
   o.num_replicas = group.size();

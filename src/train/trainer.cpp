@@ -120,8 +120,12 @@ std::vector<int64_t> epoch_order(Job& j, int64_t epoch) {
 
 double set_lr(Job& j, int64_t step) {
   const double m = j.recipe.schedule(step, j.total_steps);
-  for (size_t i = 0; i < j.opt->param_groups().size(); ++i)
-    j.opt->param_groups()[i].options().set_lr(*j.cfg.lr * j.recipe.groups[i].lr_scale * m);
+  const int64_t epoch = step / j.steps_per_epoch;
+  for (size_t i = 0; i < j.opt->param_groups().size(); ++i) {
+    const ParamGroup& g = j.recipe.groups[i];
+    const bool frozen = g.train_epochs > 0 && epoch >= g.train_epochs;
+    j.opt->param_groups()[i].options().set_lr(frozen ? 0.0 : *j.cfg.lr * g.lr_scale * m);
+  }
   return *j.cfg.lr * m;
 }
 
@@ -153,15 +157,17 @@ void save_checkpoint(Job& j, const detail::LoopState& s) {
   });
 }
 
-EvalResult evaluate_epoch(Job& j) {
+// The evaluated model: the EMA's average when it is separate from the trained one (lookahead's is the model).
+EvalResult evaluate_epoch(Job& j, bool last = false) {
   timeline::Span span("compute", "evaluation");
-  torch::nn::AnyModule& net = j.ema ? j.shadow : j.recipe.model;
-  const bool flip = j.recipe.eval_flip;
+  torch::nn::AnyModule& net = j.ema && !j.recipe.lookahead_rho ? j.shadow : j.recipe.model;
+  const Tta tta = last ? std::max(j.recipe.final_tta, j.recipe.eval_tta) : j.recipe.eval_tta;
+  const auto layout = j.recipe.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
   net.ptr()->eval();
+  auto logits = [&](const at::Tensor& x) { return net.forward(x.contiguous(layout)).to(at::kFloat); };
   auto forward = [&](const at::Tensor& x) {
     Autocast autocast(j.precision.precision);
-    at::Tensor logits = net.forward(x).to(at::kFloat);
-    return flip ? (logits + net.forward(x.flip(3)).to(at::kFloat)) / 2 : logits;
+    return tta_logits(logits, x, tta);
   };
   EvalResult r;
   if (j.recipe.test_fetch) {  // files: decoded by the loader's workers, this rank's share only
@@ -188,7 +194,8 @@ at::Tensor forward_backward(Job& j, const data::Batch& batch, bool sync) {
   timeline::Span forward("compute", "forward");
   {
     Autocast autocast(j.precision.precision);  // bf16: the forward pass only
-    logits = (*j.model)(batch.data).to(at::kFloat);
+    logits = (*j.model)(j.recipe.channels_last ? batch.data.contiguous(at::MemoryFormat::ChannelsLast) : batch.data)
+                 .to(at::kFloat);
   }
   at::Tensor loss = label_smoothing_cross_entropy(logits, batch.target, *j.cfg.label_smoothing).mean();
   forward.end();
@@ -224,6 +231,14 @@ void finish_timeline(Job& j) {
             << " rank(s); open it in https://ui.perfetto.dev or chrome://tracing)" << std::endl;
 }
 
+// The weight average's update after `step`; lookahead puts the average back into the model, and at the
+// last step the model ends as the average.
+void update_average(Job& j, int64_t step) {
+  if (!j.recipe.lookahead_rho) return j.ema->update(*j.recipe.model.ptr());
+  j.ema->update(*j.recipe.model.ptr(), j.recipe.lookahead_rho(step, j.total_steps));
+  j.ema->copy_to(*j.recipe.model.ptr());
+}
+
 // One epoch from micro-batch s.micro on. Returns the mean training loss of this rank.
 double train_epoch(Job& j, detail::LoopState& s) {
   const TrainConfig& c = j.cfg;
@@ -257,7 +272,8 @@ double train_epoch(Job& j, detail::LoopState& s) {
       j.opt->step();
     }
     ++s.step;
-    if (j.ema && s.step % *c.ema_every == 0) j.ema->update(*j.recipe.model.ptr());
+    if (j.ema && s.step % *c.ema_every == 0) update_average(j, s.step);
+    if (j.ema && j.recipe.lookahead_rho && s.step == j.total_steps) j.ema->copy_to(*j.recipe.model.ptr());
 
     const double rate = double((s.micro - first_micro) * *c.batch_size * j.group->size()) / seconds_since(t0);
     j.logs.step(s.micro / c.accumulate, window_sum / double(window), lr, rate);
@@ -330,7 +346,7 @@ void set_up_data(Job& j) {
   lo.batch_size = *cfg.batch_size;
   lo.drop_last = true;
   lo.seed = stream_seed(cfg.seed, Stream::Augment, rank);
-  lo.augment = j.recipe.augment;
+  lo.augment_epoch = j.recipe.augment;
   int64_t per_rank = j.recipe.train_total;
   if (j.recipe.train_fetch) {  // files: the workers decode this rank's samples only
     lo.workers = static_cast<int>(cfg.workers);
@@ -573,7 +589,7 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
   std::string stopped;  // why the run ends early, if it does
   const int64_t first_epoch = s.epoch;
   if (s.epoch >= *cfg.epochs) {  // --resume of a finished run: its final model's metrics, nothing trained
-    summary.eval = evaluate_epoch(j);
+    summary.eval = evaluate_epoch(j, /*last=*/true);
     if (rank == 0)
       std::cout << "the run in " << cfg.out_dir << " is already finished: " << s.epoch << " of " << *cfg.epochs
                 << " epoch(s) done (raise --epochs to train on); its final model: acc1 " << percent(summary.eval.acc1)
@@ -594,7 +610,7 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
     }
     const double train_s = seconds_since(t0);
     const double throughput = double((s.micro - micro0) * *cfg.batch_size * world) / train_s;
-    summary.eval = evaluate_epoch(j);
+    summary.eval = evaluate_epoch(j, /*last=*/s.epoch + 1 == *cfg.epochs);
     log_epoch(j, s.epoch, s.step, train_loss, throughput, train_s, summary.eval, seconds_since(start));
     s.epoch += 1;
     s.micro = 0;

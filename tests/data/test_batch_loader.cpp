@@ -173,6 +173,30 @@ TEST(BatchLoader, NewEpochDiscardsTheRest) {
   loader.start_epoch(shuffled(1), 2);  // destroyed with batches in flight: must not hang
 }
 
+// augment_epoch sees each batch's epoch (e.g. airbench's flips on odd epochs), with the batch's generator.
+TEST(BatchLoader, AugmentEpochGetsTheEpoch) {
+  BatchLoaderOptions o;
+  o.batch_size = 5;
+  o.augment_epoch = [](const at::Tensor& b, at::Generator& gen, int64_t e) { return noisy(b, gen) + 1000.0 * e; };
+  BatchLoader loader(rows(), targets(), o);
+  BatchLoaderOptions plain = o;
+  plain.augment_epoch = nullptr;
+  plain.augment = noisy;
+  BatchLoader reference(rows(), targets(), plain);
+  for (int64_t e : {0, 3}) {
+    auto got = epoch(loader, shuffled(2), e), want = epoch(reference, shuffled(2), e);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(at::equal(got[i].data, want[i].data + 1000.0 * e));
+  }
+  o.augment = noisy;
+  try {
+    BatchLoader both(rows(), targets(), o);
+    ADD_FAILURE() << "augment and augment_epoch together were accepted";
+  } catch (const ddp::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("not both"), std::string::npos) << e.what();
+  }
+}
+
 TEST(BatchLoader, BadArguments) {
   auto invalid = [](auto fn, const std::string& part) {
     try {

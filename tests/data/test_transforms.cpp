@@ -88,6 +88,30 @@ TEST(Transforms, RandomCropIsAShiftOfThePaddedInput) {
   EXPECT_GT(used.size(), 5u) << "offsets are not random";
 }
 
+// A window of an already padded batch: every (H-h+1)(W-w+1) offset possible, each sample one window.
+TEST(Transforms, RandomWindowIsOneWindowOfEachSample) {
+  const int64_t b = 200, h = 4, w = 5;
+  at::Tensor x = random_batch(b, 2, h + 2, w + 3);
+  auto g = gen(7);
+  at::Tensor y = data::random_window(x, h, w, g);
+  ASSERT_EQ(y.sizes(), (std::vector<int64_t>{b, 2, h, w}));
+  std::set<std::pair<int64_t, int64_t>> used;
+  for (int64_t i = 0; i < b; ++i) {
+    int matches = 0;
+    for (int64_t r = 0; r <= 2; ++r)
+      for (int64_t c = 0; c <= 3; ++c)
+        if (at::equal(y[i], x[i].narrow(1, r, h).narrow(2, c, w))) {
+          ++matches;
+          used.insert({r, c});
+        }
+    EXPECT_EQ(matches, 1) << "sample " << i << " is not one window of its input";
+  }
+  // 12 offsets, 200 uniform draws: a given offset is missed with probability (11/12)^200 < 3e-8.
+  EXPECT_EQ(used.size(), 12u);
+  EXPECT_TRUE(at::equal(data::random_window(x, h + 2, w + 3, g), x));
+  EXPECT_THROW(data::random_window(x, h + 3, w, g), ddp::InvalidArgument);
+}
+
 TEST(Transforms, HorizontalFlip) {
   at::Tensor x = random_batch(64, 3, 4, 5);
   auto g = gen(5);

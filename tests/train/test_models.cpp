@@ -1,6 +1,7 @@
 // The ResNets: shapes, parameter names and counts, patch whitening.
 #include <gtest/gtest.h>
 
+#include "ddp/train/models/airbench.h"
 #include "ddp/train/models/fashion_cnn.h"
 #include "ddp/train/models/resnet.h"
 #include "ddp/train/models/resnet50.h"
@@ -65,6 +66,59 @@ TEST(PatchWhitening, DecorrelatesPatches) {
   // <= 100 by the whitening: ~1.6e-4 on entries <= 1. Without the whitening (or
   // with the wrong eigenvectors) off-diagonal entries are of order 0.1-1.
   EXPECT_TRUE(at::allclose(cov, expected, 0, 2e-4)) << (cov - expected).abs().max();
+}
+
+// airbench's filters: the 2x2 patches' covariance after the first 12 filters is diag(l / (l + eps)) over the
+// eigenvalues l of the patch covariance (1/n), and the last 12 filters are the first 12 negated.
+TEST(AirbenchWhitening, WhitensPatchesAndMirrorsTheFilters) {
+  at::manual_seed(3);
+  at::Tensor data = at::randn({64, 3, 8, 8}) * at::tensor({1.0f, 2.0f, 0.5f}).view({1, 3, 1, 1});
+  data = data + data.roll(1, 3);
+  const double eps = 5e-4;
+  at::Tensor w = airbench_whitening(data, 2, eps);
+  ASSERT_EQ(w.sizes(), (std::vector<int64_t>{24, 3, 2, 2}));
+  EXPECT_TRUE(at::equal(w.narrow(0, 12, 12), -w.narrow(0, 0, 12)));
+  at::Tensor patches = data.unfold(2, 2, 1).unfold(3, 2, 1).permute({0, 2, 3, 1, 4, 5}).reshape({-1, 12});
+  at::Tensor p = patches.to(at::kDouble);
+  at::Tensor out = p.mm(w.narrow(0, 0, 12).reshape({12, 12}).t().to(at::kDouble));
+  at::Tensor cov = out.t().mm(out) / double(out.size(0));
+  at::Tensor lambda = std::get<0>(at::linalg_eigh(p.t().mm(p) / double(p.size(0)))).flip(0);
+  at::Tensor expected = at::diag(lambda / (lambda + eps));
+  // Double-precision filters rounded to float32 (relative 6e-8 each), so the whitened covariance is off by
+  // ~2 x 12 x 6e-8 relative on entries <= 1: 1e-5 bounds it. Unwhitened, off-diagonals are of order 0.1-1.
+  EXPECT_TRUE(at::allclose(cov, expected, 0, 1e-5)) << (cov - expected).abs().max();
+  EXPECT_THROW(airbench_whitening(at::randn({3, 8, 8})), std::invalid_argument);
+}
+
+// airbench94's layout: 1,972,792 parameters (1,970,176 trainable: 3x3 convs, the head, BatchNorm biases and the
+// whitening bias), frozen whitening weights and BatchNorm scales, identity-initialised convolutions.
+TEST(Airbench, LayoutFrozenTensorsAndDiracInit) {
+  at::manual_seed(4);
+  Airbench net(airbench_whitening(at::randn({16, 3, 8, 8})));
+  EXPECT_EQ(count(*net, false), 1972792);
+  EXPECT_EQ(count(*net, true), 1972792 - 288 - 2 * (64 + 256 + 256));
+  auto params = net->named_parameters();
+  EXPECT_FALSE(params["whiten.weight"].requires_grad());
+  EXPECT_TRUE(params["whiten.bias"].requires_grad());
+  EXPECT_TRUE(at::equal(params["whiten.bias"], at::zeros({24})));
+  EXPECT_FALSE(params["group2.norm1.weight"].requires_grad());
+  EXPECT_TRUE(params["group2.norm1.bias"].requires_grad());
+  EXPECT_FALSE(params.contains("head.bias"));
+  // group1.conv1 (24 -> 64): its first 24 filters are the identity on their channel, the rest random.
+  at::Tensor w = params["group1.conv1.weight"];
+  at::Tensor dirac = at::zeros({24, 24, 3, 3});
+  for (int64_t i = 0; i < 24; ++i) dirac[i][i][1][1] = 1;
+  EXPECT_TRUE(at::equal(w.narrow(0, 0, 24), dirac));
+  EXPECT_GT(w.narrow(0, 24, 40).abs().sum().item<double>(), 0);
+  auto bn = net->named_modules()["group3.norm2"]->as<torch::nn::BatchNorm2d>();
+  EXPECT_DOUBLE_EQ(bn->options.eps(), 1e-12);
+  EXPECT_DOUBLE_EQ(*bn->options.momentum(), 0.4);
+  at::Tensor out = net->forward(at::randn({4, 3, 32, 32}));
+  EXPECT_EQ(out.sizes(), (std::vector<int64_t>{4, 10}));
+  out.sum().backward();
+  EXPECT_FALSE(params["whiten.weight"].grad().defined());
+  EXPECT_TRUE(params["whiten.bias"].grad().defined());
+  EXPECT_TRUE(params["head.weight"].grad().defined());
 }
 
 TEST(ResNet9BagOfTricks, ShapesFrozenLayersAndGhostBatchNorm) {

@@ -206,6 +206,46 @@ TEST(ModelEma, AveragesFloatsAndCopiesIntegers) {
   EXPECT_THROW(ema.update(*c), std::invalid_argument);
 }
 
+// Test-time views: a "network" reading two pixels, f(v) = v[0][0] + 100 v[1][2], shows which views were averaged
+// and with what weights.
+TEST(Tta, ViewsAndWeights) {
+  at::Tensor x = at::arange(9, at::kFloat).view({1, 1, 3, 3});  // [[0 1 2] [3 4 5] [6 7 8]]
+  int calls = 0;
+  auto net = [&](const at::Tensor& v) {
+    ++calls;
+    return (v.select(2, 0).select(2, 0) + 100 * v.select(2, 1).select(2, 2)).contiguous();  // [1, 1]
+  };
+  EXPECT_EQ(tta_logits(net, x, Tta::kNone).item<float>(), 500.0f);
+  // Mirrored: [[2 1 0] [5 4 3] [8 7 6]] -> 302.
+  EXPECT_EQ(tta_logits(net, x, Tta::kFlip).item<float>(), (500.0f + 302.0f) / 2);
+  calls = 0;
+  // Reflect-padded by 1, x's rows become [4 3 4 5 4], [1 0 1 2 1], [4 3 4 5 4], [7 6 7 8 7], [4 3 4 5 4]. The
+  // (-1,-1) view is the top-left 3x3, [[4 3 4] [1 0 1] [4 3 4]] -> 104 (mirrored the same); the (+1,+1) view the
+  // bottom-right one, [[4 5 4] [7 8 7] [4 5 4]] -> 704 (mirrored the same). Weights: 1/2 on the plain pair's
+  // mean, 1/4 on each shifted pair's.
+  EXPECT_FLOAT_EQ(tta_logits(net, x, Tta::kFlipShift).item<float>(), 0.5f * 401 + 0.25f * 104 + 0.25f * 704);
+  EXPECT_EQ(calls, 6);
+}
+
+// Lookahead's pieces: an update with its own rho, then the model takes the average.
+TEST(ModelEma, UpdateWithRhoAndCopyTo) {
+  torch::nn::Linear a(3, 2), b(3, 2);
+  ModelEma ema(b.ptr(), 0.75);
+  ema.copy_from(*a);
+  at::Tensor w0 = a->weight.detach().clone();
+  {
+    at::NoGradGuard g;
+    a->weight.add_(2.0);
+  }
+  ema.update(*a, 0.5);  // not the constructor's 0.75
+  // As above: a few roundings of at most half an ulp of 3 stay under 1e-6.
+  EXPECT_TRUE(at::allclose(b->weight, w0 + 1.0, 0, 1e-6));
+  ema.copy_to(*a);
+  EXPECT_TRUE(at::equal(a->weight, b->weight));
+  EXPECT_TRUE(a->weight.requires_grad());
+  EXPECT_THROW(ema.update(*a, 1.5), std::invalid_argument);
+}
+
 // 10 samples over 3 ranks: every sample counted once, results equal one process's.
 TEST(Evaluate, ExactCountsAcrossThreeRanks) {
   at::manual_seed(0);

@@ -4,7 +4,8 @@
 //
 // Subcommands: collectives (bandwidth of each collective per message size),
 // ddp (training-step time under DDP), memory (bytes per rank under DDP and
-// ZeRO-1/2/3), decode (images decoded per second on one thread).
+// ZeRO-1/2/3), decode (images decoded per second on one thread), compute (each model's
+// GFLOP/s against this CPU's GEMM peak).
 #include <cstdio>
 #include <functional>
 
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   ddp::bench::add_ddp_command(app, run);
   ddp::bench::add_memory_command(app, run);
   ddp::bench::add_decode_command(app, run);
+  ddp::bench::add_compute_command(app, run);
   CLI11_PARSE(app, argc, argv);
   try {
     return run();

@@ -45,6 +45,8 @@ struct BatchLoaderOptions {
   int workers = 1;             // background threads building batches (>= 1; batches still come in order)
   uint64_t seed = 0;           // augmentation generator: seeded from (seed, epoch) so results never depend on thread timing
   std::function<at::Tensor(const at::Tensor& batch, at::Generator& gen)> augment;  // optional, applied to data only
+  // Like augment, also given the epoch (e.g. flips that alternate by epoch); set at most one of the two.
+  std::function<at::Tensor(const at::Tensor& batch, at::Generator& gen, int64_t epoch)> augment_epoch;
 };
 
 // Builds the batch of these sample indices (in order), drawing randomness only from gen.

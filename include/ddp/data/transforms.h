@@ -30,6 +30,9 @@ at::Tensor normalize(const at::Tensor& images, const std::vector<double>& mean, 
 // zero-pad by `padding`, crop back to HxW at a random offset (each of the
 // (2p+1)^2 offsets equally likely), like torchvision's RandomCrop(size, padding).
 at::Tensor random_crop(const at::Tensor& batch, int64_t padding, at::Generator& gen);
+// On a batch already padded (e.g. reflect-padded once for the whole data set), each sample
+// independently: an h x w window at a random offset, each of the (H-h+1)(W-w+1) equally likely.
+at::Tensor random_window(const at::Tensor& padded, int64_t h, int64_t w, at::Generator& gen);
 // Mirrors each sample left-right (dim 3) with probability p.
 at::Tensor random_horizontal_flip(const at::Tensor& batch, double p, at::Generator& gen);
 // Zeroes a size x size square at a random centre (clipped at borders). The

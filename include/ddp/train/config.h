@@ -15,7 +15,7 @@
 namespace ddp::train {
 
 struct TrainConfig {
-  std::string recipe;             // mlp | fashion-mnist | cifar10-resnet9 | cifar10-resnet18
+  std::string recipe;             // one of recipe_names()
   std::optional<int64_t> epochs;
   std::optional<int64_t> batch_size;  // per rank
   std::optional<double> lr;           // base learning rate (for the mean loss over the global batch)

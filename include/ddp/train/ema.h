@@ -19,6 +19,8 @@ class ModelEma {
 
   void copy_from(const torch::nn::Module& model);
   void update(const torch::nn::Module& model);
+  void update(const torch::nn::Module& model, double rho);  // this update's rho instead of rho()
+  void copy_to(torch::nn::Module& model) const;             // the model takes the average (lookahead)
   torch::nn::Module& module() { return *shadow_; }
   std::shared_ptr<torch::nn::Module> ptr() const { return shadow_; }
   double rho() const { return rho_; }

@@ -25,6 +25,15 @@ struct EvalResult {
   int64_t count = 0;
 };
 
+// Test-time augmentation: the logits averaged over views of each test image [B, C, H, W].
+enum class Tta {
+  kNone = 0,       // the image
+  kFlip = 1,       // the image and its mirror
+  kFlipShift = 2,  // kFlip's mean (weight 1/2), and kFlip of the image shifted by (-1,-1) and (+1,+1) (reflect-padded)
+};
+// `net`'s logits averaged over the views `tta` names (1, 2 or 6 calls of net).
+at::Tensor tta_logits(const std::function<at::Tensor(const at::Tensor&)>& net, const at::Tensor& x, Tta tta);
+
 // This rank's indices of an n-sample evaluation set (int64, in order).
 at::Tensor exact_shard(int64_t n, const ProcessGroup& group);
 

@@ -15,6 +15,7 @@
 #include "ddp/data/batch_loader.h"
 #include "ddp/dist/process_group.h"
 #include "ddp/train/config.h"
+#include "ddp/train/evaluate.h"
 #include "ddp/train/schedule.h"
 
 namespace ddp::train {
@@ -24,7 +25,9 @@ struct ParamGroup {
   std::vector<at::Tensor> params;  // trainable only
   double lr_scale = 1;             // this group's lr = base lr * lr_scale
   double weight_decay = 0;
+  int64_t train_epochs = 0;        // > 0: trained for the first N epochs only (lr 0 after); 0: always
 };
+
 
 struct Recipe {
   std::string name;
@@ -32,7 +35,12 @@ struct Recipe {
   // A fresh model of the same architecture for the weight average (EMA); empty: no EMA.
   std::function<torch::nn::AnyModule()> make_shadow;
   double ema_rho = 0;  // per update; updates every cfg.ema_every steps
-  bool eval_flip = false;  // evaluate on the image and its mirror, averaging logits
+  // Lookahead (airbench): the average's rho at step/total_steps instead of ema_rho, and after each update the
+  // model takes the averaged weights (and the average is what it evaluates and ends with).
+  std::function<double(int64_t step, int64_t total)> lookahead_rho;
+  Tta eval_tta = Tta::kNone;   // the evaluation after each epoch
+  Tta final_tta = Tta::kNone;  // the evaluation after the last epoch (at least eval_tta's views)
+  bool channels_last = false;  // batches in NHWC, oneDNN's native layout: convolutions skip a reorder (weights stay NCHW)
 
   at::Tensor train_x, train_y;  // this rank's training samples: the whole set, or its shard
   bool train_sharded = false;   // shards: shuffle locally; else: DistributedSampler over train_x
@@ -45,7 +53,8 @@ struct Recipe {
   data::FetchBatch train_fetch, test_fetch;
   std::vector<int64_t> test_indices;
 
-  std::function<at::Tensor(const at::Tensor&, at::Generator&)> augment;  // may be empty
+  // Training batches' augmentation, given the epoch; may be empty.
+  std::function<at::Tensor(const at::Tensor& batch, at::Generator& gen, int64_t epoch)> augment;
   std::vector<ParamGroup> groups;
   bool nesterov = false;
   LrSchedule schedule = LrSchedule::constant();

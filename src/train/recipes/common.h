@@ -54,10 +54,12 @@ void defaults_mlp(TrainConfig& cfg);
 void defaults_fashion_mnist(TrainConfig& cfg);
 void defaults_cifar10_resnet9(TrainConfig& cfg, int world_size);
 void defaults_cifar10_resnet18(TrainConfig& cfg);
+void defaults_cifar10_airbench(TrainConfig& cfg, int world_size);
 Recipe make_mlp(TrainConfig& cfg, ProcessGroup& group);
 Recipe make_fashion_mnist(TrainConfig& cfg, ProcessGroup& group);
 Recipe make_cifar10_resnet9(TrainConfig& cfg, ProcessGroup& group);
 Recipe make_cifar10_resnet18(TrainConfig& cfg, ProcessGroup& group);
+Recipe make_cifar10_airbench(TrainConfig& cfg, ProcessGroup& group);
 void defaults_imagefolder(TrainConfig& cfg, int world_size);
 Recipe make_imagefolder(TrainConfig& cfg, ProcessGroup& group);  // imagefolder-resnet18 and -resnet50
 

@@ -89,7 +89,7 @@ Recipe make_fashion_mnist(TrainConfig& cfg, ProcessGroup& group) {
   r.model = torch::nn::AnyModule(net);
   if (*cfg.cutout > 0) {
     const int64_t size = *cfg.cutout;
-    r.augment = [size](const at::Tensor& b, at::Generator& gen) { return data::cutout(b, size, gen); };
+    r.augment = [size](const at::Tensor& b, at::Generator& gen, int64_t) { return data::cutout(b, size, gen); };
   }
   return r;
 }
@@ -103,6 +103,7 @@ void fill_recipe_defaults(TrainConfig& cfg, int world_size) {
   else if (cfg.recipe == "fashion-mnist") detail::defaults_fashion_mnist(cfg);
   else if (cfg.recipe == "cifar10-resnet9") detail::defaults_cifar10_resnet9(cfg, world_size);
   else if (cfg.recipe == "cifar10-resnet18") detail::defaults_cifar10_resnet18(cfg);
+  else if (cfg.recipe == "cifar10-airbench") detail::defaults_cifar10_airbench(cfg, world_size);
   else if (cfg.recipe.rfind("imagefolder-", 0) == 0) detail::defaults_imagefolder(cfg, world_size);
   else throw InvalidArgument("ddp-train: unknown recipe '" + cfg.recipe + "'");
 }
@@ -114,6 +115,7 @@ Recipe make_recipe(TrainConfig& cfg, ProcessGroup& group) {
   else if (cfg.recipe == "fashion-mnist") r = detail::make_fashion_mnist(cfg, group);
   else if (cfg.recipe == "cifar10-resnet9") r = detail::make_cifar10_resnet9(cfg, group);
   else if (cfg.recipe == "cifar10-resnet18") r = detail::make_cifar10_resnet18(cfg, group);
+  else if (cfg.recipe == "cifar10-airbench") r = detail::make_cifar10_airbench(cfg, group);
   else if (cfg.recipe == "imagefolder-resnet18" || cfg.recipe == "imagefolder-resnet50")
     r = detail::make_imagefolder(cfg, group);
   else throw InvalidArgument("ddp-train: unknown recipe '" + cfg.recipe + "'");

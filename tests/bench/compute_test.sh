@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# ddp-bench compute: the FLOPs it counts per training sample equal the closed forms (3x the forward's
+# multiply-adds x 2), and every model/layout/precision row has a positive rate.
+# usage: compute_test.sh DDP_BENCH
+set -euo pipefail
+bench=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+OMP_NUM_THREADS=1 "$bench" compute --models mlp,airbench,cnn --batch 4 --steps 1 --gemm-n 64 --json "$work/c.json"
+/usr/bin/python3 - "$work/c.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+per = {r["model"]: r["gflop_per_sample"] * 1e9 for r in d["runs"]}
+# mlp: bias-free 1024-256-256-256-32.
+mlp = 3 * 2 * (1024 * 256 + 256 * 256 + 256 * 256 + 256 * 32)
+# airbench: whitening 2x2 (3 -> 24) at 31x31; groups' 3x3 convs at 31, 15 (24->64, 64->64), 15, 7 (64->256,
+# 256->256), 7, 3 (256->256 twice); head 256 -> 10.
+conv = lambda cin, cout, k, side: 2 * cout * side * side * cin * k * k
+air = 3 * (conv(3, 24, 2, 31) + conv(24, 64, 3, 31) + conv(64, 64, 3, 15) + conv(64, 256, 3, 15) +
+           conv(256, 256, 3, 7) + conv(256, 256, 3, 7) + conv(256, 256, 3, 3) + 2 * 256 * 10)
+assert abs(per["mlp"] - mlp) < 1, (per["mlp"], mlp)
+assert abs(per["airbench"] - air) < 1, (per["airbench"], air)
+rows = {(r["model"], r["layout"], r["precision"]) for r in d["runs"]}
+assert len(rows) == 2 + 4 + 4, rows  # mlp: fp32, bf16; images: nchw and nhwc each
+assert all(r["samples_per_s"] > 0 and r["gflops"] > 0 for r in d["runs"])
+assert d["gemm_fp32_gflops"] > 0 and d["gemm_bf16_gflops"] > 0
+print("compute ok:", {k: round(v / 1e9, 4) for k, v in per.items()}, "GFLOP per sample")
+PY

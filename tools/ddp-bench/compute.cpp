@@ -1,0 +1,192 @@
+// ddp-bench compute: how much of this CPU's arithmetic each recipe's model uses.
+//
+//   OMP_NUM_THREADS=1 build/bin/ddp-bench compute --models mlp,cnn,resnet9,airbench --json out.json
+//
+// First the peak: the best GFLOP/s of a square GEMM (at::mm, --gemm-n) in float32 and in bfloat16,
+// on this process's threads. Then per model: its FLOPs per sample, counted from the shapes of the
+// convolutions and matrix products of one forward pass (observed through ATen's RecordFunction),
+// times 3 for a training step (forward, and backward's two products per layer: the usual estimate),
+// and the achieved rate of full training steps (forward, cross-entropy, backward, SGD step) at
+// --batch, in float32 and under bfloat16 autocast (as ddp-train's --precision bf16).
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/optim/sgd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+#include "bench.h"
+#include "ddp/errors.h"
+#include "ddp/train/machine.h"
+#include "ddp/train/models/airbench.h"
+#include "ddp/train/models/fashion_cnn.h"
+#include "ddp/train/models/mlp.h"
+#include "ddp/train/models/resnet.h"
+#include "ddp/train/precision.h"
+
+namespace ddp::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using train::Precision;
+
+struct ComputeOptions {
+  std::string models = "mlp,cnn,resnet9,airbench,resnet18";
+  int64_t batch = 128;
+  int64_t steps = 6;  // timed steps per model and precision (after 2 untimed)
+  int64_t gemm_n = 2048;
+  std::string json;
+};
+
+struct Model {
+  torch::nn::AnyModule net;
+  std::vector<int64_t> input;  // one sample's shape
+  int64_t classes = 10;
+};
+
+Model make_model(const std::string& name) {
+  using namespace ddp::models;
+  if (name == "mlp") return {torch::nn::AnyModule(MLP(MLPOptions{})), {1024}, 32};
+  if (name == "cnn") return {torch::nn::AnyModule(FashionCNN()), {1, 28, 28}, 10};
+  if (name == "resnet18") return {torch::nn::AnyModule(ResNet18(ResNet18Options{10, false})), {3, 32, 32}, 10};
+  if (name == "resnet9")
+    return {torch::nn::AnyModule(ResNet9BagOfTricks(patch_whitening(at::randn({64, 3, 24, 24})), 10, 0.125, 16)),
+            {3, 32, 32}, 10};
+  if (name == "airbench") return {torch::nn::AnyModule(Airbench(airbench_whitening(at::randn({64, 3, 32, 32})))), {3, 32, 32}, 10};
+  throw InvalidArgument("ddp-bench compute: unknown model '" + name + "'; valid: mlp, cnn, resnet9, airbench, resnet18");
+}
+
+// Multiply-adds x 2 of the convolutions and matrix products one call of `fn` runs, from their input shapes.
+double count_flops(const std::function<void()>& fn) {
+  static thread_local double flops = 0;
+  flops = 0;
+  auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& f) -> std::unique_ptr<at::ObserverContext> {
+        const std::string name = f.name();
+        const auto in = f.inputs();
+        auto sizes = [&](size_t i) { return in[i].toTensor().sizes(); };
+        if (name == "aten::convolution" && in.size() >= 9) {
+          auto x = sizes(0), w = sizes(1);
+          auto stride = in[3].toIntVector(), pad = in[4].toIntVector(), dil = in[5].toIntVector();
+          double out_pixels = 1;
+          for (size_t d = 2; d < x.size(); ++d)
+            out_pixels *= double((x[d] + 2 * pad[d - 2] - dil[d - 2] * (w[d] - 1) - 1) / stride[d - 2] + 1);
+          double per_output = 1;
+          for (size_t d = 1; d < w.size(); ++d) per_output *= double(w[d]);  // C/groups x kernel
+          flops += 2.0 * double(x[0]) * double(w[0]) * out_pixels * per_output;
+        } else if ((name == "aten::addmm" && in.size() >= 3) || (name == "aten::mm" && in.size() >= 2)) {
+          const size_t a = name == "aten::addmm" ? 1 : 0;
+          auto m = sizes(a), n = sizes(a + 1);
+          flops += 2.0 * double(m[0]) * double(m[1]) * double(n[1]);
+        }
+        return nullptr;
+      })
+          .needsInputs(true)
+          .scopes({at::RecordScope::FUNCTION}));
+  try {
+    fn();
+  } catch (...) {
+    at::removeCallback(handle);
+    throw;
+  }
+  at::removeCallback(handle);
+  return flops;
+}
+
+double seconds(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Best GFLOP/s of at::mm on n x n matrices of this dtype.
+double gemm_peak(int64_t n, at::ScalarType dtype) {
+  at::Tensor a = at::randn({n, n}).to(dtype), b = at::randn({n, n}).to(dtype);
+  double best = 0;
+  for (int i = 0; i < 4; ++i) {
+    const auto t = Clock::now();
+    at::Tensor c = at::mm(a, b);
+    best = std::max(best, 2.0 * double(n) * double(n) * double(n) / seconds(t) / 1e9);
+  }
+  return best;
+}
+
+// Seconds per training step of `m` at this batch, precision and input layout (best of the timed steps).
+double step_seconds(Model& m, int64_t batch, int64_t steps, Precision p, bool channels_last) {
+  std::vector<int64_t> shape{batch};
+  shape.insert(shape.end(), m.input.begin(), m.input.end());
+  at::Tensor x = at::randn(shape), y = at::randint(0, m.classes, {batch}, at::kLong);
+  if (channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+  torch::optim::SGD opt(m.net.ptr()->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  double best = 1e30;
+  for (int64_t i = 0; i < steps + 2; ++i) {
+    const auto t = Clock::now();
+    opt.zero_grad();
+    at::Tensor logits;
+    {
+      train::Autocast autocast(p);
+      logits = m.net.forward(x).to(at::kFloat);
+    }
+    torch::nn::functional::cross_entropy(logits, y).backward();
+    opt.step();
+    if (i >= 2) best = std::min(best, seconds(t));
+  }
+  return best;
+}
+
+int run_compute(const ComputeOptions& o) {
+  const bool bf16_native = train::bf16_support().native;
+  std::printf("ddp-bench compute: %s, %d thread(s); bf16 %s\n", train::describe(train::cpu_info()).c_str(),
+              at::get_num_threads(), bf16_native ? "native" : "not native (emulated, slow)");
+  const double peak32 = gemm_peak(o.gemm_n, at::kFloat), peak16 = gemm_peak(o.gemm_n, at::kBFloat16);
+  std::printf("GEMM peak (at::mm, n=%ld): fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n", long(o.gemm_n), peak32, peak16);
+  std::printf("%-9s %-6s %-5s %12s %10s %9s %8s\n", "model", "layout", "dtype", "GFLOP/sample", "samples/s",
+              "GFLOP/s", "of peak");
+  nlohmann::ordered_json doc = {{"cpu", train::describe(train::cpu_info())}, {"threads", at::get_num_threads()},
+                                {"gemm_n", o.gemm_n}, {"gemm_fp32_gflops", peak32}, {"gemm_bf16_gflops", peak16},
+                                {"batch", o.batch}, {"runs", nlohmann::ordered_json::array()}};
+  std::stringstream names(o.models);
+  for (std::string name; std::getline(names, name, ',');) {
+    Model m = make_model(name);
+    std::vector<int64_t> one{2};
+    one.insert(one.end(), m.input.begin(), m.input.end());
+    m.net.ptr()->eval();  // any batch (ghost batch norm splits training batches)
+    const double forward = count_flops([&] {
+                             at::NoGradGuard no_grad;
+                             m.net.forward(at::randn(one));
+                           }) / 2;
+    m.net.ptr()->train();
+    const double per_sample = 3 * forward;
+    // Images: as stored (NCHW) and channels-last (NHWC, oneDNN's own layout); each in float32 and bfloat16.
+    for (bool cl : m.input.size() == 3 ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
+      for (Precision p : {Precision::FP32, Precision::BF16}) {
+        const double rate = double(o.batch) / step_seconds(m, o.batch, o.steps, p, cl);
+        const double gflops = rate * per_sample / 1e9, peak = p == Precision::FP32 ? peak32 : peak16;
+        const char* layout = m.input.size() == 3 ? (cl ? "nhwc" : "nchw") : "-";
+        std::printf("%-9s %-6s %-5s %12.4f %10.1f %9.1f %7.1f%%\n", name.c_str(), layout, train::to_string(p).c_str(),
+                    per_sample / 1e9, rate, gflops, 100 * gflops / peak);
+        std::fflush(stdout);
+        doc["runs"].push_back({{"model", name}, {"layout", layout}, {"precision", train::to_string(p)},
+                               {"gflop_per_sample", per_sample / 1e9}, {"samples_per_s", rate}, {"gflops", gflops},
+                               {"of_peak", gflops / peak}});
+      }
+    }
+  }
+  if (!o.json.empty()) write_json(o.json, doc);
+  return 0;
+}
+
+}  // namespace
+
+void add_compute_command(CLI::App& app, std::function<int()>& run) {
+  auto o = std::make_shared<ComputeOptions>();
+  CLI::App* c = app.add_subcommand("compute", "achieved GFLOP/s of each model's training step against this CPU's GEMM peak");
+  c->add_option("--models", o->models, "comma-separated: mlp, cnn, resnet9, airbench, resnet18")->capture_default_str();
+  c->add_option("--batch", o->batch, "samples per step")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--steps", o->steps, "timed steps per model and precision")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--gemm-n", o->gemm_n, "GEMM size for the peak")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--json", o->json, "also write the results as JSON");
+  c->callback([&run, o] { run = [o] { return run_compute(*o); }; });
+}
+
+}  // namespace ddp::bench
