@@ -101,6 +101,8 @@ double seconds(Clock::time_point t) { return std::chrono::duration<double>(Clock
 
 // Best GFLOP/s of at::mm on n x n matrices of this dtype.
 double gemm_peak(int64_t n, at::ScalarType dtype) {
+  // As training would run it: a bf16 scope turns oneDNN off where ONEDNN_MAX_CPU_ISA caps it below bf16.
+  train::Autocast scope(dtype == at::kBFloat16 ? Precision::BF16 : Precision::FP32);
   at::Tensor a = at::randn({n, n}).to(dtype), b = at::randn({n, n}).to(dtype);
   double best = 0;
   for (int i = 0; i < 4; ++i) {
