@@ -54,7 +54,7 @@ TEST(BackendChoice, AutoPicksGlooForAProgramWithoutDdp) {
   p.program_links_ddp = false;  // e.g. python3 or a shell script: they read RANK, which mpirun cannot set per rank
   BackendChoice c = choose_backend(Options(), p);
   EXPECT_EQ(c.backend, Backend::Gloo);
-  EXPECT_EQ(c.reason, "auto: the program does not link ddp (libddp_dist), so only RANK/MASTER_ADDR can reach it");
+  EXPECT_EQ(c.reason, "auto: the program does not link ddp (a libddp_* library), so only RANK/MASTER_ADDR can reach it");
 }
 
 TEST(BackendChoice, AutoPicksGlooAcrossNodes) {
@@ -102,7 +102,7 @@ TEST(BackendChoice, InheritedDdpBackendWinsOverAuto) {
   EXPECT_EQ(c.error, "DDP_BACKEND=mpi in the environment, but ddprun's mpi mode runs one node only (this job has "
                      "--nnodes 2); unset DDP_BACKEND or pass --backend gloo");
   p.inherited = "local";  // not a launcher's choice: the rule applies
-  EXPECT_EQ(choose_backend(Options(), p).reason, "auto: the program does not link ddp (libddp_dist), so only "
+  EXPECT_EQ(choose_backend(Options(), p).reason, "auto: the program does not link ddp (a libddp_* library), so only "
                                                  "RANK/MASTER_ADDR can reach it");
 }
 

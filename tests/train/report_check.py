@@ -35,7 +35,7 @@ def main():
         problems.append("Chart.js did not run (version %r)" % check.get("chartjs"))
     charts = check["charts"]
     several = len(run_dirs) > 1
-    for name in ("loss-epoch", "acc-epoch", "loss-step", "lr-step", "rank-throughput", "ddp-time"):
+    for name in ("loss-epoch", "acc-epoch", "loss-step", "acc-step", "lr-step", "rank-throughput", "ddp-time"):
         if name not in charts:
             problems.append("chart %s missing" % name)
     for i, run_dir in enumerate(run_dirs):
@@ -47,7 +47,7 @@ def main():
             problems.append("%s: status %r, expected %r" % (run_dir, run.get("status"), status))
         prefix = run.get("name", "?") + ": " if several else ""
         want = {("loss-epoch", "val"): epochs, ("acc-epoch", "acc1"): epochs, ("acc-epoch", "acc5"): epochs,
-                ("loss-step", "train loss"): steps, ("lr-step", "lr"): steps}
+                ("loss-step", "train loss"): steps, ("acc-step", "train acc1"): steps, ("lr-step", "lr"): steps}
         for r in range(world):
             want[("rank-throughput", "rank %d" % r)] = steps
             want[("ddp-time", "rank %d communication" % r)] = steps

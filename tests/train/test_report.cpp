@@ -132,14 +132,15 @@ TEST(Report, Errors) {
 }
 
 TEST(RankMetrics, FieldsPerRankInOrder) {
-  // world 3: loss, then samples/s, comm ms and exposed ms of ranks 0..2.
-  const auto f = detail::rank_fields({0.5, 10, 11, 12, 1, 2, 3, 0.1, 0.2, 0.3}, 3);
+  // world 3: loss, accuracy, then samples/s, comm ms and exposed ms of ranks 0..2.
+  const auto f = detail::rank_fields({0.5, 0.75, 10, 11, 12, 1, 2, 3, 0.1, 0.2, 0.3}, 3);
   ASSERT_EQ(f.size(), 9u);
   EXPECT_EQ(f[0], (std::pair<std::string, double>{"samples_per_s/rank0", 10}));
   EXPECT_EQ(f[2], (std::pair<std::string, double>{"samples_per_s/rank2", 12}));
   EXPECT_EQ(f[4], (std::pair<std::string, double>{"comm_ms/rank1", 2}));
   EXPECT_EQ(f[8], (std::pair<std::string, double>{"exposed_ms/rank2", 0.3}));
-  EXPECT_THROW(detail::rank_fields({0.5, 1, 2}, 3), InvalidArgument);
+  EXPECT_THROW(detail::rank_fields({0.5, 0.75, 1, 2}, 3), InvalidArgument);
+  EXPECT_THROW(detail::rank_fields({0.5, 10, 11, 12, 1, 2, 3, 0.1, 0.2, 0.3}, 3), InvalidArgument);  // no accuracy
 }
 
 }  // namespace

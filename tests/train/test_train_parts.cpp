@@ -14,6 +14,7 @@
 #include "ddp/train/schedule.h"
 #include "support/rank_threads.h"
 #include "train/finite_check.h"
+#include "train/recipes/common.h"
 #include "train/stop_check.h"
 #include "train/test_files.h"
 #include <torch/nn/modules/linear.h>
@@ -324,6 +325,17 @@ TEST(FiniteCheck, GradientsNonFiniteOnlyWhenAnElementIs) {
   model->bias.mutable_grad()[3] = -INFINITY;
   EXPECT_FALSE(detail::gradients_finite(*model));
   EXPECT_EQ(detail::first_non_finite(*model, /*gradients=*/true), std::optional<std::string>("bias (inf)"));
+}
+
+
+TEST(Limit, EvenlySpacedKeepsEveryClassOfASortedFolder) {
+  EXPECT_EQ(detail::evenly_spaced(4, 10), (std::vector<int64_t>{0, 2, 5, 7}));
+  EXPECT_EQ(detail::evenly_spaced(0, 3), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(detail::evenly_spaced(5, 3), (std::vector<int64_t>{0, 1, 2}));
+  // 10 classes of 24 files in class order (an ImageFolder): 40 picked are 4 of each class.
+  std::vector<int> per_class(10, 0);
+  for (int64_t i : detail::evenly_spaced(40, 240)) per_class[size_t(i / 24)] += 1;
+  EXPECT_EQ(per_class, std::vector<int>(10, 4));
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ BackendChoice choose_backend(const Options& o, const MpiProbe& p) {
     c.reason = "auto: " + std::to_string(o.nnodes) + " nodes: across hosts mpirun needs its own launch agent "
                "(ssh); gloo needs only TCP";
   } else if (!p.program_links_ddp) {
-    c.reason = "auto: the program does not link ddp (libddp_dist), so only RANK/MASTER_ADDR can reach it";
+    c.reason = "auto: the program does not link ddp (a libddp_* library), so only RANK/MASTER_ADDR can reach it";
   } else if (!p.built) {
     c.reason = "auto: this build has no mpi backend";
   } else if (!p.mpirun_found) {
@@ -101,7 +101,7 @@ MpiProbe probe_mpi(const Options& options, const std::string& program_path) {
 #endif
   if (const char* env = std::getenv("DDP_BACKEND")) p.inherited = env;
   if (options.backend != Backend::Auto) return p;
-  p.program_links_ddp = elf_needs(program_path, "libddp_dist.so");
+  p.program_links_ddp = elf_needs(program_path, "libddp_");  // any layer: each links libddp_dist
   ProgramLookup mpirun = find_program("mpirun", std::getenv("PATH"));
   p.mpirun_found = mpirun.found;
   p.mpirun_path = mpirun.path;

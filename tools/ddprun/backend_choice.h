@@ -13,7 +13,7 @@ struct MpiProbe {
   bool mpirun_found = false;    // mpirun on PATH
   std::string mpirun_path;
   std::string version;          // "OpenMPI 4.1.4", or empty when unknown
-  bool program_links_ddp = false;  // an ELF program needing libddp_dist (the mpi backend's home)
+  bool program_links_ddp = false;  // an ELF program needing a libddp_* library (each links libddp_dist, the mpi backend's home)
   std::string inherited;        // DDP_BACKEND in ddprun's environment ("" when unset)
 };
 

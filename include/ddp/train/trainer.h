@@ -1,19 +1,35 @@
-// The training job: a recipe trained data-parallel on every rank of the
-// default group, with distributed evaluation each epoch, logs on rank 0
-// (progress line, TensorBoard events, JSON lines) and checkpoints.
+// The Trainer: a Task (task.h: model, data, loss, optimizer, metrics) trained
+// data-parallel on every rank of a group, with distributed evaluation each
+// epoch, logs on rank 0 (progress line, TensorBoard events, JSON lines, report
+// page), checkpoints and resume, and callbacks. ddp-train's recipes are Tasks too:
 //
 //   ddprun --nproc-per-node 2 --standalone build/bin/ddp-train fashion-mnist
+//   ddprun --nproc-per-node 2 --standalone build/bin/custom_training   (examples/custom_training)
 //
-// Output layout under cfg.out_dir (default runs/<recipe>):
-//   tb/events.out.tfevents.*   Loss/train, Loss/val, acc1/val, acc5/val, lr, throughput
+//   ddp::train::TrainConfig settings;         // the settings ddp-train's flags set (config.h)
+//   settings.recipe = "my-net";               // the job's name: out_dir runs/my-net, checked on resume
+//   settings.epochs = 10;
+//   settings.batch_size = 64;                 // per rank
+//   ddp::train::Trainer trainer(settings);    // joins the default group (creating it from the launcher's environment)
+//   trainer.on_epoch_end(ddp::train::EarlyStopping("loss", 3));
+//   ddp::train::TrainSummary done = trainer.fit(std::move(task));
+//
+// Output layout under settings.out_dir (default runs/<recipe>):
+//   tb/events.out.tfevents.*   Loss/train, acc1/train, Loss/val, acc1/val, acc5/val, <metric>/val, lr, throughput
 //   metrics.jsonl              one line per log point and per epoch
+//   report.html                the run in a browser (report.h)
 //   checkpoints/checkpoint-e*-s*.pt, checkpoints/latest
 //   shards/                    per-rank training shards (data mode "shards")
 #pragma once
+#include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "ddp/dist/process_group.h"
 #include "ddp/train/config.h"
 #include "ddp/train/evaluate.h"
+#include "ddp/train/task.h"
 
 namespace ddp::train {
 
@@ -24,18 +40,76 @@ struct TrainSummary {
   double seconds = 0;        // wall time of this run, start to end
   std::string checkpoint;    // the last checkpoint written ("" if none)
   bool preempted = false;    // stopped by SIGTERM after writing `checkpoint`: exit with kExitPreempted
+  std::string stopped;       // why the run ended before its last epoch (--stop-after, a callback), else ""
 };
 
 // ddp-train's exit code after a SIGTERM (preemption): the current step finished, a checkpoint was written, and
 // a restart resumes from it exactly. 75 is EX_TEMPFAIL ("try again later").
 constexpr int kExitPreempted = 75;
 
-// Creates the default process group if none exists (cfg.backend), trains, and
-// returns on every rank. Errors are exceptions (ddp::Error, InvalidArgument).
-// SIGTERM to any rank during training: every rank finishes its current step, a checkpoint is written, and run
-// returns with preempted set (the ranks agree through a one-integer all_reduce overlapped with each step).
-// Under an elastic launcher (TORCHELASTIC_RESTART_COUNT > 0) a run resumes from its latest checkpoint as with
-// cfg.resume.
+// What an on_epoch_end callback sees after each epoch's evaluation (before its checkpoint). The same on every
+// rank. Setting `stop` ends the training after this epoch (its checkpoint is written); any rank's stop stops all.
+struct EpochEnd {
+  int64_t epoch = 0;  // epochs done, 1-based
+  int64_t epochs = 0;
+  int64_t step = 0;   // optimizer steps done
+  double train_loss = 0;  // this rank's mean training loss over the epoch
+  EvalResult eval;
+  bool stop = false;
+  std::string reason;  // why, for the log and TrainSummary::stopped
+};
+using EpochCallback = std::function<void(EpochEnd&)>;
+
+// Stops when `metric` ("loss", "acc1", "acc5" or a Task metric's name) has not improved by more than
+// min_delta for `patience` epochs in a row. mode "min" (lower is better) or "max"; "auto": min for names
+// containing "loss", else max. Its count starts afresh in a resumed run.
+class EarlyStopping {
+ public:
+  explicit EarlyStopping(std::string metric = "loss", int patience = 3, double min_delta = 0,
+                         std::string mode = "auto");
+  void operator()(EpochEnd& e);
+  double best() const { return best_; }
+
+ private:
+  std::string metric_;
+  int patience_;
+  double min_delta_;
+  bool maximize_;
+  double best_;
+  int bad_epochs_ = 0;
+};
+
+class Trainer {
+ public:
+  // Joins `group`, else the default group (creating it as settings.backend says when there is none).
+  // Seeds the generator that initialises weights from settings.seed: build the model after this for the seed
+  // to decide it (DDP gives every rank rank 0's weights either way). Every rank must pass the same settings
+  // (InvalidArgument names those that differ).
+  explicit Trainer(TrainConfig settings = {}, GroupPtr group = nullptr);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // Until fit: settings left unset take the Task's defaults (1 epoch, batch 32, constant lr, no momentum,
+  // the optimizer's own learning rates).
+  TrainConfig& settings();
+  ProcessGroup& group();
+
+  // Called after each epoch's evaluation, in the order added.
+  Trainer& on_epoch_end(EpochCallback callback);
+
+  // Trains to settings.epochs (resuming from out_dir's latest checkpoint with settings.resume) and returns on
+  // every rank. Errors are exceptions (ddp::Error, InvalidArgument); the run's log and report record them.
+  // SIGTERM to any rank: every rank finishes its current step, a checkpoint is written, and fit returns with
+  // preempted set. Under an elastic launcher (TORCHELASTIC_RESTART_COUNT > 0) it resumes as with settings.resume.
+  TrainSummary fit(Task task);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// ddp-train: the recipe cfg.recipe built by make_recipe (recipe.h) and trained by a Trainer.
 TrainSummary run(TrainConfig cfg);
 
 }  // namespace ddp::train

@@ -41,11 +41,19 @@ void set_test_data(Recipe& r, const TrainConfig& cfg, const ProcessGroup& group,
   r.test_x = lx.index_select(0, mine);
   r.test_y = ly.index_select(0, mine);
   r.test_total = ly.size(0);
+  r.test_sharded = true;
 }
 
 std::pair<at::Tensor, at::Tensor> limit(std::pair<at::Tensor, at::Tensor> xy, int64_t n) {
   if (n <= 0 || n >= xy.second.size(0)) return xy;
   return {xy.first.narrow(0, 0, n), xy.second.narrow(0, 0, n)};
+}
+
+std::vector<int64_t> evenly_spaced(int64_t limit, int64_t size) {
+  const int64_t n = limit > 0 && limit < size ? limit : size;
+  std::vector<int64_t> picked(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) picked[size_t(i)] = i * size / n;
+  return picked;
 }
 
 ParamGroup all_parameters(torch::nn::Module& m, double weight_decay) {

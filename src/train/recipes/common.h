@@ -40,6 +40,9 @@ void set_test_data(Recipe& r, const TrainConfig& cfg, const ProcessGroup& group,
 // The first `limit` samples (all when limit is 0).
 std::pair<at::Tensor, at::Tensor> limit(std::pair<at::Tensor, at::Tensor> xy, int64_t limit);
 
+// `limit` indices of 0..size-1, evenly spaced (i * size / limit); all when limit is 0 or at least size.
+std::vector<int64_t> evenly_spaced(int64_t limit, int64_t size);
+
 // One group of all trainable parameters.
 ParamGroup all_parameters(torch::nn::Module& m, double weight_decay);
 // A file's identity for shard freshness: path, size, modification time.

@@ -28,9 +28,13 @@ std::shared_ptr<data::ImageFolder> open_split(const std::string& dir, const std:
   return std::make_shared<data::ImageFolder>(path);
 }
 
-data::FetchBatch fetcher(std::shared_ptr<data::ImageFolder> folder, data::ImagePipeline pipeline) {
-  return [folder, pipeline](const std::vector<int64_t>& idx, at::Generator& gen) {
-    return data::load_image_batch(*folder, idx, pipeline, gen);
+// Batches of samples picked[i] of the folder.
+data::FetchBatch fetcher(std::shared_ptr<data::ImageFolder> folder, data::ImagePipeline pipeline,
+                         std::vector<int64_t> picked) {
+  return [folder, pipeline, picked = std::move(picked)](const std::vector<int64_t>& idx, at::Generator& gen) {
+    std::vector<int64_t> files(idx.size());
+    for (size_t i = 0; i < idx.size(); ++i) files[i] = picked.at(static_cast<size_t>(idx[i]));
+    return data::load_image_batch(*folder, files, pipeline, gen);
   };
 }
 
@@ -74,13 +78,16 @@ Recipe make_imagefolder(TrainConfig& cfg, ProcessGroup& group) {
 
   Recipe r;
   r.name = cfg.recipe;
-  r.train_total = cfg.limit_train > 0 ? std::min(cfg.limit_train, train->size()) : train->size();
+  // A folder is sorted by class: the first N samples would be whole classes only.
+  auto train_picked = evenly_spaced(cfg.limit_train, train->size());
+  auto test_picked = evenly_spaced(cfg.limit_test, val->size());
+  r.train_total = static_cast<int64_t>(train_picked.size());
   r.train_sharded = false;
-  r.train_fetch = fetcher(train, tp);
-  r.test_total = cfg.limit_test > 0 ? std::min(cfg.limit_test, val->size()) : val->size();
+  r.train_fetch = fetcher(train, tp, std::move(train_picked));
+  r.test_total = static_cast<int64_t>(test_picked.size());
   at::Tensor mine = exact_shard(r.test_total, group);
   r.test_indices.assign(mine.data_ptr<int64_t>(), mine.data_ptr<int64_t>() + mine.numel());
-  r.test_fetch = fetcher(val, vp);
+  r.test_fetch = fetcher(val, vp, std::move(test_picked));
   if (cfg.recipe == "imagefolder-resnet50") {
     models::ResNet50 net(classes);
     r.groups.push_back(all_parameters(*net, *cfg.weight_decay));

@@ -119,7 +119,6 @@ Recipe make_recipe(TrainConfig& cfg, ProcessGroup& group) {
   else if (cfg.recipe == "imagefolder-resnet18" || cfg.recipe == "imagefolder-resnet50")
     r = detail::make_imagefolder(cfg, group);
   else throw InvalidArgument("ddp-train: unknown recipe '" + cfg.recipe + "'");
-  r.schedule = LrSchedule::parse(cfg.schedule).with_warmup(*cfg.warmup);
   return r;
 }
 

@@ -1,0 +1,346 @@
+// The Trainer's set-up: the task's defaults and checks, optimizer, DDP, EMA, loader, logs, checkpoints, and
+// the resume from a checkpoint.
+#include <ATen/ATen.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include <unistd.h>
+
+#include <ctime>
+#include <iostream>
+#include <sstream>
+
+#include "ddp/dist/collectives.h"
+#include "ddp/errors.h"
+#include "ddp/parallel/optimizer_state.h"
+#include "ddp/parallel/sync_batch_norm.h"
+#include "ddp/train/losses.h"
+#include "ddp/train/machine.h"
+#include "trainer_job.h"
+
+namespace ddp::train::detail {
+namespace {
+
+template <typename T>
+void fill(std::optional<T>& field, T value) {
+  if (!field) field = value;
+}
+
+// The built-in optimizer (cfg.optimizer) over the task's parameter groups, each with its lr scale and decay.
+std::unique_ptr<torch::optim::Optimizer> builtin_optimizer(const TrainConfig& cfg, const Task& task) {
+  using namespace torch::optim;
+  std::vector<OptimizerParamGroup> groups;
+  for (const auto& g : task.groups) {
+    const double lr = *cfg.lr * g.lr_scale;
+    const auto betas = std::make_tuple(cfg.betas.first, cfg.betas.second);
+    std::unique_ptr<OptimizerOptions> o;
+    if (cfg.optimizer == "adam")
+      o = std::make_unique<AdamOptions>(AdamOptions(lr).betas(betas).eps(cfg.eps).weight_decay(g.weight_decay));
+    else if (cfg.optimizer == "adamw")
+      o = std::make_unique<AdamWOptions>(AdamWOptions(lr).betas(betas).eps(cfg.eps).weight_decay(g.weight_decay));
+    else
+      o = std::make_unique<SGDOptions>(SGDOptions(lr).momentum(*cfg.momentum).weight_decay(g.weight_decay).nesterov(
+          task.nesterov && *cfg.momentum > 0));
+    groups.emplace_back(g.params, std::move(o));
+  }
+  if (cfg.optimizer == "adam") return std::make_unique<Adam>(std::move(groups), AdamOptions(*cfg.lr));
+  if (cfg.optimizer == "adamw") return std::make_unique<AdamW>(std::move(groups), AdamWOptions(*cfg.lr));
+  return std::make_unique<SGD>(std::move(groups), SGDOptions(*cfg.lr));
+}
+
+// The task's optimizer, or the built-in one; the schedule's base learning rates. Checkpoints must be able to
+// hold its state: an unsupported type fails here, not at the first checkpoint.
+void set_up_optimizer(Job& j) {
+  Task& t = j.task;
+  if (t.make_optimizer) {
+    j.opt = t.make_optimizer(*t.model.ptr());
+    if (!j.opt) throw InvalidArgument("Trainer: the Task's make_optimizer returned no optimizer");
+    j.train_epochs.assign(j.opt->param_groups().size(), 0);
+  } else {
+    if (t.groups.empty()) {
+      ParamGroup all;
+      all.name = "all";
+      for (auto& p : t.model.ptr()->parameters())
+        if (p.requires_grad()) all.params.push_back(p);
+      all.weight_decay = *j.cfg.weight_decay;
+      t.groups.push_back(std::move(all));
+    }
+    j.opt = builtin_optimizer(j.cfg, t);
+    for (const auto& g : t.groups) j.train_epochs.push_back(g.train_epochs);
+  }
+  for (auto& g : j.opt->param_groups()) j.base_lrs.push_back(g.options().get_lr());
+  if (j.base_lrs.empty()) throw InvalidArgument("Trainer: the optimizer has no parameter groups");
+  if (t.make_optimizer) {  // the logged lr is the first group's
+    if (j.cfg.lr && *j.cfg.lr != j.base_lrs[0]) {
+      std::ostringstream o;
+      o << "Trainer: settings.lr is " << *j.cfg.lr << " but the Task's make_optimizer sets lr " << j.base_lrs[0]
+        << " (its first group's); the optimizer's learning rates are used: leave settings.lr unset";
+      throw InvalidArgument(o.str());
+    }
+    j.cfg.lr = j.base_lrs[0];
+  }
+  optimizer_state_dict(*j.opt);  // InvalidArgument naming the supported types
+}
+
+// The background loader and, unless the data is this rank's shard, the DistributedSampler; the epoch's steps.
+void set_up_data(Job& j) {
+  const TrainConfig& cfg = j.cfg;
+  Task& t = j.task;
+  const int rank = j.group->rank();
+  data::BatchLoaderOptions lo;
+  lo.batch_size = *cfg.batch_size;
+  lo.drop_last = true;
+  lo.seed = stream_seed(cfg.seed, Stream::Augment, rank);
+  lo.augment_epoch = t.augment;
+  int64_t per_rank = t.train_total;
+  if (t.train_fetch) {  // made per batch: the workers fetch this rank's samples only
+    lo.workers = static_cast<int>(cfg.workers);
+    lo.prefetch = lo.workers + 1;
+    j.loader = std::make_unique<data::BatchLoader>(per_rank, t.train_fetch, lo);
+  } else {
+    j.loader = std::make_unique<data::BatchLoader>(t.train_x, t.train_y, lo);
+    per_rank = t.train_y.size(0);
+  }
+  if (!t.train_sharded) {
+    DistributedSamplerOptions so;
+    so.num_replicas = j.group->size();
+    so.rank = rank;
+    so.seed = cfg.seed;
+    j.sampler = std::make_unique<DistributedSampler>(static_cast<size_t>(per_rank), so);
+    per_rank = static_cast<int64_t>(j.sampler->size());
+  }
+  j.micro_per_epoch = per_rank / *cfg.batch_size / cfg.accumulate * cfg.accumulate;
+  j.steps_per_epoch = j.micro_per_epoch / cfg.accumulate;
+  if (j.steps_per_epoch < 1)
+    throw InvalidArgument("ddp-train: each rank has " + std::to_string(per_rank) + " training samples, fewer than " +
+                          "one step of --batch-size " + std::to_string(*cfg.batch_size) + " x --accumulate " +
+                          std::to_string(cfg.accumulate) + "; lower them or use more data");
+  j.total_steps = j.steps_per_epoch * *cfg.epochs;
+}
+
+// The task's data, checked; its evaluation set narrowed to this rank's exact share.
+void check_task(Job& j) {
+  Task& t = j.task;
+  if (t.model.is_empty()) throw InvalidArgument("Trainer: the Task has no model");
+  const bool tensors = t.train_x.defined() || t.train_y.defined();
+  if (tensors == bool(t.train_fetch))
+    throw InvalidArgument(std::string("Trainer: the Task needs one kind of training data: ") +
+                          (tensors ? "train_x/train_y and train_fetch are both set"
+                                   : "set train_x and train_y, or train_fetch and train_total (set_train_dataset)"));
+  if (tensors) {
+    if (!t.train_x.defined() || !t.train_y.defined() || t.train_x.dim() == 0 || t.train_y.dim() == 0 ||
+        t.train_x.size(0) != t.train_y.size(0))
+      throw InvalidArgument("Trainer: the Task's train_x and train_y must both be tensors with the same first "
+                            "dimension (samples)");
+    if (!t.train_sharded) t.train_total = t.train_y.size(0);
+  } else if (t.train_total < 1) {
+    throw InvalidArgument("Trainer: the Task's train_fetch needs train_total > 0 samples");
+  }
+  const bool test_tensors = t.test_x.defined() || t.test_y.defined();
+  if (test_tensors == bool(t.test_fetch))
+    throw InvalidArgument(std::string("Trainer: the Task needs one kind of evaluation data: ") +
+                          (test_tensors ? "test_x/test_y and test_fetch are both set"
+                                        : "set test_x and test_y, or test_fetch and test_total (set_test_dataset)"));
+  if (test_tensors) {
+    if (!t.test_x.defined() || !t.test_y.defined() || t.test_x.dim() == 0 || t.test_y.dim() == 0 ||
+        t.test_x.size(0) != t.test_y.size(0))
+      throw InvalidArgument("Trainer: the Task's test_x and test_y must both be tensors with the same first "
+                            "dimension (samples)");
+    if (!t.test_sharded) {  // every rank holds the whole set: keep this rank's exact share
+      t.test_total = t.test_y.size(0);
+      at::Tensor mine = exact_shard(t.test_total, *j.group);
+      t.test_x = t.test_x.index_select(0, mine);
+      t.test_y = t.test_y.index_select(0, mine);
+      t.test_sharded = true;
+    }
+  } else {
+    if (t.test_total < 1) throw InvalidArgument("Trainer: the Task's test_fetch needs test_total > 0 samples");
+    if (t.test_indices.empty()) {
+      at::Tensor mine = exact_shard(t.test_total, *j.group);
+      t.test_indices.assign(mine.data_ptr<int64_t>(), mine.data_ptr<int64_t>() + mine.numel());
+    }
+  }
+}
+
+// --sync-bn: the model's BatchNorms become SyncBatchNorms over the job's group,
+// keeping their tensors (those the optimizer holds), before DDP wraps the model.
+void use_sync_batch_norm(Job& j) {
+  auto& model = *convert_sync_batchnorm(j.task.model.ptr(), j.group);
+  for (const auto& m : model.modules())
+    if (dynamic_cast<const SyncBatchNormImpl*>(m.get())) return;
+  throw InvalidArgument("ddp-train: --sync-bn: the " + j.cfg.recipe + " recipe's model has no BatchNorm layers to " +
+                        "synchronize (mlp has none; cifar10-resnet9's GhostBatchNorm normalizes slices of each " +
+                        "rank's batch on purpose)");
+}
+
+// The run's first JSON line: what, where and how it runs (for the report).
+void log_start(Job& j) {
+  if (j.group->rank() != 0) return;
+  const CpuInfo cpu = cpu_info();
+  std::string flags;
+  for (const auto& f : cpu.flags) flags += (flags.empty() ? "" : " ") + f;
+  char host[256] = "?";
+  if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "?");
+  j.logs.event("start", {{"recipe", j.cfg.recipe}, {"world", int64_t{j.group->size()}},
+                         {"backend", j.group->backend()}, {"precision", j.cfg.precision},
+                         {"epochs", *j.cfg.epochs}, {"steps_per_epoch", j.steps_per_epoch},
+                         {"machine", describe(cpu)}, {"cores", int64_t{cpu.cores}}, {"cpu_flags", flags},
+                         {"host", std::string(host)}, {"time", int64_t(std::time(nullptr))},
+                         {"config", to_config_file(j.cfg)}});
+}
+
+// Reads a checkpoint on every rank; the ranks agree whether all of them could (the lowest rank that could not
+// prints why). Returns the checkpoint, or None when some rank could not read it.
+c10::IValue read_on_every_rank(Job& j, const std::string& path) {
+  c10::IValue ckpt;
+  std::string error;
+  try {
+    ckpt = load_checkpoint(path);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  const int rank = j.group->rank();
+  at::Tensor first_failed = at::tensor({error.empty() ? j.group->size() : rank}, at::kInt);
+  j.group->all_reduce(first_failed, op(ReduceOp::MIN)).wait();
+  if (first_failed.item<int>() == j.group->size()) return ckpt;
+  if (first_failed.item<int>() == rank) std::cerr << "ddp-train: rank " << rank << ": " << error << std::endl;
+  return c10::IValue();
+}
+
+}  // namespace
+
+uint64_t stream_seed(uint64_t seed, Stream stream, int rank, int64_t epoch) {
+  const uint64_t base = seed * 1000003, r = uint64_t(rank);
+  switch (stream) {
+    case Stream::Weights: return seed;                            // the same initial weights on every rank
+    case Stream::Dropout: return base + 1 + r;                    // differs across ranks
+    case Stream::ShardOrder: return base + uint64_t(epoch) * 7919 + r;  // a shard's shuffle, per epoch
+    case Stream::Augment: return base + 17 * r + 5;               // the loader's crops and flips
+  }
+  return seed;
+}
+
+void fill_task_defaults(TrainConfig& cfg, const Task& task) {
+  if (cfg.recipe.empty()) cfg.recipe = task.name.empty() ? "custom" : task.name;
+  if (cfg.out_dir.empty()) cfg.out_dir = "runs/" + cfg.recipe;
+  fill<int64_t>(cfg.epochs, 1);
+  fill<int64_t>(cfg.batch_size, 32);
+  if (!task.make_optimizer) fill(cfg.lr, cfg.optimizer == "sgd" ? 0.01 : 1e-3);
+  fill(cfg.momentum, 0.0);
+  fill(cfg.weight_decay, 0.0);
+  fill(cfg.label_smoothing, 0.0);
+  if (cfg.schedule.empty()) cfg.schedule = "constant";
+  fill<int64_t>(cfg.warmup, 0);
+  if (cfg.data_mode.empty()) cfg.data_mode = task.train_sharded ? "shards" : "sampler";
+  fill<int64_t>(cfg.cutout, 0);
+  fill<int64_t>(cfg.ema_every, 0);
+  if (cfg.precision.empty()) cfg.precision = "fp32";
+  if (cfg.epochs && *cfg.epochs < 1) throw InvalidArgument("Trainer: settings.epochs must be >= 1");
+  if (cfg.batch_size && *cfg.batch_size < 1) throw InvalidArgument("Trainer: settings.batch_size must be >= 1");
+  if (cfg.accumulate < 1) throw InvalidArgument("Trainer: settings.accumulate must be >= 1");
+}
+
+PrecisionChoice decide_precision(const std::string& name, bool asked, ProcessGroup& group) {
+  if (name != "auto") return {parse_precision(name), asked ? "as asked" : "the recipe's default"};
+  Bf16Support cpu = bf16_support();
+  at::Tensor native = at::tensor({cpu.native ? 1 : 0}, at::kInt);
+  group.all_reduce(native, op(ReduceOp::MIN)).wait();
+  if (cpu.native && native.item<int>() == 0) cpu = {false, "another rank's CPU has no native bfloat16"};
+  return choose_precision(name, cpu);
+}
+
+std::string percent(double v) {
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(2);
+  o << 100 * v << "%";
+  return o.str();
+}
+
+void set_up(Job& j, Task task) {
+  j.task = std::move(task);
+  const TrainConfig& cfg = j.cfg;
+  const int rank = j.group->rank();
+  check_task(j);
+  j.schedule = LrSchedule::parse(cfg.schedule).with_warmup(*cfg.warmup);
+  const double smoothing = *cfg.label_smoothing;
+  j.loss = j.task.loss ? j.task.loss : LossFn([smoothing](const at::Tensor& logits, const at::Tensor& target) {
+    return label_smoothing_cross_entropy(logits, target, smoothing).mean();
+  });
+  j.eval_options.loss = j.task.loss;
+  j.eval_options.metrics = j.task.metrics;
+
+  if (cfg.sync_bn) use_sync_batch_norm(j);
+  DDPOptions ddp_options;
+  ddp_options.group = j.group;
+  j.model = std::make_unique<DistributedDataParallel<Net>>(Net{j.task.model}, ddp_options);  // rank 0's weights
+  set_up_optimizer(j);
+  if (cfg.comm_hook != "allreduce") {  // else the built-in path
+    j.hook = make_comm_hook(cfg.comm_hook);
+    j.model->register_comm_hook(j.hook);
+  }
+  if (j.task.make_shadow && *cfg.ema_every > 0) {
+    j.shadow = j.task.make_shadow();
+    j.ema = std::make_unique<ModelEma>(j.shadow.ptr(), j.task.ema_rho);
+    j.ema->copy_from(*j.task.model.ptr());  // rank 0's weights, after DDP's broadcast
+  }
+  set_up_data(j);
+
+  j.logs.open(cfg.out_dir, rank == 0, cfg.progress);
+  if (rank == 0) {
+    std::cout << "ddp-train " << cfg.recipe << ": " << j.group->size() << " rank(s) on " << j.group->backend()
+              << (j.backend_reason.empty() ? std::string() : " (" + j.backend_reason + ")") << ", "
+              << j.task.train_total << " training samples (" << (j.task.train_sharded ? "shards" : "sampler")
+              << "), " << j.task.test_total << " test samples, batch " << *cfg.batch_size << " per rank"
+              << (cfg.sync_bn ? " (SyncBatchNorm)" : "") << ", "
+              << j.steps_per_epoch << " steps per epoch, lr " << *cfg.lr << " (" << j.schedule.spec() << "), "
+              << cfg.precision << " (" << j.precision.reason << ")"
+              << (cfg.comm_hook != "allreduce" ? ", comm hook " + cfg.comm_hook : std::string()) << "\n  cpu: " << describe(cpu_info()) << std::endl;
+  }
+  log_start(j);
+  CheckpointManagerOptions co;
+  co.dir = cfg.out_dir + "/checkpoints";
+  co.keep_last = cfg.keep_last;
+  co.group = j.group;
+  j.checkpoints = std::make_unique<CheckpointManager>(co);
+  if (rank == 0) {
+    const auto stale = j.checkpoints->remove_stale_temporaries();
+    for (const auto& name : stale)
+      std::cerr << "ddp-train: removed " << co.dir << "/" << name << ", left by a save that was interrupted" << std::endl;
+  }
+}
+
+LoopState resume_or_start(Job& j) {
+  LoopState s;
+  if (!j.cfg.resume) return s;
+  const bool leader = j.group->rank() == 0;
+  const auto candidates = j.checkpoints->candidates();
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const std::string& path = candidates[i];
+    const c10::IValue ckpt = read_on_every_rank(j, path);
+    if (ckpt.isNone()) {
+      if (leader && i + 1 < candidates.size())
+        std::cerr << "ddp-train: warning: checkpoint " << path << " is unusable; trying the one before it, "
+                  << candidates[i + 1] << std::endl;
+      continue;
+    }
+    s = restore_checkpoint(ckpt, path, j.cfg, *j.group, *j.task.model.ptr(), *j.opt,
+                           j.ema ? &j.ema->module() : nullptr);
+    if (j.hook) restore_comm_hook(ckpt, path, j.cfg, *j.group, *j.hook);
+    j.last_checkpoint = path;
+    if (leader) {
+      std::cout << "resumed from " << path << " at epoch " << s.epoch + 1 << ", step " << s.step
+                << (i > 0 ? " (an older checkpoint: the newer ones are corrupt, see above)" : "") << std::endl;
+    }
+    return s;
+  }
+  if (!candidates.empty())
+    throw Error("ddp-train: --resume: none of the " + std::to_string(candidates.size()) + " checkpoint(s) in " +
+                j.checkpoints->options().dir + " is readable (see the errors above); move them away to start " +
+                "from scratch, or restore a good copy");
+  if (leader) std::cout << "no checkpoint in " << j.cfg.out_dir << "/checkpoints: starting from scratch" << std::endl;
+  return s;
+}
+
+}  // namespace ddp::train::detail

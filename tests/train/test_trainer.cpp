@@ -1,0 +1,311 @@
+// ddp::train::Trainer with a user's Task in a world of one (no launcher): equal to a hand-written loop, the
+// same through tensors and a LibTorch dataset, custom loss and metrics, callbacks and EarlyStopping, resume,
+// and the errors a bad Task gets. Several ranks: example_custom_training_np* (tests/CMakeLists.txt).
+#include <gtest/gtest.h>
+
+#include <torch/data/datasets/base.h>
+#include <torch/data/example.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "ddp/data/distributed_sampler.h"
+#include "ddp/errors.h"
+#include "ddp/train/losses.h"
+#include "ddp/train/trainer.h"
+#include "train/test_files.h"
+
+namespace ddp::train {
+namespace {
+
+// 4 classes of Gaussian blobs in 8 dimensions, the same for a given seed.
+std::pair<at::Tensor, at::Tensor> blobs(int64_t n, uint64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  at::Tensor y = at::randint(4, {n}, gen, at::kLong);
+  at::Tensor centres = at::eye(4, 8) * 3;
+  return {centres.index_select(0, y) + at::randn({n, 8}, gen), y};
+}
+
+TrainConfig quiet(const test::TempDir& dir, int64_t epochs) {
+  TrainConfig s;
+  s.recipe = "blobs";
+  s.out_dir = dir / "run";
+  s.epochs = epochs;
+  s.batch_size = 16;
+  s.progress = false;
+  s.log_every = 5;
+  return s;
+}
+
+Task blob_task(uint64_t seed = 0) {
+  Task t;
+  at::manual_seed(seed);
+  t.model = torch::nn::AnyModule(torch::nn::Linear(8, 4));
+  std::tie(t.train_x, t.train_y) = blobs(200, 1);
+  std::tie(t.test_x, t.test_y) = blobs(50, 2);
+  return t;
+}
+
+at::Tensor flat_weights(torch::nn::Module& m) {
+  std::vector<at::Tensor> ps;
+  for (auto& p : m.parameters()) ps.push_back(p.detach().flatten());
+  return at::cat(ps);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// A LibTorch dataset over tensors, read by the loader's workers.
+struct TensorPairs : torch::data::datasets::Dataset<TensorPairs> {
+  at::Tensor x, y;
+  TensorPairs(at::Tensor x_, at::Tensor y_) : x(std::move(x_)), y(std::move(y_)) {}
+  torch::data::Example<> get(size_t i) override { return {x[int64_t(i)], y[int64_t(i)]}; }
+  c10::optional<size_t> size() const override { return size_t(x.size(0)); }
+};
+
+TEST(Trainer, EqualsAHandWrittenLoopOverTheSamplersOrder) {
+  test::TempDir dir;
+  Task task = blob_task();
+  auto net = std::dynamic_pointer_cast<torch::nn::LinearImpl>(task.model.ptr());
+  torch::nn::Linear ref(8, 4);
+  {
+    at::NoGradGuard g;
+    ref->weight.copy_(net->weight);
+    ref->bias.copy_(net->bias);
+  }
+  task.make_optimizer = [](torch::nn::Module& m) {
+    return std::make_unique<torch::optim::SGD>(m.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  };
+  const at::Tensor x = task.train_x, y = task.train_y;
+  Trainer trainer(quiet(dir, 3));
+  const TrainSummary done = trainer.fit(std::move(task));
+  EXPECT_EQ(done.epochs_done, 3);
+  EXPECT_EQ(done.steps, 3 * (200 / 16));
+
+  // The same steps by hand: the sampler's order for each epoch, batches of 16 (the last partial one dropped),
+  // the default loss (mean cross-entropy), SGD with momentum. Same operations in the same order: the weights are equal exactly.
+  torch::optim::SGD opt(ref->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  DistributedSamplerOptions so;
+  so.num_replicas = 1;
+  so.rank = 0;
+  so.seed = 0;
+  DistributedSampler sampler(200, so);
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    sampler.set_epoch(epoch);
+    auto idx = sampler.indices();
+    for (size_t b = 0; b + 16 <= idx.size(); b += 16) {
+      at::Tensor pick = at::tensor(std::vector<int64_t>(idx.begin() + b, idx.begin() + b + 16), at::kLong);
+      opt.zero_grad();
+      label_smoothing_cross_entropy(ref(x.index_select(0, pick)), y.index_select(0, pick), 0).mean().backward();
+      opt.step();
+    }
+  }
+  EXPECT_TRUE(at::equal(flat_weights(*net), flat_weights(*ref)))
+      << (flat_weights(*net) - flat_weights(*ref)).abs().max().item<double>();
+  // The evaluation is over every test sample, and its accuracy is the model's.
+  auto [tx, ty] = blobs(50, 2);
+  EXPECT_EQ(done.eval.count, 50);
+  EXPECT_DOUBLE_EQ(done.eval.acc1, ref(tx).argmax(1).eq(ty).sum().item<double>() / 50);
+}
+
+TEST(Trainer, TensorsAndALibTorchDatasetTrainTheSameWeights) {
+  test::TempDir a, b;
+  Task by_tensors = blob_task(7);
+  Task by_dataset = blob_task(7);
+  by_dataset.set_train_dataset(TensorPairs(by_dataset.train_x, by_dataset.train_y));
+  by_dataset.set_test_dataset(TensorPairs(by_dataset.test_x, by_dataset.test_y));
+  by_dataset.train_x = by_dataset.train_y = by_dataset.test_x = by_dataset.test_y = at::Tensor();
+  auto m1 = by_tensors.model.ptr(), m2 = by_dataset.model.ptr();
+  ASSERT_TRUE(at::equal(flat_weights(*m1), flat_weights(*m2)));
+  const auto r1 = Trainer(quiet(a, 2)).fit(std::move(by_tensors));
+  const auto r2 = Trainer(quiet(b, 2)).fit(std::move(by_dataset));
+  EXPECT_TRUE(at::equal(flat_weights(*m1), flat_weights(*m2)));
+  EXPECT_EQ(r1.eval.count, 50);
+  EXPECT_EQ(r2.eval.count, 50);
+  EXPECT_DOUBLE_EQ(r1.eval.acc1, r2.eval.acc1);
+  EXPECT_DOUBLE_EQ(r1.eval.loss, r2.eval.loss);
+}
+
+TEST(Trainer, CustomLossAndMetricsAreExactMeansOverTheTestSet) {
+  test::TempDir dir;
+  Task t;
+  at::manual_seed(3);
+  t.model = torch::nn::AnyModule(torch::nn::Linear(8, 1));
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  t.train_x = at::randn({128, 8}, gen);
+  t.train_y = t.train_x.sum(1, true) * 0.5;  // a regression: float targets [N, 1]
+  t.test_x = at::randn({37, 8}, gen);        // 37: not a multiple of the evaluation batch
+  t.test_y = t.test_x.sum(1, true) * 0.5;
+  t.loss = [](const at::Tensor& out, const at::Tensor& y) { return (out - y).pow(2).mean(); };
+  t.metrics.push_back({"mae", [](const at::Tensor& out, const at::Tensor& y) { return (out - y).abs().sum(); }});
+  auto model = t.model.ptr();
+  const at::Tensor tx = t.test_x, ty = t.test_y;
+  TrainConfig s = quiet(dir, 2);
+  s.lr = 0.05;
+  s.eval_batch = 10;
+  const auto done = Trainer(s).fit(std::move(t));
+  EXPECT_FALSE(done.eval.has_accuracy);
+  at::NoGradGuard g;
+  at::Tensor out = model->as<torch::nn::Linear>()->forward(tx);
+  // float32 sums of 37 terms in batches of 10, then float64: a few float32 roundings (6e-8) of values below 10.
+  EXPECT_NEAR(done.eval.loss, (out - ty).pow(2).mean().item<double>(), 1e-5);
+  ASSERT_EQ(done.eval.metrics.size(), 1u);
+  EXPECT_EQ(done.eval.metrics[0].first, "mae");
+  EXPECT_NEAR(done.eval.metrics[0].second, (out - ty).abs().mean().item<double>(), 1e-5);
+  EXPECT_LT(done.eval.loss, 0.5 * ty.pow(2).mean().item<double>());  // it learned something
+  const std::string log = read_file(dir / "run/metrics.jsonl");
+  EXPECT_EQ(count(log, "\"mae/val\""), 2);
+  EXPECT_EQ(count(log, "acc1/"), 0);  // neither a training nor a validation accuracy for a regression
+}
+
+TEST(Trainer, TrainingAccuracyIsLoggedAtEachLogPoint) {
+  test::TempDir dir;
+  Trainer(quiet(dir, 2)).fit(blob_task());
+  const std::string log = read_file(dir / "run/metrics.jsonl");
+  // 12 steps per epoch, a log point every 5 steps: steps 5, 10, 15, 20.
+  EXPECT_EQ(count(log, "\"kind\":\"train\""), 4);
+  EXPECT_EQ(count(log, "\"acc1/train\""), 4);
+}
+
+TEST(Trainer, ACallbackStopsTheRunAfterItsEpochWithACheckpoint) {
+  test::TempDir dir;
+  Trainer trainer(quiet(dir, 5));
+  std::vector<int64_t> seen;
+  trainer.on_epoch_end([&](EpochEnd& e) { seen.push_back(e.epoch); });
+  trainer.on_epoch_end([](EpochEnd& e) {
+    if (e.epoch == 2) e.stop = true, e.reason = "enough";
+  });
+  const auto done = trainer.fit(blob_task());
+  EXPECT_EQ(seen, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(done.epochs_done, 2);
+  EXPECT_EQ(done.stopped, "stopped by an on_epoch_end callback after epoch 2: enough");
+  EXPECT_NE(done.checkpoint.find("checkpoint-e0002"), std::string::npos) << done.checkpoint;
+  EXPECT_NE(read_file(dir / "run/metrics.jsonl").find("\"status\":\"stopped\""), std::string::npos);
+}
+
+TEST(EarlyStopping, StopsAfterPatienceEpochsWithoutImprovement) {
+  EarlyStopping stop("loss", 2, 0.01);
+  auto epoch = [&](double loss) {
+    EpochEnd e;
+    e.eval.loss = loss;
+    stop(e);
+    return e.stop;
+  };
+  EXPECT_FALSE(epoch(1.0));
+  EXPECT_FALSE(epoch(0.5));    // better
+  EXPECT_FALSE(epoch(0.495));  // within min_delta: 1 bad epoch
+  EXPECT_FALSE(epoch(0.4));    // better: the count starts again
+  EXPECT_FALSE(epoch(0.41));
+  EXPECT_TRUE(epoch(0.42));    // 2 bad epochs
+  EXPECT_DOUBLE_EQ(stop.best(), 0.4);
+
+  EarlyStopping acc("acc1", 1);  // auto: higher is better
+  EpochEnd e;
+  e.eval.acc1 = 0.5;
+  acc(e);
+  e.eval.acc1 = 0.4;
+  acc(e);
+  EXPECT_TRUE(e.stop);
+  EXPECT_NE(e.reason.find("acc1 0.4 has not improved on 0.5"), std::string::npos) << e.reason;
+
+  EarlyStopping missing("f1", 1);
+  EXPECT_THROW(missing(e), InvalidArgument);
+  EXPECT_THROW(EarlyStopping("loss", 0), InvalidArgument);
+  EXPECT_THROW(EarlyStopping("loss", 1, 0, "lowest"), InvalidArgument);
+}
+
+TEST(Trainer, ResumedRunEqualsAnUninterruptedOne) {
+  test::TempDir a, b;
+  auto adamw = [](torch::nn::Module& m) {
+    return std::make_unique<torch::optim::AdamW>(m.parameters(), torch::optim::AdamWOptions(0.01));
+  };
+  Task straight = blob_task(4);
+  straight.make_optimizer = adamw;
+  auto m1 = straight.model.ptr();
+  Trainer(quiet(a, 3)).fit(std::move(straight));
+
+  TrainConfig first = quiet(b, 3);
+  first.stop_after = 1;
+  Task part = blob_task(4);
+  part.make_optimizer = adamw;
+  EXPECT_EQ(Trainer(first).fit(std::move(part)).epochs_done, 1);
+  TrainConfig second = quiet(b, 3);
+  second.resume = true;
+  Task rest = blob_task(99);  // other initial weights: the checkpoint's replace them
+  rest.make_optimizer = adamw;
+  auto m2 = rest.model.ptr();
+  EXPECT_EQ(Trainer(second).fit(std::move(rest)).epochs_done, 3);
+  EXPECT_TRUE(at::equal(flat_weights(*m1), flat_weights(*m2)));
+}
+
+void expect_error(Task t, const std::string& part, TrainConfig s = {}) {
+  test::TempDir dir;
+  if (s.out_dir.empty()) s = quiet(dir, 1);
+  try {
+    Trainer(s).fit(std::move(t));
+    ADD_FAILURE() << "no error; expected one containing: " << part;
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+TEST(Trainer, BadTasksGetErrorsNamingTheProblem) {
+  Task no_model = blob_task();
+  no_model.model = torch::nn::AnyModule();
+  expect_error(std::move(no_model), "the Task has no model");
+
+  Task both = blob_task();
+  both.set_train_dataset(TensorPairs(both.train_x, both.train_y));
+  expect_error(std::move(both), "train_x/train_y and train_fetch are both set");
+
+  Task no_test = blob_task();
+  no_test.test_x = no_test.test_y = at::Tensor();
+  expect_error(std::move(no_test), "set test_x and test_y, or test_fetch");
+
+  Task mismatched = blob_task();
+  mismatched.train_y = mismatched.train_y.narrow(0, 0, 10);
+  expect_error(std::move(mismatched), "train_x and train_y must both be tensors with the same first dimension");
+
+  Task rmsprop = blob_task();
+  rmsprop.make_optimizer = [](torch::nn::Module& m) {
+    return std::make_unique<torch::optim::RMSprop>(m.parameters(), torch::optim::RMSpropOptions(0.01));
+  };
+  expect_error(std::move(rmsprop), "SGD");  // the checkpointable optimizers are named
+
+  test::TempDir dir;
+  TrainConfig lr_twice = quiet(dir, 1);
+  lr_twice.lr = 0.5;
+  Task with_opt = blob_task();
+  with_opt.make_optimizer = [](torch::nn::Module& m) {
+    return std::make_unique<torch::optim::SGD>(m.parameters(), torch::optim::SGDOptions(0.1));
+  };
+  expect_error(std::move(with_opt), "settings.lr is 0.5 but the Task's make_optimizer sets lr 0.1", lr_twice);
+
+  Task vector_loss = blob_task();
+  vector_loss.loss = [](const at::Tensor& out, const at::Tensor& y) {
+    return at::cross_entropy_loss(out, y, {}, at::Reduction::None);
+  };
+  expect_error(std::move(vector_loss), "the Task's loss gave 16 values for a batch");
+
+  TrainConfig once = quiet(dir, 1);
+  Trainer trainer(once);
+  trainer.fit(blob_task());
+  EXPECT_THROW(trainer.fit(blob_task()), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace ddp::train
