@@ -6,6 +6,7 @@
 #include <cmath>
 #include <thread>
 
+#include "ddp/errors.h"
 #include "ddp/train/config.h"
 #include "ddp/train/ema.h"
 #include "ddp/train/evaluate.h"
@@ -245,6 +246,15 @@ TEST(ModelEma, UpdateWithRhoAndCopyTo) {
   EXPECT_TRUE(at::equal(a->weight, b->weight));
   EXPECT_TRUE(a->weight.requires_grad());
   EXPECT_THROW(ema.update(*a, 1.5), std::invalid_argument);
+  // A model of another architecture: the message names which side has what.
+  torch::nn::Linear other(3, 4);
+  try {
+    ema.copy_to(*other);
+    ADD_FAILURE() << "copy_to a model of another shape";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("is weight in the model but weight in the averaged model (or shapes differ)"),
+              std::string::npos) << e.what();
+  }
 }
 
 // 10 samples over 3 ranks: every sample counted once, results equal one process's.
