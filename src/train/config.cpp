@@ -127,6 +127,12 @@ void check_ranges(const TrainConfig& c) {
   bool known = false;
   for (const auto& n : recipe_names()) known |= n == c.recipe;
   if (!known) throw InvalidArgument("ddp-train: unknown recipe '" + c.recipe + "'; valid: " + join(recipe_names()));
+  check_settings(c);
+}
+
+}  // namespace
+
+void check_settings(const TrainConfig& c) {
   auto positive = [](const char* flag, double v) {
     if (!(v > 0)) throw InvalidArgument(std::string("ddp-train: ") + flag + " must be positive");
   };
@@ -165,7 +171,6 @@ void check_ranges(const TrainConfig& c) {
     throw InvalidArgument("ddp-train: --checkpoint-every, --stop-after, --limit-train and --limit-test must be >= 0");
 }
 
-}  // namespace
 
 std::vector<std::string> recipe_names() {
   return {"mlp",           "fashion-mnist",        "cifar10-resnet9",     "cifar10-resnet18",

@@ -41,6 +41,7 @@ extern "C" void note_stop_signal(int sig) { g_stop_signal.store(sig); }
 class StopSignalHandler {
  public:
   StopSignalHandler() {
+    g_stop_signal.store(0);  // a SIGTERM after an earlier fit's last step is not this one's
     struct sigaction sa {};
     sa.sa_handler = note_stop_signal;
     sa.sa_flags = SA_RESTART;
@@ -291,24 +292,35 @@ void log_epoch(Job& j, int64_t epoch, int64_t step, double train_loss, double th
   j.logs.end_epoch(line.str());
 }
 
-// The on_epoch_end callbacks, in order; whether any rank's asked to stop (one all_reduce, only with callbacks),
-// and why (this rank's reason, or another rank's asked).
+// The on_epoch_end callbacks, in order, then one all_reduce on every rank (with or without callbacks: a
+// callback added on some ranks only must not leave the others behind): whether any rank asked to stop, and
+// whether a callback threw somewhere (then every rank throws). Returns why the run stops, if it does.
 std::optional<std::string> run_callbacks(Job& j, int64_t epoch, int64_t step, double train_loss,
                                          const EvalResult& eval) {
-  if (j.callbacks.empty()) return std::nullopt;
   EpochEnd e;
   e.epoch = epoch;
   e.epochs = *j.cfg.epochs;
   e.step = step;
   e.train_loss = train_loss;
   e.eval = eval;
-  for (auto& callback : j.callbacks) {
-    callback(e);
-    if (e.stop) break;
+  std::exception_ptr error;
+  try {
+    for (auto& callback : j.callbacks) {
+      callback(e);
+      if (e.stop) break;
+    }
+  } catch (...) {
+    error = std::current_exception();
   }
-  at::Tensor stop = at::tensor({e.stop ? 1 : 0}, at::kInt);
-  j.group->all_reduce(stop, op(ReduceOp::MAX)).wait();
-  if (stop.item<int>() == 0) return std::nullopt;
+  const int rank = j.group->rank(), world = j.group->size();
+  at::Tensor flags = at::tensor({e.stop ? 1 : 0, error ? world - rank : 0}, at::kInt);  // MAX: the lowest rank that threw
+  j.group->all_reduce(flags, op(ReduceOp::MAX)).wait();
+  const int failed = flags[1].item<int>();
+  if (error) std::rethrow_exception(error);
+  if (failed > 0)
+    throw Error("Trainer: an on_epoch_end callback threw on rank " + std::to_string(world - failed) + " after epoch " +
+                std::to_string(epoch) + " (its error is in that rank's output)");
+  if (flags[0].item<int>() == 0) return std::nullopt;
   if (!e.stop) return std::string("an on_epoch_end callback on another rank asked to stop");
   return "stopped by an on_epoch_end callback after epoch " + std::to_string(epoch) +
          (e.reason.empty() ? std::string() : ": " + e.reason);
@@ -347,11 +359,13 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
   const int64_t first_epoch = s.epoch;
   if (s.epoch >= *cfg.epochs) {  // --resume of a finished run: its final model's metrics, nothing trained
     summary.eval = evaluate_epoch(j, /*last=*/true);
-    if (rank == 0)
+    if (rank == 0) {
       std::cout << "the run in " << cfg.out_dir << " is already finished: " << s.epoch << " of " << *cfg.epochs
-                << " epoch(s) done (raise --epochs to train on); its final model: acc1 " << percent(summary.eval.acc1)
-                << ", acc5 " << percent(summary.eval.acc5) << ", val_loss " << summary.eval.loss << " on "
-                << summary.eval.count << " test samples" << std::endl;
+                << " epoch(s) done (raise --epochs to train on); its final model: ";
+      if (summary.eval.has_accuracy)
+        std::cout << "acc1 " << percent(summary.eval.acc1) << ", acc5 " << percent(summary.eval.acc5) << ", ";
+      std::cout << "val_loss " << summary.eval.loss << " on " << summary.eval.count << " test samples" << std::endl;
+    }
   }
   while (s.epoch < *cfg.epochs) {
     const auto t0 = Clock::now();
@@ -455,6 +469,8 @@ TrainSummary Trainer::fit(Task task) {
   }
   Job j;
   detail::fill_task_defaults(t.cfg, task);
+  check_config_agreement(t.cfg, *t.group);  // again: settings() may have changed them, the Task fills some
+  check_settings(t.cfg);
   j.precision = detail::decide_precision(t.cfg.precision, t.precision_asked, *t.group);
   t.cfg.precision = to_string(j.precision.precision);  // logs and checkpoints record what ran
   j.cfg = t.cfg;

@@ -9,6 +9,7 @@
 
 #include <ctime>
 #include <iostream>
+#include <functional>
 #include <sstream>
 
 #include "ddp/dist/collectives.h"
@@ -111,6 +112,15 @@ void set_up_data(Job& j) {
     per_rank = static_cast<int64_t>(j.sampler->size());
   }
   j.micro_per_epoch = per_rank / *cfg.batch_size / cfg.accumulate * cfg.accumulate;
+  // Every rank must train as many micro-batches per epoch (a rank with more would wait forever in DDP's
+  // all_reduce): equal unless a Task's own shards differ in size.
+  at::Tensor range = at::tensor({j.micro_per_epoch, -j.micro_per_epoch}, at::kLong);
+  j.group->all_reduce(range, op(ReduceOp::MAX)).wait();
+  const int64_t most = range[0].item<int64_t>(), fewest = -range[1].item<int64_t>();
+  if (most != fewest)
+    throw InvalidArgument("Trainer: the ranks' training shards give " + std::to_string(fewest) + " to " +
+                          std::to_string(most) + " batches per epoch (this rank: " + std::to_string(j.micro_per_epoch) +
+                          "); with train_sharded every rank's shard must give the same number of batches");
   j.steps_per_epoch = j.micro_per_epoch / cfg.accumulate;
   if (j.steps_per_epoch < 1)
     throw InvalidArgument("ddp-train: each rank has " + std::to_string(per_rank) + " training samples, fewer than " +
@@ -136,6 +146,9 @@ void check_task(Job& j) {
     if (!t.train_sharded) t.train_total = t.train_y.size(0);
   } else if (t.train_total < 1) {
     throw InvalidArgument("Trainer: the Task's train_fetch needs train_total > 0 samples");
+  } else if (t.train_sharded) {
+    throw InvalidArgument("Trainer: train_sharded is for train_x/train_y holding this rank's shard; with "
+                          "train_fetch the DistributedSampler picks each rank's samples: leave it false");
   }
   const bool test_tensors = t.test_x.defined() || t.test_y.defined();
   if (test_tensors == bool(t.test_fetch))
@@ -163,15 +176,34 @@ void check_task(Job& j) {
   }
 }
 
-// --sync-bn: the model's BatchNorms become SyncBatchNorms over the job's group,
-// keeping their tensors (those the optimizer holds), before DDP wraps the model.
+// --sync-bn: the model's BatchNorms become SyncBatchNorms over the job's group, keeping their tensors, before
+// DDP wraps the model and the optimizer takes its parameters.
 void use_sync_batch_norm(Job& j) {
   auto& model = *convert_sync_batchnorm(j.task.model.ptr(), j.group);
   for (const auto& m : model.modules())
     if (dynamic_cast<const SyncBatchNormImpl*>(m.get())) return;
   throw InvalidArgument("ddp-train: --sync-bn: the " + j.cfg.recipe + " recipe's model has no BatchNorm layers to " +
-                        "synchronize (mlp has none; cifar10-resnet9's GhostBatchNorm normalizes slices of each " +
-                        "rank's batch on purpose)");
+                        "synchronize (of the built-in recipes, mlp has none and cifar10-resnet9's GhostBatchNorm " +
+                        "normalizes slices of each rank's batch on purpose)");
+}
+
+// Runs a set-up step on every rank; if it threw on any rank, every rank throws (the lowest rank that failed
+// rethrows its own error, the others name it), so none is left waiting in the next collective.
+void on_every_rank(Job& j, const std::string& what, const std::function<void()>& step) {
+  std::exception_ptr error;
+  try {
+    step();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  const int rank = j.group->rank(), world = j.group->size();
+  at::Tensor first = at::tensor({error ? rank : world}, at::kInt);
+  j.group->all_reduce(first, op(ReduceOp::MIN)).wait();
+  const int failed = first.item<int>();
+  if (failed == world) return;
+  if (error) std::rethrow_exception(error);
+  throw InvalidArgument("Trainer: " + what + " failed on rank " + std::to_string(failed) +
+                        " (its error is in that rank's output)");
 }
 
 // The run's first JSON line: what, where and how it runs (for the report).
@@ -262,7 +294,7 @@ void set_up(Job& j, Task task) {
   j.task = std::move(task);
   const TrainConfig& cfg = j.cfg;
   const int rank = j.group->rank();
-  check_task(j);
+  on_every_rank(j, "checking the Task", [&] { check_task(j); });
   j.schedule = LrSchedule::parse(cfg.schedule).with_warmup(*cfg.warmup);
   const double smoothing = *cfg.label_smoothing;
   j.loss = j.task.loss ? j.task.loss : LossFn([smoothing](const at::Tensor& logits, const at::Tensor& target) {
@@ -275,7 +307,7 @@ void set_up(Job& j, Task task) {
   DDPOptions ddp_options;
   ddp_options.group = j.group;
   j.model = std::make_unique<DistributedDataParallel<Net>>(Net{j.task.model}, ddp_options);  // rank 0's weights
-  set_up_optimizer(j);
+  on_every_rank(j, "making the optimizer", [&] { set_up_optimizer(j); });
   if (cfg.comm_hook != "allreduce") {  // else the built-in path
     j.hook = make_comm_hook(cfg.comm_hook);
     j.model->register_comm_hook(j.hook);

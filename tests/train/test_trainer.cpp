@@ -1,6 +1,8 @@
 // ddp::train::Trainer with a user's Task in a world of one (no launcher): equal to a hand-written loop, the
 // same through tensors and a LibTorch dataset, custom loss and metrics, callbacks and EarlyStopping, resume,
-// and the errors a bad Task gets. Several ranks: example_custom_training_np* (tests/CMakeLists.txt).
+// and the errors a bad Task gets. Ranks as threads (gloo): world 3 equals world 1 with 3x the batch, and what
+// differs between ranks ends every rank with an error instead of a hang. As processes under ddprun:
+// example_custom_training_* (tests/CMakeLists.txt).
 #include <gtest/gtest.h>
 
 #include <torch/data/datasets/base.h>
@@ -17,6 +19,7 @@
 #include "ddp/errors.h"
 #include "ddp/train/losses.h"
 #include "ddp/train/trainer.h"
+#include "support/rank_threads.h"
 #include "train/test_files.h"
 
 namespace ddp::train {
@@ -305,6 +308,115 @@ TEST(Trainer, BadTasksGetErrorsNamingTheProblem) {
   Trainer trainer(once);
   trainer.fit(blob_task());
   EXPECT_THROW(trainer.fit(blob_task()), InvalidArgument);
+}
+
+GroupPtr unowned(ProcessGroup& g) { return GroupPtr(&g, [](ProcessGroup*) {}); }
+
+// World 3 with batch 16 per rank takes, at each step, the same 48 samples as world 1 with batch 48 (the
+// DistributedSampler deals rank r the permutation's positions r, r + 3, ...; 192 samples: no padding), and the
+// mean of the ranks' mean gradients is the global mean: the weights agree up to float32 summation order.
+TEST(TrainerRanks, WorldThreeEqualsWorldOneWithThreeTimesTheBatch) {
+  test::TempDir one, three;
+  auto task = [] {
+    Task t = blob_task(11);
+    t.train_x = t.train_x.narrow(0, 0, 192);
+    t.train_y = t.train_y.narrow(0, 0, 192);
+    return t;
+  };
+  Task single = task();
+  auto reference = single.model.ptr();
+  TrainConfig s1 = quiet(one, 3);
+  s1.batch_size = 48;
+  s1.lr = 0.1;
+  const auto r1 = Trainer(s1).fit(std::move(single));
+  std::vector<at::Tensor> weights(3);
+  std::vector<TrainSummary> results(3);
+  testing::run_ranks("gloo", 3, [&](ProcessGroup& g) {
+    Task t = task();
+    auto model = t.model.ptr();
+    TrainConfig s3 = quiet(three, 3);
+    s3.lr = 0.1;
+    results[size_t(g.rank())] = Trainer(s3, unowned(g)).fit(std::move(t));
+    weights[size_t(g.rank())] = flat_weights(*model);
+  });
+  const at::Tensor w1 = flat_weights(*reference);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(at::equal(weights[size_t(r)], weights[0])) << "rank " << r << " differs from rank 0";
+    EXPECT_EQ(results[size_t(r)].steps, 12);
+    EXPECT_EQ(results[size_t(r)].eval.count, 50);
+  }
+  // 12 SGD steps of a linear model on O(1) data: the sums of 3 per-rank means against one 48-term mean
+  // differ by a few float32 roundings (6e-8 relative) per step; 1e-5 leaves room for 12 steps of them, and
+  // a wrong average (e.g. a sum instead of a mean) is off by O(1).
+  EXPECT_TRUE(at::allclose(weights[0], w1, 1e-5, 1e-6)) << (weights[0] - w1).abs().max().item<double>();
+  EXPECT_DOUBLE_EQ(results[0].eval.acc1, r1.eval.acc1);
+}
+
+TEST(TrainerRanks, ACallbackOnOneRankOnlyNeitherHangsNorStops) {
+  test::TempDir dir;
+  std::vector<int> calls(2, 0);
+  testing::run_ranks("gloo", 2, [&](ProcessGroup& g) {
+    Trainer trainer(quiet(dir, 3), unowned(g));
+    if (g.rank() == 0) trainer.on_epoch_end([&](EpochEnd&) { calls[0] += 1; });
+    EXPECT_EQ(trainer.fit(blob_task()).epochs_done, 3);
+  });
+  EXPECT_EQ(calls, (std::vector<int>{3, 0}));
+}
+
+TEST(TrainerRanks, ACallbackThatThrowsOnOneRankEndsEveryRank) {
+  test::TempDir dir;
+  std::vector<std::string> errors(3);
+  testing::run_ranks("gloo", 3, [&](ProcessGroup& g) {
+    Trainer trainer(quiet(dir, 3), unowned(g));
+    trainer.on_epoch_end([&](EpochEnd& e) {
+      if (g.rank() == 1 && e.epoch == 2) throw std::runtime_error("disk full");
+    });
+    try {
+      trainer.fit(blob_task());
+    } catch (const std::exception& e) {
+      errors[size_t(g.rank())] = e.what();
+    }
+  });
+  EXPECT_EQ(errors[1], "disk full");
+  for (int r : {0, 2})
+    EXPECT_EQ(errors[size_t(r)], "Trainer: an on_epoch_end callback threw on rank 1 after epoch 2 (its error is in "
+                                 "that rank's output)");
+}
+
+TEST(TrainerRanks, WhatDiffersBetweenRanksIsAnErrorOnEveryRank) {
+  test::TempDir a, b;
+  // Rank 1's Task has no evaluation data: it says why, the others name it.
+  std::vector<std::string> errors(2);
+  testing::run_ranks("gloo", 2, [&](ProcessGroup& g) {
+    Task t = blob_task();
+    if (g.rank() == 1) t.test_x = t.test_y = at::Tensor();
+    try {
+      Trainer(quiet(a, 1), unowned(g)).fit(std::move(t));
+    } catch (const InvalidArgument& e) {
+      errors[size_t(g.rank())] = e.what();
+    }
+  });
+  EXPECT_NE(errors[1].find("set test_x and test_y, or test_fetch"), std::string::npos) << errors[1];
+  EXPECT_EQ(errors[0], "Trainer: checking the Task failed on rank 1 (its error is in that rank's output)");
+
+  // Shards of different sizes would leave a rank waiting in DDP's all_reduce: refused on every rank.
+  std::vector<std::string> shard_errors(2);
+  testing::run_ranks("gloo", 2, [&](ProcessGroup& g) {
+    Task t = blob_task();
+    const int64_t n = g.rank() == 0 ? 96 : 64;
+    t.train_x = t.train_x.narrow(0, 0, n);
+    t.train_y = t.train_y.narrow(0, 0, n);
+    t.train_sharded = true;
+    t.train_total = 160;
+    try {
+      Trainer(quiet(b, 1), unowned(g)).fit(std::move(t));
+    } catch (const InvalidArgument& e) {
+      shard_errors[size_t(g.rank())] = e.what();
+    }
+  });
+  for (int r = 0; r < 2; ++r)
+    EXPECT_NE(shard_errors[size_t(r)].find("the ranks' training shards give 4 to 6 batches per epoch"),
+              std::string::npos) << "rank " << r << ": " << shard_errors[size_t(r)];
 }
 
 }  // namespace

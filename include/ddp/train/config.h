@@ -68,6 +68,9 @@ CommandLine parse_command_line(int argc, const char* const* argv);
 // parse_command_line's config; "--help" yields recipe "help".
 TrainConfig parse_args(int argc, const char* const* argv);
 std::string usage();
+// The settings' ranges and names (all but the recipe's): InvalidArgument naming the flag. The Trainer calls it
+// on the settings it is given.
+void check_settings(const TrainConfig& c);
 
 // The settings as a TOML file that --config reads back (what --print-config prints).
 std::string to_config_file(const TrainConfig& c);

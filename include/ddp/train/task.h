@@ -61,7 +61,7 @@ struct Task {
   data::FetchBatch train_fetch;
   // Evaluation data, one of: test_x / test_y (the whole set on every rank; or this rank's exact share,
   // test_sharded = true, with test_total); or test_fetch over test_total samples (this rank fetches
-  // test_indices, or its exact share when test_indices is empty). Neither: no evaluation.
+  // test_indices, or its exact share when test_indices is empty). One of them is required (for now).
   at::Tensor test_x, test_y;
   bool test_sharded = false;
   int64_t test_total = 0;

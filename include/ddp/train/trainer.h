@@ -47,8 +47,9 @@ struct TrainSummary {
 // a restart resumes from it exactly. 75 is EX_TEMPFAIL ("try again later").
 constexpr int kExitPreempted = 75;
 
-// What an on_epoch_end callback sees after each epoch's evaluation (before its checkpoint). The same on every
-// rank. Setting `stop` ends the training after this epoch (its checkpoint is written); any rank's stop stops all.
+// What an on_epoch_end callback sees after each epoch's evaluation (before its checkpoint): the same on every
+// rank but train_loss. Setting `stop` ends the training after this epoch (its checkpoint is written); any
+// rank's stop stops all, and a callback that throws on any rank ends the run on every rank.
 struct EpochEnd {
   int64_t epoch = 0;  // epochs done, 1-based
   int64_t epochs = 0;
@@ -90,8 +91,9 @@ class Trainer {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  // Until fit: settings left unset take the Task's defaults (1 epoch, batch 32, constant lr, no momentum,
-  // the optimizer's own learning rates).
+  // May be changed until fit (which checks them, and that the ranks agree); the weights' seed was taken by the
+  // constructor. Settings left unset take general defaults (1 epoch, batch 32, constant lr, no momentum, the
+  // optimizer's own learning rates).
   TrainConfig& settings();
   ProcessGroup& group();
 
@@ -99,7 +101,8 @@ class Trainer {
   Trainer& on_epoch_end(EpochCallback callback);
 
   // Trains to settings.epochs (resuming from out_dir's latest checkpoint with settings.resume) and returns on
-  // every rank. Errors are exceptions (ddp::Error, InvalidArgument); the run's log and report record them.
+  // every rank. Errors are exceptions (ddp::Error, InvalidArgument), thrown on every rank; once training has
+  // begun, the run's log and report record them too.
   // SIGTERM to any rank: every rank finishes its current step, a checkpoint is written, and fit returns with
   // preempted set. Under an elastic launcher (TORCHELASTIC_RESTART_COUNT > 0) it resumes as with settings.resume.
   TrainSummary fit(Task task);
