@@ -129,20 +129,27 @@ void set_up_data(Job& j) {
   j.total_steps = j.steps_per_epoch * *cfg.epochs;
 }
 
+// Which kind of data a Task gives for `split` ("train" or "test"): tensors (true) or a fetch function (false).
+// InvalidArgument unless exactly one kind is set, and tensors are x and y with the same first dimension.
+bool tensor_data(const at::Tensor& x, const at::Tensor& y, bool fetch, const std::string& split) {
+  const bool tensors = x.defined() || y.defined();
+  const std::string what = split == "train" ? "training" : "evaluation";
+  if (tensors == fetch)
+    throw InvalidArgument("Trainer: the Task needs one kind of " + what + " data: " +
+                          (tensors ? split + "_x/" + split + "_y and " + split + "_fetch are both set"
+                                   : "set " + split + "_x and " + split + "_y, or " + split + "_fetch and " + split +
+                                         "_total (set_" + split + "_dataset)"));
+  if (tensors && (!x.defined() || !y.defined() || x.dim() == 0 || y.dim() == 0 || x.size(0) != y.size(0)))
+    throw InvalidArgument("Trainer: the Task's " + split + "_x and " + split + "_y must both be tensors with the "
+                          "same first dimension (samples)");
+  return tensors;
+}
+
 // The task's data, checked; its evaluation set narrowed to this rank's exact share.
 void check_task(Job& j) {
   Task& t = j.task;
   if (t.model.is_empty()) throw InvalidArgument("Trainer: the Task has no model");
-  const bool tensors = t.train_x.defined() || t.train_y.defined();
-  if (tensors == bool(t.train_fetch))
-    throw InvalidArgument(std::string("Trainer: the Task needs one kind of training data: ") +
-                          (tensors ? "train_x/train_y and train_fetch are both set"
-                                   : "set train_x and train_y, or train_fetch and train_total (set_train_dataset)"));
-  if (tensors) {
-    if (!t.train_x.defined() || !t.train_y.defined() || t.train_x.dim() == 0 || t.train_y.dim() == 0 ||
-        t.train_x.size(0) != t.train_y.size(0))
-      throw InvalidArgument("Trainer: the Task's train_x and train_y must both be tensors with the same first "
-                            "dimension (samples)");
+  if (tensor_data(t.train_x, t.train_y, bool(t.train_fetch), "train")) {
     if (!t.train_sharded) t.train_total = t.train_y.size(0);
   } else if (t.train_total < 1) {
     throw InvalidArgument("Trainer: the Task's train_fetch needs train_total > 0 samples");
@@ -150,16 +157,7 @@ void check_task(Job& j) {
     throw InvalidArgument("Trainer: train_sharded is for train_x/train_y holding this rank's shard; with "
                           "train_fetch the DistributedSampler picks each rank's samples: leave it false");
   }
-  const bool test_tensors = t.test_x.defined() || t.test_y.defined();
-  if (test_tensors == bool(t.test_fetch))
-    throw InvalidArgument(std::string("Trainer: the Task needs one kind of evaluation data: ") +
-                          (test_tensors ? "test_x/test_y and test_fetch are both set"
-                                        : "set test_x and test_y, or test_fetch and test_total (set_test_dataset)"));
-  if (test_tensors) {
-    if (!t.test_x.defined() || !t.test_y.defined() || t.test_x.dim() == 0 || t.test_y.dim() == 0 ||
-        t.test_x.size(0) != t.test_y.size(0))
-      throw InvalidArgument("Trainer: the Task's test_x and test_y must both be tensors with the same first "
-                            "dimension (samples)");
+  if (tensor_data(t.test_x, t.test_y, bool(t.test_fetch), "test")) {
     if (!t.test_sharded) {  // every rank holds the whole set: keep this rank's exact share
       t.test_total = t.test_y.size(0);
       at::Tensor mine = exact_shard(t.test_total, *j.group);
