@@ -25,8 +25,17 @@ t0=$(date +%s.%N)
 "$bin/ddprun" --nproc-per-node "$NP" --standalone --max-restarts $((KILLS * 2)) "$bin/ddp-train" "${args[@]}" \
   --out-dir "$OUT/soak" > "$OUT/soak.log" 2>&1 &
 launcher=$!
-# The ranks are ddprun's children running ddp-train.
-ranks() { for p in $(pgrep -P "$launcher" || true); do [ "$(cat /proc/$p/comm 2>/dev/null)" = ddp-train ] && echo "$p"; done; }
+# The ranks: ddp-train processes below ddprun, at any depth (under --backend mpi they are mpirun's children).
+ranks() {
+  local queue=("$launcher") p c
+  while [ ${#queue[@]} -gt 0 ]; do
+    p=${queue[0]}
+    queue=("${queue[@]:1}")
+    for c in $(pgrep -P "$p" || true); do
+      if [ "$(cat /proc/$c/comm 2>/dev/null)" = ddp-train ]; then echo "$c"; else queue+=("$c"); fi
+    done
+  done
+}
 last_step() { sed -n 's/.*"step":\([0-9]*\).*/\1/p' "$OUT/soak/metrics.jsonl" 2>/dev/null | tail -n1; }
 kills=0
 : > "$OUT/kills.txt"
@@ -35,7 +44,7 @@ while [ $kills -lt "$KILLS" ] && kill -0 $launcher 2>/dev/null; do
   mapfile -t pids < <(ranks)
   [ ${#pids[@]} -gt 0 ] || continue
   victim=${pids[$((RANDOM % ${#pids[@]}))]}
-  rank=$(tr '\0' '\n' < /proc/$victim/environ 2>/dev/null | sed -n 's/^RANK=//p')
+  rank=$(tr '\0' '\n' < /proc/$victim/environ 2>/dev/null | sed -n 's/^\(RANK\|OMPI_COMM_WORLD_RANK\)=//p' | head -n1)
   step=$(last_step)
   kill -9 "$victim" 2>/dev/null || continue
   kills=$((kills + 1))
@@ -47,6 +56,7 @@ wait $launcher || rc=$?
 t_soak=$(awk "BEGIN{print $(date +%s.%N) - $t0}")
 echo "soak run: $t_soak s, ddprun exit $rc"
 [ $rc = 0 ] || { tail -n 40 "$OUT/soak.log"; echo "FAIL: the soak run did not finish"; exit 1; }
+[ "$kills" -eq "$KILLS" ] || echo "warning: $kills of $KILLS kills before the run ended (raise EPOCHS)"
 
 /usr/bin/python3 - "$OUT" "$kills" "$t_whole" "$t_soak" "$EVERY" <<'PY'
 import glob, os, re, sys, zipfile, torch
@@ -70,5 +80,6 @@ lost = [max(0, k - r) for k, r in zip(killed_near, resumed)]
 print("| %d | %d | %s | %d of %d | %.1f s | %s |" % (kills, len(resumed), "yes" if not differ else "NO: " + ", ".join(differ),
       len(files) - len(bad), len(files), (t_soak - t_whole) / max(kills, 1), ", ".join(map(str, lost)) or "-"))
 assert not differ and not bad and len(resumed) >= kills, "FAIL"
+assert kills > 0, "FAIL: no rank was killed (the run ended before the first kill, or no rank was found)"
 print("soak: passed")
 PY
