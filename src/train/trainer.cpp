@@ -150,8 +150,7 @@ MicroResult forward_backward(Job& j, const data::Batch& batch, bool sync) {
   timeline::Span forward("compute", "forward");
   {
     Autocast autocast(j.precision.precision);  // bf16: the forward pass only
-    logits = (*j.model)(j.task.channels_last ? batch.data.contiguous(at::MemoryFormat::ChannelsLast) : batch.data)
-                 .to(at::kFloat);
+    logits = (*j.model)(batch.data).to(at::kFloat);  // in NHWC already where the Task asks (set_up_data)
   }
   at::Tensor loss = j.loss(logits, batch.target);
   if (loss.numel() != 1)

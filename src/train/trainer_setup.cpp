@@ -94,11 +94,26 @@ void set_up_data(Job& j) {
   lo.drop_last = true;
   lo.seed = stream_seed(cfg.seed, Stream::Augment, rank);
   lo.augment_epoch = t.augment;
+  data::FetchBatch fetch = t.train_fetch;
+  if (t.channels_last) {  // batches leave the loader's thread in NHWC: no conversion in the step
+    constexpr auto nhwc = at::MemoryFormat::ChannelsLast;
+    if (fetch) {
+      fetch = [inner = t.train_fetch](const std::vector<int64_t>& idx, at::Generator& gen) {
+        data::Batch b = inner(idx, gen);
+        b.data = b.data.contiguous(nhwc);
+        return b;
+      };
+    } else {
+      lo.augment_epoch = [augment = t.augment](const at::Tensor& b, at::Generator& gen, int64_t epoch) {
+        return (augment ? augment(b, gen, epoch) : b).contiguous(nhwc);
+      };
+    }
+  }
   int64_t per_rank = t.train_total;
-  if (t.train_fetch) {  // made per batch: the workers fetch this rank's samples only
+  if (fetch) {  // made per batch: the workers fetch this rank's samples only
     lo.workers = static_cast<int>(cfg.workers);
     lo.prefetch = lo.workers + 1;
-    j.loader = std::make_unique<data::BatchLoader>(per_rank, t.train_fetch, lo);
+    j.loader = std::make_unique<data::BatchLoader>(per_rank, fetch, lo);
   } else {
     j.loader = std::make_unique<data::BatchLoader>(t.train_x, t.train_y, lo);
     per_rank = t.train_y.size(0);
