@@ -148,6 +148,8 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--eval-batch", type=int, default=500)
+    p.add_argument("--eval-every", type=int, default=0,
+                   help="steps between evaluations within an epoch (0: after each epoch only), as ddp-train's")
     p.add_argument("--limit-train", type=int, default=0, help="first N training samples (0: all)")
     p.add_argument("--limit-test", type=int, default=0, help="first N test samples (0: all)")
     p.add_argument("--no-ddp", action="store_true", help="world 1 only: a plain loop, no process group")
@@ -182,7 +184,7 @@ def main():
                   weight_decay=a.weight_decay, nesterov=a.momentum > 0, schedule=a.schedule, seed=a.seed,
                   data_dir=a.data_dir, eval_batch=a.eval_batch, train_samples=train_x.size(0),
                   test_samples=test_x.size(0), steps_per_epoch=steps_per_epoch, total_steps=total_steps,
-                  sampler="DistributedSampler", backend="gloo" if use_ddp else None, threads_per_rank=threads,
+                  eval_every=a.eval_every, sampler="DistributedSampler", backend="gloo" if use_ddp else None, threads_per_rank=threads,
                   torch=torch.__version__)
     if rank == 0:
         print(f"pytorch fashion-mnist: {world} rank(s), {'DDP over gloo' if use_ddp else 'no DDP'}, "
@@ -191,7 +193,7 @@ def main():
 
     if use_ddp:
         dist.barrier()
-    epochs, step, train_total = [], 0, 0.0
+    epochs, evals, step, train_total = [], [], 0, 0.0
     t_begin = time.perf_counter()
     for epoch in range(a.epochs):
         sampler.set_epoch(epoch)
@@ -209,10 +211,20 @@ def main():
             opt.step()
             step += 1
             loss_sum += loss.item()
+            # ddp-train's --eval-every: not within half an interval of the epoch's end (evaluated anyway)
+            if a.eval_every > 0 and step % a.eval_every == 0 and 2 * (steps_per_epoch - b - 1) >= a.eval_every:
+                e0 = time.perf_counter()
+                r = evaluate(model, test_x, test_y, a.eval_batch, rank, world, use_ddp)
+                evals.append(dict(step=step, epoch=epoch + (b + 1) / steps_per_epoch, acc1=r["acc1"],
+                                  val_loss=r["val_loss"], unix_time=time.time()))
+                if rank == 0:
+                    print(f"step {step} (epoch {evals[-1]['epoch']:.2f}) | acc1 {100 * r['acc1']:.2f}%", flush=True)
+                t0 += time.perf_counter() - e0  # evaluation is not training time
         train_s = time.perf_counter() - t0
         train_total += train_s
         r = evaluate(model, test_x, test_y, a.eval_batch, rank, world, use_ddp)
         throughput = steps_per_epoch * a.batch_size * world / train_s
+        evals.append(dict(step=step, epoch=epoch + 1.0, acc1=r["acc1"], val_loss=r["val_loss"], unix_time=time.time()))
         epochs.append(dict(epoch=epoch + 1, train_seconds=train_s, cumulative_train_seconds=train_total,
                            cumulative_wall_seconds=time.perf_counter() - t_begin,
                            train_loss=loss_sum / steps_per_epoch, val_loss=r["val_loss"], acc1=r["acc1"],
@@ -228,7 +240,7 @@ def main():
         if a.json:
             with open(a.json, "w") as f:
                 json.dump(dict(framework="pytorch", world=world, ddp=use_ddp, config=config, epochs=epochs,
-                               total_seconds=total), f, indent=1)
+                               evals=evals, total_seconds=total), f, indent=1)
     # PyTorch 1.13's gloo teardown can spin forever once the peer has exited:
     # meet at a barrier, then leave without it.
     if use_ddp:

@@ -98,6 +98,8 @@ void define(CLI::App& app, TrainConfig& c, bool& print_config) {
   number_flag<int64_t>(app, "limit-train", c.limit_train, "use only the first N training samples (0: all)");
   number_flag<int64_t>(app, "limit-test", c.limit_test, "use only the first N test samples (0: all)");
   number_flag<int64_t>(app, "eval-batch", c.eval_batch, "samples per evaluation batch");
+  number_flag<int64_t>(app, "eval-every", c.eval_every,
+                       "steps between evaluations within an epoch, for time to accuracy (0: after each epoch only)");
   text_flag(app, "out-dir", c.out_dir, "logs and checkpoints (default runs/RECIPE)");
   number_flag<uint64_t>(app, "seed", c.seed, "seed of every random stream");
   app.add_flag("--resume", c.resume, "continue from the latest checkpoint in --out-dir");
@@ -154,6 +156,7 @@ void check_settings(const TrainConfig& c) {
   if (c.image_size) positive("--image-size", double(*c.image_size));
   positive("--log-every", double(c.log_every));
   positive("--eval-batch", double(c.eval_batch));
+  if (c.eval_every) non_negative("--eval-every", double(*c.eval_every));
   positive("--keep-last", c.keep_last);
   if (!c.data_mode.empty() && c.data_mode != "shards" && c.data_mode != "sampler")
     throw InvalidArgument("ddp-train: --data must be shards or sampler, got '" + c.data_mode + "'");
@@ -173,8 +176,8 @@ void check_settings(const TrainConfig& c) {
 
 
 std::vector<std::string> recipe_names() {
-  return {"mlp",           "fashion-mnist",        "cifar10-resnet9",     "cifar10-resnet18",
-          "cifar10-airbench", "imagefolder-resnet18", "imagefolder-resnet50"};
+  return {"mlp",           "fashion-mnist",    "fashion-mnist-fast",   "cifar10-resnet9",
+          "cifar10-resnet18", "cifar10-airbench", "imagefolder-resnet18", "imagefolder-resnet50"};
 }
 
 std::string usage() {
@@ -258,6 +261,7 @@ std::string to_config_file(const TrainConfig& c) {
   count("limit-train", c.limit_train);
   count("limit-test", c.limit_test);
   count("eval-batch", c.eval_batch);
+  count("eval-every", c.eval_every);
   text("out-dir", c.out_dir);
   out << "seed = " << c.seed << "\n";
   flag("resume", c.resume);
@@ -309,6 +313,7 @@ std::vector<std::pair<std::string, std::string>> describe(const TrainConfig& c) 
           {"sync_bn", c.sync_bn ? "true" : "false"},
           {"cutout", count(c.cutout)},
           {"ema_every", count(c.ema_every)},
+          {"eval_every", count(c.eval_every)},
           {"precision", c.precision},
           {"limit_train", std::to_string(c.limit_train)},
           {"limit_test", std::to_string(c.limit_test)}};

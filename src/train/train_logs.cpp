@@ -35,6 +35,11 @@ void TrainLogs::end_epoch(const std::string& summary) {
   else if (leader_) std::cout << summary << std::endl;
 }
 
+void TrainLogs::note(const std::string& line) {
+  if (progress_) progress_->note(line);
+  else if (leader_) std::cout << line << std::endl;
+}
+
 void TrainLogs::scalars(const std::string& kind, int64_t step,
                         const std::vector<std::pair<std::string, double>>& values,
                         const std::vector<std::pair<std::string, double>>& extra) {

@@ -22,6 +22,8 @@ class TrainLogs {
   void begin_epoch(int64_t epoch, int64_t epochs, int64_t steps);
   void step(int64_t step_in_epoch, double loss, double lr, double samples_per_s);
   void end_epoch(const std::string& summary);
+  // A line of its own within an epoch (the progress bar goes on below it).
+  void note(const std::string& line);
   // Scalars into TensorBoard and, with the same step, a JSON line (plus `extra`, JSON only).
   void scalars(const std::string& kind, int64_t step, const std::vector<std::pair<std::string, double>>& values,
                const std::vector<std::pair<std::string, double>>& extra = {});

@@ -201,6 +201,33 @@ void update_average(Job& j, int64_t step) {
   j.ema->copy_to(*j.task.model.ptr());
 }
 
+// Seconds since 1970 (the system clock), so that a benchmark can time a run from its launch.
+double unix_time() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// --eval-every: an evaluation between two steps (the epoch's last step has its own), logged as
+// {"kind": "eval"} with the fraction of epochs done and the wall time, for time to accuracy.
+void evaluate_within_epoch(Job& j, const detail::LoopState& s) {
+  const auto t0 = Clock::now();
+  const EvalResult eval = evaluate_epoch(j);
+  const double epochs = double(s.epoch) + double(s.micro) / double(j.micro_per_epoch);
+  const double wall_s = seconds_since(j.start);
+  std::vector<std::pair<std::string, double>> values = {{"Loss/val", eval.loss}};
+  if (eval.has_accuracy) values.insert(values.end(), {{"acc1/val", eval.acc1}, {"acc5/val", eval.acc5}});
+  for (const auto& [name, v] : eval.metrics) values.emplace_back(name + "/val", v);
+  j.logs.scalars("eval", s.step, values, {{"epoch", epochs}, {"wall_seconds", wall_s}, {"unix_time", unix_time()}});
+  std::ostringstream line;
+  line.setf(std::ios::fixed);
+  line.precision(2);
+  line << "step " << s.step << " (epoch " << epochs << ") | val_loss " << eval.loss;
+  if (eval.has_accuracy) line << " | acc1 " << percent(eval.acc1) << " | acc5 " << percent(eval.acc5);
+  for (const auto& [name, v] : eval.metrics) line << " | " << name << " " << v;
+  line << " | " << wall_s << " s since the start";
+  j.logs.note(line.str());
+  j.eval_seconds += seconds_since(t0);
+}
+
 // One epoch from micro-batch s.micro on. Returns the mean training loss of this rank.
 double train_epoch(Job& j, detail::LoopState& s) {
   const TrainConfig& c = j.cfg;
@@ -266,6 +293,10 @@ double train_epoch(Job& j, detail::LoopState& s) {
     }
     if (c.checkpoint_every > 0 && s.step % c.checkpoint_every == 0 && s.micro < j.micro_per_epoch)
       save_checkpoint(j, s);
+    // Not within half an interval of the epoch's end, which has its own evaluation.
+    if (*c.eval_every > 0 && (s.micro / c.accumulate) % *c.eval_every == 0 &&
+        2 * (j.micro_per_epoch - s.micro) >= *c.eval_every * c.accumulate)
+      evaluate_within_epoch(j, s);
   }
   stop.drain();  // a step begun but not finished (none with drop_last): keep the ranks in step
   return s.loss_count ? s.loss_sum / double(s.loss_count) : 0.0;
@@ -281,7 +312,7 @@ void log_epoch(Job& j, int64_t epoch, int64_t step, double train_loss, double th
   }
   for (const auto& [name, v] : eval.metrics) values.emplace_back(name + "/val", v);
   values.insert(values.end(), {{"throughput", throughput}, {"epoch", double(epoch + 1)}, {"Loss/train_epoch", train_loss}});
-  j.logs.scalars("epoch", step, values, {{"train_seconds", train_s}, {"wall_seconds", wall_s}});
+  j.logs.scalars("epoch", step, values, {{"train_seconds", train_s}, {"wall_seconds", wall_s}, {"unix_time", unix_time()}});
   j.logs.flush();
   std::ostringstream line;
   line << "epoch " << epoch + 1 << "/" << *j.cfg.epochs << " | train_loss " << train_loss << " | val_loss " << eval.loss;
@@ -350,6 +381,7 @@ void print_done(Job& j, const TrainSummary& summary) {
 }
 
 TrainSummary train_job(Job& j, Clock::time_point start) {
+  j.start = start;
   detail::LoopState s = detail::resume_or_start(j);
   const TrainConfig& cfg = j.cfg;
   const int rank = j.group->rank(), world = j.group->size();
@@ -369,6 +401,7 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
   while (s.epoch < *cfg.epochs) {
     const auto t0 = Clock::now();
     const int64_t micro0 = s.micro;
+    j.eval_seconds = 0;
     const double train_loss = train_epoch(j, s);
     if (s.preempted) {
       if (rank == 0)
@@ -378,7 +411,7 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
       summary.preempted = true;
       break;
     }
-    const double train_s = seconds_since(t0);
+    const double train_s = seconds_since(t0) - j.eval_seconds;
     const double throughput = double((s.micro - micro0) * *cfg.batch_size * world) / train_s;
     summary.eval = evaluate_epoch(j, /*last=*/s.epoch + 1 == *cfg.epochs);
     log_epoch(j, s.epoch, s.step, train_loss, throughput, train_s, summary.eval, seconds_since(start));

@@ -4,6 +4,7 @@
 #include <torch/nn/modules/container/any.h>
 #include <torch/optim/optimizer.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +53,8 @@ struct Job {
   int64_t micro_per_epoch = 0, steps_per_epoch = 0, total_steps = 0;
   std::string last_checkpoint;
   std::string backend_reason;  // how the group's backend was chosen, for the first line ("" if joined)
+  std::chrono::steady_clock::time_point start;  // fit's start: the logs' wall_seconds
+  double eval_seconds = 0;  // this epoch's evaluations within it (--eval-every): not training time
 };
 
 // Every random stream of a run, derived from the seed in one place.

@@ -280,6 +280,7 @@ void fill_task_defaults(TrainConfig& cfg, const Task& task) {
   if (cfg.data_mode.empty()) cfg.data_mode = task.train_sharded ? "shards" : "sampler";
   fill<int64_t>(cfg.cutout, 0);
   fill<int64_t>(cfg.ema_every, 0);
+  fill<int64_t>(cfg.eval_every, 0);
   if (cfg.precision.empty()) cfg.precision = "fp32";
   if (cfg.epochs && *cfg.epochs < 1) throw InvalidArgument("Trainer: settings.epochs must be >= 1");
   if (cfg.batch_size && *cfg.batch_size < 1) throw InvalidArgument("Trainer: settings.batch_size must be >= 1");

@@ -6,7 +6,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 /usr/bin/python3 "$here/make_tiny_data.py" "$work/data"
 case $recipe in
-  fashion-mnist) data=(--data-dir "$work/data/fashion") ;;
+  fashion-mnist|fashion-mnist-fast) data=(--data-dir "$work/data/fashion") ;;
   cifar10-*) data=(--data-dir "$work/data/cifar10") ;;
   *) data=() ;;
 esac

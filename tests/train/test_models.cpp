@@ -1,8 +1,9 @@
-// The ResNets: shapes, parameter names and counts, patch whitening.
+// The models: shapes, parameter names and counts, patch whitening, FashionNet's layers.
 #include <gtest/gtest.h>
 
 #include "ddp/train/models/airbench.h"
 #include "ddp/train/models/fashion_cnn.h"
+#include "ddp/train/models/fashion_net.h"
 #include "ddp/train/models/resnet.h"
 #include "ddp/train/models/resnet50.h"
 
@@ -14,6 +15,37 @@ int64_t count(const torch::nn::Module& m, bool trainable_only) {
   for (const auto& p : m.parameters())
     if (!trainable_only || p.requires_grad()) n += p.numel();
   return n;
+}
+
+// FashionNet's layers as its header documents them, composed by hand from its own tensors (training mode:
+// BatchNorm on the batch's statistics).
+TEST(FashionNet, LayersAsDocumentedAndSize) {
+  FashionNet net;
+  // convs 1*16*9 + 16*32*9 + 32*32*9 + 32*64*9, BatchNorms 2*(16+32+32+64), head 576*10 + 10.
+  EXPECT_EQ(count(*net, false), 144 + 4608 + 9216 + 18432 + 2 * 144 + 5770);
+  at::manual_seed(0);
+  const at::Tensor x = at::randn({8, 1, 28, 28});
+  auto p = net->named_parameters();
+  auto conv = [&](const char* name, const at::Tensor& h) { return at::conv2d(h, p[std::string(name) + ".weight"], {}, 1, 1); };
+  auto norm_gelu = [&](const char* name, const at::Tensor& h) {
+    return at::gelu(at::batch_norm(h, p[std::string(name) + ".weight"], p[std::string(name) + ".bias"], {}, {},
+                                   /*training=*/true, 0.1, 1e-5, false));
+  };
+  at::Tensor h = norm_gelu("norm1", at::max_pool2d(conv("conv1", x), 2));
+  h = norm_gelu("norm2", conv("conv2", h));
+  h = norm_gelu("norm3", at::max_pool2d(conv("conv3", h), 2));
+  h = norm_gelu("norm4", at::max_pool2d(conv("conv4", h), 2));
+  const at::Tensor want = at::linear(h.flatten(1), p["head.weight"], p["head.bias"]);
+  const at::Tensor got = net->forward(x);
+  EXPECT_EQ(got.sizes(), (std::vector<int64_t>{8, 10}));
+  EXPECT_TRUE(at::equal(got, want)) << (got - want).abs().max().item<double>();
+  try {
+    net->forward(at::randn({2, 3, 32, 32}));
+    ADD_FAILURE() << "a CIFAR-sized batch was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("[N, 1, 28, 28], got [2, 3, 32, 32]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(FashionNet(0), std::invalid_argument);
 }
 
 TEST(ResNet18, TorchvisionLayoutAndSize) {

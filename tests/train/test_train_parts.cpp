@@ -60,7 +60,8 @@ TEST(TrainConfig, UnsetIsNotANumber) {
   EXPECT_FALSE(c.batch_size.has_value());
   for (auto bad : {std::vector<const char*>{"ddp-train", "mlp", "--lr", "-1"},
                    std::vector<const char*>{"ddp-train", "mlp", "--batch-size=-1"},
-                   std::vector<const char*>{"ddp-train", "mlp", "--weight-decay", "-0.5"}}) {
+                   std::vector<const char*>{"ddp-train", "mlp", "--weight-decay", "-0.5"},
+                   std::vector<const char*>{"ddp-train", "mlp", "--eval-every", "-2"}}) {
     try {
       parse_args(int(bad.size()), bad.data());
       ADD_FAILURE() << bad[2] << " accepted";
@@ -127,6 +128,12 @@ TEST(TrainConfig, PrintedConfigReadsBack) {
   CommandLine r9 = parse_line({"cifar10-resnet9"});
   fill_recipe_defaults(r9.config, 4);
   EXPECT_EQ(r9.config.batch_size, std::optional<int64_t>(128));
+  // fashion-mnist-fast: a global batch of 64, evaluated every eighth of an epoch (60000 / 8 / 64 steps).
+  CommandLine fast = parse_line({"fashion-mnist-fast"});
+  fill_recipe_defaults(fast.config, 4);
+  EXPECT_EQ(fast.config.batch_size, std::optional<int64_t>(16));
+  EXPECT_EQ(fast.config.eval_every, std::optional<int64_t>(117));
+  EXPECT_EQ(r9.config.eval_every, std::optional<int64_t>(0));
 }
 
 TEST(TrainConfig, BadCommandLines) {

@@ -184,6 +184,62 @@ TEST(Trainer, TrainingAccuracyIsLoggedAtEachLogPoint) {
   EXPECT_EQ(count(log, "\"acc1/train\""), 4);
 }
 
+// --eval-every: evaluations within the epoch at its steps 4 and 8 of 12 (the 12th is the epoch's own),
+// each the accuracy of the model at that step, and they change nothing in the training.
+TEST(Trainer, EvaluationsWithinAnEpochSeeTheModelThenAndChangeNothing) {
+  test::TempDir a, b;
+  auto sgd = [](torch::nn::Module& m) {
+    return std::make_unique<torch::optim::SGD>(m.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  };
+  Task plain = blob_task(3), evaluated = blob_task(3);
+  plain.make_optimizer = evaluated.make_optimizer = sgd;
+  auto m1 = plain.model.ptr(), m2 = evaluated.model.ptr();
+  torch::nn::Linear ref(8, 4);
+  {
+    at::NoGradGuard g;
+    for (size_t i = 0; i < ref->parameters().size(); ++i) ref->parameters()[i].copy_(m2->parameters()[i]);
+  }
+  const at::Tensor x = evaluated.train_x, y = evaluated.train_y;
+  TrainConfig settings = quiet(b, 2);
+  settings.eval_every = 4;
+  Trainer(quiet(a, 2)).fit(std::move(plain));
+  Trainer(settings).fit(std::move(evaluated));
+  EXPECT_TRUE(at::equal(flat_weights(*m1), flat_weights(*m2)));
+
+  // The log's evaluations: steps 4, 8, 16, 20 at epochs 4/12, 8/12, 1 + 4/12, 1 + 8/12; then the hand-written
+  // loop's model after 4 steps has the first one's accuracy.
+  std::vector<std::pair<int64_t, double>> evals;  // step, acc1
+  std::istringstream lines(read_file(b / "run/metrics.jsonl"));
+  for (std::string l; std::getline(lines, l);) {
+    if (l.find("\"kind\":\"eval\"") == std::string::npos) continue;
+    auto number_after = [&](const std::string& key) { return std::stod(l.substr(l.find(key) + key.size())); };
+    evals.emplace_back(int64_t(number_after("\"step\":")), number_after("\"acc1/val\":"));
+    const double epoch = number_after("\"epoch\":");
+    EXPECT_NEAR(epoch, double((evals.back().first - 1) / 12) + double(evals.back().first % 12) / 12, 1e-12) << l;
+    EXPECT_NE(l.find("\"unix_time\":"), std::string::npos) << l;
+  }
+  ASSERT_EQ(evals.size(), 4u);
+  EXPECT_EQ(evals[0].first, 4);
+  EXPECT_EQ(evals[1].first, 8);
+  EXPECT_EQ(evals[2].first, 16);
+  EXPECT_EQ(evals[3].first, 20);
+  torch::optim::SGD opt(ref->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  DistributedSamplerOptions so;
+  so.num_replicas = 1;
+  so.rank = 0;
+  DistributedSampler sampler(200, so);
+  sampler.set_epoch(0);
+  auto idx = sampler.indices();
+  for (size_t b0 = 0; b0 < 4 * 16; b0 += 16) {
+    at::Tensor pick = at::tensor(std::vector<int64_t>(idx.begin() + b0, idx.begin() + b0 + 16), at::kLong);
+    opt.zero_grad();
+    label_smoothing_cross_entropy(ref(x.index_select(0, pick)), y.index_select(0, pick), 0).mean().backward();
+    opt.step();
+  }
+  auto [tx, ty] = blobs(50, 2);
+  EXPECT_DOUBLE_EQ(evals[0].second, ref(tx).argmax(1).eq(ty).sum().item<double>() / 50);
+}
+
 TEST(Trainer, ACallbackStopsTheRunAfterItsEpochWithACheckpoint) {
   test::TempDir dir;
   Trainer trainer(quiet(dir, 5));

@@ -24,6 +24,7 @@
 #include "ddp/train/machine.h"
 #include "ddp/train/models/airbench.h"
 #include "ddp/train/models/fashion_cnn.h"
+#include "ddp/train/models/fashion_net.h"
 #include "ddp/train/models/mlp.h"
 #include "ddp/train/models/resnet.h"
 #include "ddp/train/precision.h"
@@ -35,7 +36,7 @@ using Clock = std::chrono::steady_clock;
 using train::Precision;
 
 struct ComputeOptions {
-  std::string models = "mlp,cnn,resnet9,airbench,resnet18";
+  std::string models = "mlp,cnn,fashionnet,resnet9,airbench,resnet18";
   int64_t batch = 128;
   int64_t steps = 6;  // timed steps per model and precision (after 2 untimed)
   int64_t gemm_n = 2048;
@@ -52,12 +53,13 @@ Model make_model(const std::string& name) {
   using namespace ddp::models;
   if (name == "mlp") return {torch::nn::AnyModule(MLP(MLPOptions{})), {1024}, 32};
   if (name == "cnn") return {torch::nn::AnyModule(FashionCNN()), {1, 28, 28}, 10};
+  if (name == "fashionnet") return {torch::nn::AnyModule(FashionNet()), {1, 28, 28}, 10};
   if (name == "resnet18") return {torch::nn::AnyModule(ResNet18(ResNet18Options{10, false})), {3, 32, 32}, 10};
   if (name == "resnet9")
     return {torch::nn::AnyModule(ResNet9BagOfTricks(patch_whitening(at::randn({64, 3, 24, 24})), 10, 0.125, 16)),
             {3, 32, 32}, 10};
   if (name == "airbench") return {torch::nn::AnyModule(Airbench(airbench_whitening(at::randn({64, 3, 32, 32})))), {3, 32, 32}, 10};
-  throw InvalidArgument("ddp-bench compute: unknown model '" + name + "'; valid: mlp, cnn, resnet9, airbench, resnet18");
+  throw InvalidArgument("ddp-bench compute: unknown model '" + name + "'; valid: mlp, cnn, fashionnet, resnet9, airbench, resnet18");
 }
 
 // Multiply-adds x 2 of the convolutions and matrix products one call of `fn` runs, from their input shapes.
@@ -183,7 +185,7 @@ int run_compute(const ComputeOptions& o) {
 void add_compute_command(CLI::App& app, std::function<int()>& run) {
   auto o = std::make_shared<ComputeOptions>();
   CLI::App* c = app.add_subcommand("compute", "achieved GFLOP/s of each model's training step against this CPU's GEMM peak");
-  c->add_option("--models", o->models, "comma-separated: mlp, cnn, resnet9, airbench, resnet18")->capture_default_str();
+  c->add_option("--models", o->models, "comma-separated: mlp, cnn, fashionnet, resnet9, airbench, resnet18")->capture_default_str();
   c->add_option("--batch", o->batch, "samples per step")->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--steps", o->steps, "timed steps per model and precision")->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--gemm-n", o->gemm_n, "GEMM size for the peak")->capture_default_str()->check(CLI::PositiveNumber);

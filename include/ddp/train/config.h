@@ -45,6 +45,7 @@ struct TrainConfig {
   int64_t limit_test = 0;
   int64_t log_every = 50;         // steps between train-loss logs
   int64_t eval_batch = 500;
+  std::optional<int64_t> eval_every;  // steps between evaluations within an epoch (0: after each epoch only)
   std::optional<int64_t> cutout;     // cutout square size (0: off)
   std::optional<int64_t> ema_every;  // steps between weight averages (0: off)
   std::string precision;          // fp32 | bf16 | auto (bf16 where the CPU has it natively; see precision.h)

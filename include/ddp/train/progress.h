@@ -40,6 +40,8 @@ class Progress {
   void update(int64_t step, const std::vector<std::pair<std::string, double>>& fields);
   // Ends the epoch line (newline on a tty) and prints `summary` on its own line if non-empty.
   void end(const std::string& summary = "");
+  // A line of its own during an epoch (an evaluation's result): on a terminal the bar moves below it.
+  void note(const std::string& text);
 
   // Whether `out` is std::cout/std::cerr/std::clog writing to a terminal.
   static bool is_terminal(const std::ostream& out);

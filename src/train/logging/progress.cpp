@@ -133,6 +133,13 @@ void Progress::end(const std::string& summary) {
   open_ = false;
 }
 
+void Progress::note(const std::string& text) {
+  if (tty_ && drawn_) out_ << '\n';
+  drawn_ = false;
+  out_ << text << '\n';
+  out_.flush();
+}
+
 std::string Progress::line(bool bar) const {
   std::string s = label_;
   if (!s.empty()) s += ' ';

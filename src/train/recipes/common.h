@@ -55,11 +55,13 @@ std::string default_data_dir(const std::string& dataset, const std::string& fall
 // Each recipe's defaults for the settings left unset, then its builder.
 void defaults_mlp(TrainConfig& cfg);
 void defaults_fashion_mnist(TrainConfig& cfg);
+void defaults_fashion_mnist_fast(TrainConfig& cfg, int world_size);
 void defaults_cifar10_resnet9(TrainConfig& cfg, int world_size);
 void defaults_cifar10_resnet18(TrainConfig& cfg);
 void defaults_cifar10_airbench(TrainConfig& cfg, int world_size);
 Recipe make_mlp(TrainConfig& cfg, ProcessGroup& group);
 Recipe make_fashion_mnist(TrainConfig& cfg, ProcessGroup& group);
+Recipe make_fashion_mnist_fast(TrainConfig& cfg, ProcessGroup& group);
 Recipe make_cifar10_resnet9(TrainConfig& cfg, ProcessGroup& group);
 Recipe make_cifar10_resnet18(TrainConfig& cfg, ProcessGroup& group);
 Recipe make_cifar10_airbench(TrainConfig& cfg, ProcessGroup& group);

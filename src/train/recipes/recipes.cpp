@@ -1,12 +1,9 @@
-// The recipes: mlp, fashion-mnist, and the CIFAR-10 ResNets. Each sets its
-// defaults, then builds.
+// The recipes' table, and the mlp recipe. Each recipe sets its defaults, then builds
+// (fashion.cpp, cifar10.cpp, imagefolder.cpp).
 #include "common.h"
 
-#include "ddp/data/idx.h"
 #include "ddp/data/synthetic.h"
-#include "ddp/data/transforms.h"
 #include "ddp/errors.h"
-#include "ddp/train/models/fashion_cnn.h"
 #include "ddp/train/models/mlp.h"
 
 namespace ddp::train {
@@ -51,49 +48,6 @@ Recipe make_mlp(TrainConfig& cfg, ProcessGroup& group) {
   return r;
 }
 
-// FashionCNN on Fashion-MNIST, normalized with the training set's mean and std.
-void defaults_fashion_mnist(TrainConfig& cfg) {
-  fill<int64_t>(cfg.epochs, 3);
-  fill<int64_t>(cfg.batch_size, 64);
-  fill(cfg.lr, 0.05);
-  fill(cfg.momentum, 0.9);
-  fill(cfg.weight_decay, 5e-4);
-  fill(cfg.label_smoothing, 0.0);
-  fill(cfg.schedule, "onecycle:0.2:0");
-  fill<int64_t>(cfg.warmup, 0);
-  fill(cfg.data_mode, "shards");
-  fill<int64_t>(cfg.cutout, 0);
-  fill<int64_t>(cfg.ema_every, 0);
-  fill(cfg.precision, "auto");  // native bf16: 1.29x per epoch, same accuracy (docs/benchmarks.md)
-  fill(cfg.data_dir, default_data_dir("fashion-mnist", "/usr/share/datasets/fashion-mnist"));  // Debian's dataset-fashion-mnist
-}
-
-Recipe make_fashion_mnist(TrainConfig& cfg, ProcessGroup& group) {
-  Recipe r;
-  r.name = cfg.recipe;
-  auto finish = [](const at::Tensor& images) { return data::normalize(images, {0.2860}, {0.3530}); };
-  const std::string id = file_id(cfg.data_dir + "/train-images-idx3-ubyte.gz") + ";" +
-                         file_id(cfg.data_dir + "/train-images-idx3-ubyte");
-  set_train_data(r, cfg, group, "fashion-mnist-train", id,
-                 [&] {
-                   auto ds = data::load_mnist_format(cfg.data_dir, true, /*num_classes=*/10);
-                   return std::make_pair(ds.images, ds.labels);
-                 },
-                 finish);
-  auto test = data::load_mnist_format(cfg.data_dir, false, /*num_classes=*/10);
-  set_test_data(r, cfg, group, finish(test.images), test.labels);
-
-  models::FashionCNN net;
-  r.groups.push_back(all_parameters(*net, *cfg.weight_decay));
-  r.nesterov = *cfg.momentum > 0;
-  r.model = torch::nn::AnyModule(net);
-  if (*cfg.cutout > 0) {
-    const int64_t size = *cfg.cutout;
-    r.augment = [size](const at::Tensor& b, at::Generator& gen, int64_t) { return data::cutout(b, size, gen); };
-  }
-  return r;
-}
-
 }  // namespace detail
 
 void fill_recipe_defaults(TrainConfig& cfg, int world_size) {
@@ -101,11 +55,13 @@ void fill_recipe_defaults(TrainConfig& cfg, int world_size) {
   if (cfg.optimizer != "sgd") detail::fill(cfg.lr, 1e-3);  // Adam's usual rate; the recipes' rates are SGD's
   if (cfg.recipe == "mlp") detail::defaults_mlp(cfg);
   else if (cfg.recipe == "fashion-mnist") detail::defaults_fashion_mnist(cfg);
+  else if (cfg.recipe == "fashion-mnist-fast") detail::defaults_fashion_mnist_fast(cfg, world_size);
   else if (cfg.recipe == "cifar10-resnet9") detail::defaults_cifar10_resnet9(cfg, world_size);
   else if (cfg.recipe == "cifar10-resnet18") detail::defaults_cifar10_resnet18(cfg);
   else if (cfg.recipe == "cifar10-airbench") detail::defaults_cifar10_airbench(cfg, world_size);
   else if (cfg.recipe.rfind("imagefolder-", 0) == 0) detail::defaults_imagefolder(cfg, world_size);
   else throw InvalidArgument("ddp-train: unknown recipe '" + cfg.recipe + "'");
+  detail::fill<int64_t>(cfg.eval_every, 0);  // after each epoch only, unless the recipe said otherwise
 }
 
 Recipe make_recipe(TrainConfig& cfg, ProcessGroup& group) {
@@ -113,6 +69,7 @@ Recipe make_recipe(TrainConfig& cfg, ProcessGroup& group) {
   Recipe r;
   if (cfg.recipe == "mlp") r = detail::make_mlp(cfg, group);
   else if (cfg.recipe == "fashion-mnist") r = detail::make_fashion_mnist(cfg, group);
+  else if (cfg.recipe == "fashion-mnist-fast") r = detail::make_fashion_mnist_fast(cfg, group);
   else if (cfg.recipe == "cifar10-resnet9") r = detail::make_cifar10_resnet9(cfg, group);
   else if (cfg.recipe == "cifar10-resnet18") r = detail::make_cifar10_resnet18(cfg, group);
   else if (cfg.recipe == "cifar10-airbench") r = detail::make_cifar10_airbench(cfg, group);

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Time to 90% on Fashion-MNIST, world 2, 1 thread per rank: the demo's job
+# (ddp-train fashion-mnist-fast) beside PyTorch's Python DDP (bench/fashion_peer.py,
+# FashionCNN) at its best settings, and our FashionCNN at the peer's settings,
+# one after the other in one run. "to 90%" is wall time from the launch to the
+# end of the first evaluation at >= 90% top-1 on the 10,000 test images.
+# Usage: bench/fashion_fast.sh [BIN_DIR] [ROUNDS]     e.g. bench/fashion_fast.sh build/bin 2
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${1:-build/bin}
+ROUNDS=${2:-1}
+OUT=build/bench/fashion_fast
+rm -rf "$OUT" && mkdir -p "$OUT"
+export OMP_NUM_THREADS=1
+PY=/usr/bin/python3
+run="$BIN/ddprun --nproc-per-node 2 --standalone"
+# name | command (ours write metrics.jsonl under --out-dir; the peer writes --json)
+jobs=(
+  "ours: fashion-mnist-fast (the demo)|$run $BIN/ddp-train fashion-mnist-fast --no-progress --out-dir OUT"
+  "ours: fashion-mnist (FashionCNN) --epochs 2 --batch-size 128 --eval-every 29|$run $BIN/ddp-train fashion-mnist --epochs 2 --batch-size 128 --eval-every 29 --no-progress --out-dir OUT"
+  "PyTorch DDP: --epochs 2 --batch-size 128|$run $PY bench/fashion_peer.py --epochs 2 --batch-size 128 --json OUT.json"
+  "PyTorch DDP: --epochs 2 --batch-size 128 --eval-every 29|$run $PY bench/fashion_peer.py --epochs 2 --batch-size 128 --eval-every 29 --json OUT.json"
+  "PyTorch DDP: --epochs 2 --eval-every 58|$run $PY bench/fashion_peer.py --epochs 2 --eval-every 58 --json OUT.json"
+)
+for round in $(seq 1 "$ROUNDS"); do
+  for i in "${!jobs[@]}"; do
+    name=${jobs[$i]%%|*}
+    dir="$OUT/r$round-j$i"
+    cmd=${jobs[$i]#*|}
+    cmd=${cmd//OUT/$dir}
+    start=$(date +%s.%N)
+    $cmd > "$dir.log" 2>&1 || { echo "failed: $name (log: $dir.log)"; tail -5 "$dir.log"; exit 1; }
+    end=$(date +%s.%N)
+    printf '%s\t%s\t%s\t%s\n' "$name" "$dir" "$start" "$end" >> "$OUT/runs.tsv"
+  done
+done
+$PY - "$OUT/runs.tsv" <<'PY'
+import json, os, sys
+print("| run | first evaluation >= 90% (epoch) | acc1 then | wall s to 90% | final acc1 | wall s in all |")
+print("|---|---|---|---|---|---|")
+for line in open(sys.argv[1]):
+    name, d, start, end = line.rstrip("\n").split("\t")
+    start, end = float(start), float(end)
+    if os.path.exists(d + ".json"):  # the peer
+        evals = [(e["epoch"], e["acc1"], e["unix_time"]) for e in json.load(open(d + ".json"))["evals"]]
+    else:
+        rows = [json.loads(l) for l in open(d + "/metrics.jsonl")]
+        evals = [(r["epoch"], r["acc1/val"], r["unix_time"]) for r in rows if r.get("kind") in ("eval", "epoch")]
+    hit = next((e for e in evals if e[1] >= 0.90), None)
+    cross = f"{hit[0]:.2f} | {100 * hit[1]:.2f}% | **{hit[2] - start:.1f}**" if hit else "none | | -"
+    print(f"| {name} | {cross} | {100 * evals[-1][1]:.2f}% | {end - start:.1f} |")
+PY
