@@ -21,9 +21,12 @@ browse() {
 }
 rendered() { browse "$1" --dump-dom > "$work/dom.html"; echo "$work/dom.html"; }
 
-for np in 2 1; do
+for np in 2 1; do  # world 2 also evaluates within its epochs (--eval-every 2 of 6 steps: after steps 2 and 4)
+  every=$([ $np = 2 ] && echo 2 || echo 0)
   "$ddprun" --nproc-per-node $np --standalone "$train" $recipe "${data[@]}" --epochs 2 --batch-size 16 \
-    --log-every 2 --out-dir "$work/world$np" --no-progress > "$work/log$np"
+    --log-every 2 --eval-every $every --out-dir "$work/world$np" --no-progress > "$work/log$np"
+  [ $np = 1 ] || [ "$(grep -c '"kind":"eval"' "$work/world$np/metrics.jsonl")" = 4 ] ||
+    { echo "FAIL: world 2 did not log 4 evaluations within its epochs"; exit 1; }
   grep -q "^\[rank 0\]   report: $work/world$np/report.html" "$work/log$np" ||
     { cat "$work/log$np"; echo "FAIL: the last lines do not name the report"; exit 1; }
 done

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Checks a report page as Chromium rendered it (the DOM from --dump-dom) against the runs' metrics.jsonl:
-every chart plotted one point per logged epoch / step (and one line per rank), no script or console error,
+every chart plotted one point per logged epoch (and evaluation within one) / step (and one line per rank), no script or console error,
 Chart.js 3.9 ran, and each run's status. usage: report_check.py DOM_FILE STATUS RUN_DIR [RUN_DIR...]
 Exit 1 with the differences when the page is wrong."""
 import html, json, re, sys
 
 def logged(run_dir):
-    epochs, train, world = {}, {}, 0
+    epochs, evals, train, world = {}, {}, {}, 0
     with open(run_dir + "/metrics.jsonl") as f:
         for text in f:
             try:
@@ -15,11 +15,13 @@ def logged(run_dir):
                 continue
             if line.get("kind") == "epoch":
                 epochs[line["step"]] = line
+            elif line.get("kind") == "eval":
+                evals[line["step"]] = line
             elif line.get("kind") == "train":
                 train[line["step"]] = line
             elif line.get("kind") == "start":
                 world = line["world"]
-    return len(epochs), len(train), world
+    return len(epochs), len(evals), len(train), world
 
 def main():
     dom_file, status, run_dirs = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -39,14 +41,15 @@ def main():
         if name not in charts:
             problems.append("chart %s missing" % name)
     for i, run_dir in enumerate(run_dirs):
-        epochs, steps, world = logged(run_dir)
+        epochs, evals, steps, world = logged(run_dir)
         if epochs < 1 or steps < 1 or world < 1:
             problems.append("%s: nothing logged (%d epochs, %d steps, world %d)" % (run_dir, epochs, steps, world))
         run = check["runs"][i] if i < len(check["runs"]) else {}
         if run.get("status") != status:
             problems.append("%s: status %r, expected %r" % (run_dir, run.get("status"), status))
         prefix = run.get("name", "?") + ": " if several else ""
-        want = {("loss-epoch", "val"): epochs, ("acc-epoch", "acc1"): epochs, ("acc-epoch", "acc5"): epochs,
+        want = {("loss-epoch", "val"): epochs + evals, ("loss-epoch", "train (epoch mean)"): epochs,
+                ("acc-epoch", "acc1"): epochs + evals, ("acc-epoch", "acc5"): epochs + evals,
                 ("loss-step", "train loss"): steps, ("acc-step", "train acc1"): steps, ("lr-step", "lr"): steps}
         for r in range(world):
             want[("rank-throughput", "rank %d" % r)] = steps

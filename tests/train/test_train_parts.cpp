@@ -128,11 +128,11 @@ TEST(TrainConfig, PrintedConfigReadsBack) {
   CommandLine r9 = parse_line({"cifar10-resnet9"});
   fill_recipe_defaults(r9.config, 4);
   EXPECT_EQ(r9.config.batch_size, std::optional<int64_t>(128));
-  // fashion-mnist-fast: a global batch of 64, evaluated every eighth of an epoch (60000 / 8 / 64 steps).
+  // fashion-mnist-fast: a global batch of 128, evaluated every eighth of an epoch (60000 / 8 / 128 steps).
   CommandLine fast = parse_line({"fashion-mnist-fast"});
   fill_recipe_defaults(fast.config, 4);
-  EXPECT_EQ(fast.config.batch_size, std::optional<int64_t>(16));
-  EXPECT_EQ(fast.config.eval_every, std::optional<int64_t>(117));
+  EXPECT_EQ(fast.config.batch_size, std::optional<int64_t>(32));
+  EXPECT_EQ(fast.config.eval_every, std::optional<int64_t>(58));
   EXPECT_EQ(r9.config.eval_every, std::optional<int64_t>(0));
 }
 
