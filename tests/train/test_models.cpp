@@ -155,6 +155,24 @@ TEST(Airbench, LayoutFrozenTensorsAndDiracInit) {
   EXPECT_TRUE(params["head.weight"].grad().defined());
 }
 
+// A channels-last batch (GELU then runs on the NHWC view) gives the NCHW batch's logits and gradients, up to
+// float32 summation order and GELU's vectorized vs scalar erf (a few ulp): 1e-4 relative on O(1) values.
+TEST(Airbench, ChannelsLastEqualsNchw) {
+  at::manual_seed(5);
+  Airbench net(airbench_whitening(at::randn({16, 3, 8, 8})));
+  const at::Tensor x = at::randn({4, 3, 32, 32});
+  auto logits_and_grad = [&](const at::Tensor& input) {
+    net->zero_grad();
+    at::Tensor out = net->forward(input);
+    out.square().sum().backward();
+    return std::make_pair(out.detach(), net->named_parameters()["group2.conv1.weight"].grad().clone());
+  };
+  auto [a, ga] = logits_and_grad(x);
+  auto [b, gb] = logits_and_grad(x.contiguous(at::MemoryFormat::ChannelsLast));
+  EXPECT_TRUE(at::allclose(a, b, 1e-4, 1e-4)) << (a - b).abs().max();
+  EXPECT_TRUE(at::allclose(ga, gb, 1e-4, 1e-4 * ga.abs().max().item<double>())) << (ga - gb).abs().max();
+}
+
 TEST(ResNet9BagOfTricks, ShapesFrozenLayersAndGhostBatchNorm) {
   at::manual_seed(2);
   at::Tensor w = patch_whitening(at::randn({32, 3, 8, 8}));
