@@ -26,6 +26,21 @@ void load_fashion_mnist(Recipe& r, const TrainConfig& cfg, ProcessGroup& group) 
   auto test = data::load_mnist_format(cfg.data_dir, false, /*num_classes=*/10);
   set_test_data(r, cfg, group, finish(test.images), test.labels);
 }
+
+// What both recipes share: the data, one parameter group, Nesterov momentum, --cutout.
+Recipe fashion_recipe(TrainConfig& cfg, ProcessGroup& group, torch::nn::AnyModule net) {
+  Recipe r;
+  r.name = cfg.recipe;
+  load_fashion_mnist(r, cfg, group);
+  r.groups.push_back(all_parameters(*net.ptr(), *cfg.weight_decay));
+  r.nesterov = *cfg.momentum > 0;
+  r.model = std::move(net);
+  if (*cfg.cutout > 0) {
+    const int64_t size = *cfg.cutout;
+    r.augment = [size](const at::Tensor& b, at::Generator& gen, int64_t) { return data::cutout(b, size, gen); };
+  }
+  return r;
+}
 }  // namespace
 
 // FashionCNN on Fashion-MNIST, normalized with the training set's mean and std.
@@ -46,56 +61,27 @@ void defaults_fashion_mnist(TrainConfig& cfg) {
 }
 
 Recipe make_fashion_mnist(TrainConfig& cfg, ProcessGroup& group) {
-  Recipe r;
-  r.name = cfg.recipe;
-  load_fashion_mnist(r, cfg, group);
-
-  models::FashionCNN net;
-  r.groups.push_back(all_parameters(*net, *cfg.weight_decay));
-  r.nesterov = *cfg.momentum > 0;
-  r.model = torch::nn::AnyModule(net);
-  if (*cfg.cutout > 0) {
-    const int64_t size = *cfg.cutout;
-    r.augment = [size](const at::Tensor& b, at::Generator& gen, int64_t) { return data::cutout(b, size, gen); };
-  }
-  return r;
+  return fashion_recipe(cfg, group, torch::nn::AnyModule(models::FashionCNN()));
 }
 
 // FashionNet (width 16, 38k parameters) for time to accuracy: global batch 128 whatever the world,
 // SGD Nesterov lr 0.2, one-cycle over 2 epochs, and an average of the weights (rho 0.98 after every
 // step) as the evaluated model, which is good long before the schedule anneals; an evaluation every
 // eighth of an epoch sees 90% when it is reached (docs/benchmarks.md has the search behind these).
+// The rest as fashion-mnist.
 void defaults_fashion_mnist_fast(TrainConfig& cfg, int world_size) {
   fill<int64_t>(cfg.epochs, 2);
   fill<int64_t>(cfg.batch_size, std::max(1, 128 / world_size));
   fill(cfg.lr, 0.2);
-  fill(cfg.momentum, 0.9);
-  fill(cfg.weight_decay, 5e-4);
-  fill(cfg.label_smoothing, 0.0);
-  fill(cfg.schedule, "onecycle:0.2:0");
-  fill<int64_t>(cfg.warmup, 0);
-  fill(cfg.data_mode, "shards");
-  fill<int64_t>(cfg.cutout, 0);
   fill<int64_t>(cfg.ema_every, 1);
   fill<int64_t>(cfg.eval_every, std::max<int64_t>(1, 60000 / 8 / (*cfg.batch_size * world_size)));
-  fill(cfg.precision, "auto");
-  fill(cfg.data_dir, default_data_dir("fashion-mnist", "/usr/share/datasets/fashion-mnist"));
+  defaults_fashion_mnist(cfg);
 }
 
 Recipe make_fashion_mnist_fast(TrainConfig& cfg, ProcessGroup& group) {
-  Recipe r;
-  r.name = cfg.recipe;
-  load_fashion_mnist(r, cfg, group);
-  models::FashionNet net;
-  r.groups.push_back(all_parameters(*net, *cfg.weight_decay));
-  r.nesterov = *cfg.momentum > 0;
-  r.model = torch::nn::AnyModule(net);
+  Recipe r = fashion_recipe(cfg, group, torch::nn::AnyModule(models::FashionNet()));
   r.make_shadow = [] { return torch::nn::AnyModule(models::FashionNet()); };
   r.ema_rho = std::pow(0.98, double(*cfg.ema_every));
-  if (*cfg.cutout > 0) {
-    const int64_t size = *cfg.cutout;
-    r.augment = [size](const at::Tensor& b, at::Generator& gen, int64_t) { return data::cutout(b, size, gen); };
-  }
   return r;
 }
 
