@@ -20,10 +20,7 @@ FashionCNNImpl::FashionCNNImpl() {
 
 at::Tensor FashionCNNImpl::forward(const at::Tensor& x) {
   // ReLU after the pooling: the same values as before it (max and ReLU commute), on 4x fewer elements.
-  // Channels-last from the first output on (one input channel: NCHW and NHWC are the same bytes): ATen's
-  // max-pool is 10-17x faster on it than on NCHW (docs/benchmarks.md).
-  at::Tensor h = conv1(x).contiguous(at::MemoryFormat::ChannelsLast);
-  h = at::relu(at::max_pool2d(ddp::batch_norm_child(*this, "bn1", h), 2));
+  at::Tensor h = at::relu(at::max_pool2d(ddp::batch_norm_child(*this, "bn1", conv1(x)), 2));
   h = at::relu(at::max_pool2d(ddp::batch_norm_child(*this, "bn2", conv2(h)), 2));
   h = drop(fc1(h.flatten(1)));
   return fc3(fc2(h));
