@@ -206,6 +206,21 @@ double unix_time() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// An evaluation's scalars (TensorBoard, metrics.jsonl), and its text in the log lines.
+std::vector<std::pair<std::string, double>> eval_values(const EvalResult& eval) {
+  std::vector<std::pair<std::string, double>> values = {{"Loss/val", eval.loss}};
+  if (eval.has_accuracy) values.insert(values.end(), {{"acc1/val", eval.acc1}, {"acc5/val", eval.acc5}});
+  for (const auto& [name, v] : eval.metrics) values.emplace_back(name + "/val", v);
+  return values;
+}
+std::string eval_text(const EvalResult& eval) {
+  std::ostringstream line;
+  line << "val_loss " << eval.loss;
+  if (eval.has_accuracy) line << " | acc1 " << percent(eval.acc1) << " | acc5 " << percent(eval.acc5);
+  for (const auto& [name, v] : eval.metrics) line << " | " << name << " " << v;
+  return line.str();
+}
+
 // --eval-every: an evaluation between two steps (the epoch's last step has its own), logged as
 // {"kind": "eval"} with the fraction of epochs done and the wall time, for time to accuracy.
 void evaluate_within_epoch(Job& j, const detail::LoopState& s) {
@@ -213,17 +228,13 @@ void evaluate_within_epoch(Job& j, const detail::LoopState& s) {
   const EvalResult eval = evaluate_epoch(j);
   const double epochs = double(s.epoch) + double(s.micro) / double(j.micro_per_epoch);
   const double wall_s = seconds_since(j.start);
-  std::vector<std::pair<std::string, double>> values = {{"Loss/val", eval.loss}};
-  if (eval.has_accuracy) values.insert(values.end(), {{"acc1/val", eval.acc1}, {"acc5/val", eval.acc5}});
-  for (const auto& [name, v] : eval.metrics) values.emplace_back(name + "/val", v);
-  j.logs.scalars("eval", s.step, values, {{"epoch", epochs}, {"wall_seconds", wall_s}, {"unix_time", unix_time()}});
+  j.logs.scalars("eval", s.step, eval_values(eval),
+                 {{"epoch", epochs}, {"wall_seconds", wall_s}, {"unix_time", unix_time()}});
   std::ostringstream line;
   line.setf(std::ios::fixed);
   line.precision(2);
-  line << "step " << s.step << " (epoch " << epochs << ") | val_loss " << eval.loss;
-  if (eval.has_accuracy) line << " | acc1 " << percent(eval.acc1) << " | acc5 " << percent(eval.acc5);
-  for (const auto& [name, v] : eval.metrics) line << " | " << name << " " << v;
-  line << " | " << wall_s << " s since the start";
+  line << "step " << s.step << " (epoch " << epochs << ") | " << eval_text(eval) << " | " << wall_s
+       << " s since the start";
   j.logs.note(line.str());
   j.eval_seconds += seconds_since(t0);
 }
@@ -305,19 +316,12 @@ double train_epoch(Job& j, detail::LoopState& s) {
 // The epoch's scalars (TensorBoard, metrics.jsonl) and its line on rank 0.
 void log_epoch(Job& j, int64_t epoch, int64_t step, double train_loss, double throughput, double train_s,
                const EvalResult& eval, double wall_s) {
-  std::vector<std::pair<std::string, double>> values = {{"Loss/val", eval.loss}};
-  if (eval.has_accuracy) {
-    values.emplace_back("acc1/val", eval.acc1);
-    values.emplace_back("acc5/val", eval.acc5);
-  }
-  for (const auto& [name, v] : eval.metrics) values.emplace_back(name + "/val", v);
+  std::vector<std::pair<std::string, double>> values = eval_values(eval);
   values.insert(values.end(), {{"throughput", throughput}, {"epoch", double(epoch + 1)}, {"Loss/train_epoch", train_loss}});
   j.logs.scalars("epoch", step, values, {{"train_seconds", train_s}, {"wall_seconds", wall_s}, {"unix_time", unix_time()}});
   j.logs.flush();
   std::ostringstream line;
-  line << "epoch " << epoch + 1 << "/" << *j.cfg.epochs << " | train_loss " << train_loss << " | val_loss " << eval.loss;
-  if (eval.has_accuracy) line << " | acc1 " << percent(eval.acc1) << " | acc5 " << percent(eval.acc5);
-  for (const auto& [name, v] : eval.metrics) line << " | " << name << " " << v;
+  line << "epoch " << epoch + 1 << "/" << *j.cfg.epochs << " | train_loss " << train_loss << " | " << eval_text(eval);
   line << " | " << int64_t(throughput) << " samples/s | " << train_s << " s";
   j.logs.end_epoch(line.str());
 }
