@@ -52,6 +52,7 @@ struct Job {
   TrainLogs logs;
   int64_t micro_per_epoch = 0, steps_per_epoch = 0, total_steps = 0;
   std::string last_checkpoint;
+  std::string malloc_note;  // what keep_freed_memory() did, for the first lines
   std::string backend_reason;  // how the group's backend was chosen, for the first line ("" if joined)
   std::chrono::steady_clock::time_point start;  // fit's start: the logs' wall_seconds
   double eval_seconds = 0;  // this epoch's evaluations within it (--eval-every): not training time

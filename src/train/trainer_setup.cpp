@@ -16,6 +16,7 @@
 #include "ddp/errors.h"
 #include "ddp/parallel/optimizer_state.h"
 #include "ddp/parallel/sync_batch_norm.h"
+#include "ddp/train/allocator.h"
 #include "ddp/train/losses.h"
 #include "ddp/train/machine.h"
 #include "trainer_job.h"
@@ -231,7 +232,7 @@ void log_start(Job& j) {
                          {"backend", j.group->backend()}, {"precision", j.cfg.precision},
                          {"epochs", *j.cfg.epochs}, {"steps_per_epoch", j.steps_per_epoch},
                          {"machine", describe(cpu)}, {"cores", int64_t{cpu.cores}}, {"cpu_flags", flags},
-                         {"host", std::string(host)}, {"time", int64_t(std::time(nullptr))},
+                         {"host", std::string(host)}, {"malloc", j.malloc_note}, {"time", int64_t(std::time(nullptr))},
                          {"config", to_config_file(j.cfg)}});
 }
 
@@ -305,6 +306,7 @@ std::string percent(double v) {
 }
 
 void set_up(Job& j, Task task) {
+  j.malloc_note = keep_freed_memory().description;
   j.task = std::move(task);
   const TrainConfig& cfg = j.cfg;
   const int rank = j.group->rank();
@@ -342,7 +344,7 @@ void set_up(Job& j, Task task) {
               << (cfg.sync_bn ? " (SyncBatchNorm)" : "") << ", "
               << j.steps_per_epoch << " steps per epoch, lr " << *cfg.lr << " (" << j.schedule.spec() << "), "
               << cfg.precision << " (" << j.precision.reason << ")"
-              << (cfg.comm_hook != "allreduce" ? ", comm hook " + cfg.comm_hook : std::string()) << "\n  cpu: " << describe(cpu_info()) << std::endl;
+              << (cfg.comm_hook != "allreduce" ? ", comm hook " + cfg.comm_hook : std::string()) << "\n  cpu: " << describe(cpu_info()) << "\n  " << j.malloc_note << std::endl;
   }
   log_start(j);
   CheckpointManagerOptions co;

@@ -24,11 +24,14 @@ void add_compute_command(CLI::App& app, std::function<int()>& run);      // GFLO
 
 // Writes `doc` as indented JSON to `path`; throws naming the file.
 void write_json(const std::string& path, const nlohmann::ordered_json& doc);
+// The "# cpu: ..." and "# malloc: ..." lines each table opens with (the allocator as main set it).
+void print_machine_lines();
+void set_malloc_note(std::string note);
 
 // Plain MPI calls on MPI_COMM_WORLD, the peer our mpi backend is measured
 // against. Returns microseconds per call (max over ranks), or -1 when MPI is
 // not built in.
-double raw_mpi_time_us(const std::string& op, void* in, void* out, long long count, int iters);
+double raw_mpi_time_us(const std::string& op, void* in, void* out, long long count, int iters, double gap_ms);
 
 // c10d's ProcessGroupGloo used directly, the engine under PyTorch's gloo: the
 // peer our gloo backend is measured against in the same processes. Only

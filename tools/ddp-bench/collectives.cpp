@@ -36,6 +36,7 @@ struct Options {
   bool raw_mpi = false;
   bool raw_c10d = false;
   int rounds = 3;  // per size, ours and the raw peer alternate; the best round counts
+  double gap_ms = 0;  // busy time before each timed call, as a training step's compute between reductions
 };
 
 // "4", "64K", "16M", "1G": bytes.
@@ -49,6 +50,12 @@ long long parse_bytes(const std::string& flag, const std::string& v) {
     throw CLI::ValidationError(flag + " '" + v + "' must be a positive size like 4, 64K or 16M",
                                CLI::ExitCodes::ValidationError);
   return n * mult;
+}
+
+void spin_ms(double ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(ms);
+  while (std::chrono::steady_clock::now() < until) {
+  }
 }
 
 // Same on every rank: enough iterations for small sizes, a few for large ones.
@@ -66,7 +73,8 @@ struct Row {
   double us, algbw, busbw, raw_us;
 };
 
-double time_op(ProcessGroup& g, const std::string& op, long long count, int iters, at::Tensor& in, at::Tensor& out) {
+double time_op(ProcessGroup& g, const std::string& op, long long count, int iters, double gap_ms, at::Tensor& in,
+               at::Tensor& out) {
   const int w = g.size();
   std::vector<at::Tensor> parts;
   if (op == "all_gather") parts = out.chunk(w);
@@ -78,10 +86,22 @@ double time_op(ProcessGroup& g, const std::string& op, long long count, int iter
     else if (op == "reduce_scatter") { at::Tensor o = out.narrow(0, 0, count / w); g.reduce_scatter(o, parts); }
   };
   once();  // warm-up
-  g.barrier();
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) once();
-  double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+  double us = 0;
+  if (gap_ms > 0) {
+    // Each call alone: the ranks spin (touching no memory), meet, then time one call.
+    for (int i = 0; i < iters; ++i) {
+      spin_ms(gap_ms);
+      g.barrier();
+      auto t0 = std::chrono::steady_clock::now();
+      once();
+      us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+    }
+  } else {
+    g.barrier();
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) once();
+    us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+  }
   at::Tensor t = at::full({1}, us, at::kDouble);
   g.all_reduce(t, ddp::op(ReduceOp::MAX));
   return t.item<double>();
@@ -120,9 +140,10 @@ int run_collectives(const Options& o) {
   if (o.raw_c10d) throw std::invalid_argument("--raw-c10d: this build has no gloo");
 #endif
   if (lead) {
-    std::printf("# ddp-bench collectives: backend %s, %d ranks, float32, time = max over ranks\n",
-                g->backend().c_str(), w);
-    std::printf("# cpu: %s\n", train::describe(train::cpu_info()).c_str());
+    std::printf("# ddp-bench collectives: backend %s, %d ranks, float32, time = max over ranks", g->backend().c_str(), w);
+    if (o.gap_ms > 0) std::printf(", each call after %g ms of busy time and a barrier", o.gap_ms);
+    std::printf("\n");
+    print_machine_lines();
     std::printf("# %-14s %12s %10s %12s %12s%s\n", "op", "size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
                 o.raw_mpi ? "  mpi-raw(us)   ours/raw" : o.raw_c10d ? " c10d-raw(us)   ours/raw" : "");
   }
@@ -133,14 +154,15 @@ int run_collectives(const Options& o) {
       if (count < w || (op != "all_reduce" && op != "broadcast" && count % w != 0)) continue;
       at::Tensor in = at::ones({count});
       at::Tensor out = at::ones({count});
-      int iters = iterations(bytes);
+      int iters = o.gap_ms > 0 ? std::min(iterations(bytes), 20) : iterations(bytes);
       // Rounds alternate ours and the raw peer, so both see the same machine.
       const bool peer = o.raw_mpi || (raw_gloo && op != "reduce_scatter");
       double us = 1e300, raw = peer ? 1e300 : -1;
       for (int round = 0; round < o.rounds; ++round) {
-        us = std::min(us, time_op(*g, op, count, iters, in, out));
+        us = std::min(us, time_op(*g, op, count, iters, o.gap_ms, in, out));
 #ifdef DDP_HAVE_MPI
-        if (o.raw_mpi) raw = std::min(raw, raw_mpi_time_us(op, in.data_ptr(), out.data_ptr(), count, iters));
+        if (o.raw_mpi)
+          raw = std::min(raw, raw_mpi_time_us(op, in.data_ptr(), out.data_ptr(), count, iters, o.gap_ms));
 #endif
         if (peer && raw_gloo) raw = std::min(raw, raw_gloo_time_us(*raw_gloo, op, in, out, count, iters));
       }
@@ -157,7 +179,7 @@ int run_collectives(const Options& o) {
   }
   if (lead && !o.json.empty()) {
     nlohmann::ordered_json doc = {{"tool", "ddp-bench collectives"}, {"cpu", train::describe(train::cpu_info())},
-                                  {"backend", g->backend()}, {"world", w}, {"dtype", "float32"}};
+                                  {"backend", g->backend()}, {"world", w}, {"dtype", "float32"}, {"gap_ms", o.gap_ms}};
     auto& results = doc["results"] = nlohmann::json::array();
     for (const Row& r : rows) {
       nlohmann::ordered_json row = {{"op", r.op}, {"bytes", r.bytes}, {"time_us", r.us}, {"algbw_gbps", r.algbw},
@@ -188,6 +210,11 @@ void add_collectives_command(CLI::App& app, std::function<int()>& run) {
   sub->add_flag("--raw-c10d", o->raw_c10d, "time c10d's ProcessGroupGloo beside ours (--backend gloo)")->excludes(raw_mpi);
   sub->add_option("--rounds", o->rounds, "rounds per size, ours and the peer alternating; the best counts")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--gap-ms", o->gap_ms,
+                  "spin this long before each timed call (a step's compute between reductions: the buffers "
+                  "leave the cache); 0: calls back to back")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   sub->callback([o, &run] { run = [o] { return run_collectives(*o); }; });
 }

@@ -222,7 +222,7 @@ void finish_timeline(ProcessGroup& g) {
 int pair_main(const Options& o, GroupPtr g, const at::Tensor& x, const at::Tensor& y) {
   Pair r = with_model(o, [&](auto make) { return run_pair(make(), make(), x, y, o, g); });
   if (g->rank() == 0) {
-    std::printf("# cpu: %s\n", train::describe(train::cpu_info()).c_str());
+    print_machine_lines();
     std::printf("ddp-bench ddp --pair: model %s (%.2fM parameters), batch %d per rank, %d ranks, DDP over %s%s, %d threads/rank\n",
                 o.model.c_str(), r.params / 1e6, o.batch, g->size(), g->backend().c_str(),
                 o.sync_bn ? " with SyncBatchNorm" : "", at::get_num_threads());
@@ -286,7 +286,7 @@ int run_ddp(const Options& o) {
   ms = worst.item<double>();
   const double n = std::max<int64_t>(1, s.iterations);
   if (g->rank() == 0) {
-    std::printf("# cpu: %s\n", train::describe(train::cpu_info()).c_str());
+    print_machine_lines();
     std::printf("ddp-bench ddp: model %s (%.2fM parameters), batch %d per rank, %d ranks, %s%s, %d threads/rank\n",
                 o.model.c_str(), params / 1e6, o.batch, g->size(), o.use_ddp ? ("DDP over " + g->backend()).c_str() : "no DDP",
                 o.sync_bn ? ", SyncBatchNorm" : "", at::get_num_threads());

@@ -31,7 +31,7 @@ void add_decode_command(CLI::App& app, std::function<int()>& run) {
       data::ImageFolder folder(*dir);
       at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(uint64_t(0));
       const int64_t resize = (*size * 256 + 112) / 224;
-      std::printf("# cpu: %s\n", train::describe(train::cpu_info()).c_str());
+      print_machine_lines();
       double best = 0;
       int64_t pixels = 0;
       for (int r = 0; r < *repeats; ++r) {

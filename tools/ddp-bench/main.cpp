@@ -8,11 +8,30 @@
 // GFLOP/s against this CPU's GEMM peak).
 #include <cstdio>
 #include <functional>
+#include <string>
+#include <utility>
 
 #include "bench.h"
 #include "ddp/dist/error_file.h"
+#include "ddp/train/allocator.h"
+#include "ddp/train/machine.h"
+
+namespace ddp::bench {
+namespace {
+std::string g_malloc_note = "malloc: glibc's defaults";
+}  // namespace
+
+void set_malloc_note(std::string note) { g_malloc_note = std::move(note); }
+
+void print_machine_lines() {
+  std::printf("# cpu: %s\n# %s\n", train::describe(train::cpu_info()).c_str(), g_malloc_note.c_str());
+}
+
+}  // namespace ddp::bench
 
 int main(int argc, char** argv) {
+  // As ddp-train does: the benchmarks measure what training gets.
+  ddp::bench::set_malloc_note(ddp::train::keep_freed_memory().description);
   CLI::App app("performance measurements of ddp (run under ddprun)", "ddp-bench");
   app.require_subcommand(1);
   std::function<int()> run;

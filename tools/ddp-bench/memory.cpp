@@ -121,7 +121,7 @@ int run_memory(const Options& o) {
   g->all_reduce(worst, ddp::op(ReduceOp::MAX));
   const double* w = worst.data_ptr<double>();
   if (g->rank() == 0) {
-    std::printf("# cpu: %s\n", train::describe(train::cpu_info()).c_str());
+    print_machine_lines();
     std::printf("ddp-bench memory: %s, MLP %lld-%lldx%lld-%lld (%.2fM parameters, float32), Adam, %d ranks over %s, "
                 "%d steps, last loss %.4f\n", o.mode.c_str(), (long long)o.dim_in, (long long)o.layers - 1,
                 (long long)o.width, (long long)o.classes, total_params / 1e6, g->size(), g->backend().c_str(), o.steps,

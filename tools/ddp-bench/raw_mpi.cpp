@@ -5,7 +5,7 @@
 
 namespace ddp::bench {
 
-double raw_mpi_time_us(const std::string& op, void* in, void* out, long long count, int iters) {
+double raw_mpi_time_us(const std::string& op, void* in, void* out, long long count, int iters, double gap_ms) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) return -1;
@@ -19,10 +19,23 @@ double raw_mpi_time_us(const std::string& op, void* in, void* out, long long cou
     else if (op == "reduce_scatter") MPI_Reduce_scatter_block(in, out, n / size, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   };
   once();  // warm-up
-  MPI_Barrier(MPI_COMM_WORLD);
-  double t0 = MPI_Wtime();
-  for (int i = 0; i < iters; ++i) once();
-  double us = (MPI_Wtime() - t0) * 1e6 / iters;
+  double us = 0;
+  if (gap_ms > 0) {
+    for (int i = 0; i < iters; ++i) {
+      const double until = MPI_Wtime() + gap_ms / 1e3;
+      while (MPI_Wtime() < until) {
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = MPI_Wtime();
+      once();
+      us += (MPI_Wtime() - t0) * 1e6 / iters;
+    }
+  } else {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; ++i) once();
+    us = (MPI_Wtime() - t0) * 1e6 / iters;
+  }
   MPI_Allreduce(MPI_IN_PLACE, &us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return us;
 }

@@ -19,6 +19,7 @@
 
 #include "ddp/dist/error_file.h"
 #include "ddp/dist/init.h"
+#include "ddp/train/allocator.h"
 #include "ddp/train/recipe.h"
 #include "ddp/train/trainer.h"
 #include "report_command.h"
@@ -62,6 +63,7 @@ int report(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     if (argc >= 2 && std::strcmp(argv[1], "report") == 0) return report(argc - 1, argv + 1);
+    ddp::train::keep_freed_memory();  // before the first tensors; the Trainer reports it
     auto command = ddp::train::parse_command_line(argc, argv);
     auto& cfg = command.config;
     using Action = ddp::train::CommandLine::Action;
