@@ -14,29 +14,12 @@
 #include "dist/job_id.h"
 #include "dist/wait_report.h"
 #include "support/rank_threads.h"
+#include "support/scoped_env.h"
 
 namespace ddp {
 namespace {
 
-// Sets an environment variable for a scope, restoring the old value after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
+using ddp::test::ScopedEnv;
 
 TEST(FaultDetection, SecondsAreNeverRoundedToZero) {
   EXPECT_EQ(detail::format_seconds(0.5), "0.5");

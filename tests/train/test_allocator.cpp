@@ -4,29 +4,13 @@
 #include <malloc.h>
 
 #include <cstdlib>
-#include <string>
 
 #include "ddp/train/allocator.h"
+#include "support/scoped_env.h"
 
 namespace {
 
-// Sets an environment variable for one scope, restoring it after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
+using ddp::test::ScopedEnv;
 
 TEST(Allocator, LargeBlocksComeFromTheHeapAndStayForReuse) {
   ScopedEnv a("DDP_MALLOC", nullptr), b("GLIBC_TUNABLES", nullptr);
