@@ -27,6 +27,8 @@ void write_json(const std::string& path, const nlohmann::ordered_json& doc);
 // The "# cpu: ..." and "# malloc: ..." lines each table opens with (the allocator as main set it).
 void print_machine_lines();
 void set_malloc_note(std::string note);
+// Busy for `ms` milliseconds, touching no memory: --gap-ms's stand-in for a step's computation.
+void spin_ms(double ms);
 
 // Plain MPI calls on MPI_COMM_WORLD, the peer our mpi backend is measured
 // against. Returns microseconds per call (max over ranks), or -1 when MPI is

@@ -26,6 +26,12 @@ void write_json(const std::string& path, const nlohmann::ordered_json& doc) {
   if (!f) throw Error("cannot write " + path);
 }
 
+void spin_ms(double ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(ms);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
 namespace {
 
 struct Options {
@@ -50,12 +56,6 @@ long long parse_bytes(const std::string& flag, const std::string& v) {
     throw CLI::ValidationError(flag + " '" + v + "' must be a positive size like 4, 64K or 16M",
                                CLI::ExitCodes::ValidationError);
   return n * mult;
-}
-
-void spin_ms(double ms) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(ms);
-  while (std::chrono::steady_clock::now() < until) {
-  }
 }
 
 // Same on every rank: enough iterations for small sizes, a few for large ones.

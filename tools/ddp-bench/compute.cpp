@@ -140,8 +140,8 @@ double step_seconds(Model& m, int64_t batch, int64_t steps, Precision p, bool ch
 
 int run_compute(const ComputeOptions& o) {
   const bool bf16_native = train::bf16_support().native;
-  std::printf("ddp-bench compute: %s, %d thread(s); bf16 %s\n", train::describe(train::cpu_info()).c_str(),
-              at::get_num_threads(), bf16_native ? "native" : "not native (emulated, slow)");
+  std::printf("ddp-bench compute: %d thread(s); bf16 %s\n", at::get_num_threads(),
+              bf16_native ? "native" : "not native (emulated, slow)");
   print_machine_lines();
   const double peak32 = gemm_peak(o.gemm_n, at::kFloat), peak16 = gemm_peak(o.gemm_n, at::kBFloat16);
   std::printf("GEMM peak (at::mm, n=%ld): fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n", long(o.gemm_n), peak32, peak16);

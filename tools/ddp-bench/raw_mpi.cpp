@@ -22,9 +22,7 @@ double raw_mpi_time_us(const std::string& op, void* in, void* out, long long cou
   double us = 0;
   if (gap_ms > 0) {
     for (int i = 0; i < iters; ++i) {
-      const double until = MPI_Wtime() + gap_ms / 1e3;
-      while (MPI_Wtime() < until) {
-      }
+      spin_ms(gap_ms);
       MPI_Barrier(MPI_COMM_WORLD);
       const double t0 = MPI_Wtime();
       once();
