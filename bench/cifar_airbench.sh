@@ -18,7 +18,7 @@ for s in $SEEDS; do
   build/bin/ddprun --nproc-per-node 2 --standalone build/bin/ddp-train cifar10-airbench --seed "$s" \
     --out-dir "$OUT/seed$s" --no-progress "$@" > "$OUT/seed$s.log" 2>&1
   end=$(date +%s.%N)
-  /usr/bin/python3 - "$OUT/seed$s/metrics.jsonl" "$s" "$start" "$end" <<'PY'
+  ${DDP_PYTHON:-/usr/bin/python3} - "$OUT/seed$s/metrics.jsonl" "$s" "$start" "$end" <<'PY'
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 ep = [l for l in lines if l.get("kind") == "epoch"]

@@ -15,19 +15,19 @@ RUN="build/bin/ddprun --nproc-per-node $NP --standalone"
 # (torchrun of python3-torch 1.13 fails under Python 3.11; ddprun sets the same variables.)
 for round in 1 2; do
   $RUN --backend gloo build/bin/ddp-bench collectives --backend gloo --rounds 1 --json "$OUT/ddp-gloo-$round.json" >/dev/null
-  $RUN /usr/bin/python3 bench/collectives_peer.py --json "$OUT/torch-gloo-$round.json" 2>/dev/null
+  $RUN ${DDP_PYTHON:-/usr/bin/python3} bench/collectives_peer.py --json "$OUT/torch-gloo-$round.json" 2>/dev/null
 done
 echo "## gloo: ddp vs PyTorch (Python)"
-/usr/bin/python3 bench/compare_collectives.py "$OUT/ddp-gloo-1.json,$OUT/ddp-gloo-2.json" \
+${DDP_PYTHON:-/usr/bin/python3} bench/compare_collectives.py "$OUT/ddp-gloo-1.json,$OUT/ddp-gloo-2.json" \
   "$OUT/torch-gloo-1.json,$OUT/torch-gloo-2.json"
 # The same engine without Python, in the same processes, alternating per size:
 # what ddp's gloo backend adds to c10d's ProcessGroupGloo, free of run-to-run drift.
 $RUN --backend gloo build/bin/ddp-bench collectives --backend gloo --raw-c10d --min-bytes 1K \
   --json "$OUT/ddp-gloo-c10d.json" >/dev/null
 echo "## gloo: ddp vs c10d's ProcessGroupGloo called directly"
-/usr/bin/python3 bench/compare_collectives.py "$OUT/ddp-gloo-c10d.json"
+${DDP_PYTHON:-/usr/bin/python3} bench/compare_collectives.py "$OUT/ddp-gloo-c10d.json"
 if build/bin/ddp-bench collectives --help >/dev/null 2>&1 && [ -x "$(command -v mpirun)" ]; then
   $RUN --backend mpi build/bin/ddp-bench collectives --backend mpi --raw-mpi --json "$OUT/ddp-mpi.json" >/dev/null
   echo "## mpi: ddp vs plain OpenMPI calls"
-  /usr/bin/python3 bench/compare_collectives.py "$OUT/ddp-mpi.json"
+  ${DDP_PYTHON:-/usr/bin/python3} bench/compare_collectives.py "$OUT/ddp-mpi.json"
 fi

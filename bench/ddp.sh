@@ -17,7 +17,7 @@ rm -f "$OUT"/*.json
 export OMP_NUM_THREADS=1
 RUN1="build/bin/ddprun --nproc-per-node 1 --standalone"
 RUN2="build/bin/ddprun --nproc-per-node 2 --standalone"
-PY=/usr/bin/python3
+PY=${DDP_PYTHON:-/usr/bin/python3}  # the peer: python3-torch 1.13, or a torch 2.x venv
 for model in $MODELS; do
   for round in $(seq "$ROUNDS"); do
     a="--model $model --steps $STEPS"

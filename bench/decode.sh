@@ -10,10 +10,10 @@ data=${2:-}
 if [ -z "$data" ]; then
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
-  /usr/bin/python3 "$here/../tests/data/make_image_folder.py" "$tmp" --train 40 --val 0 --sizes 300,500
+  ${DDP_PYTHON:-/usr/bin/python3} "$here/../tests/data/make_image_folder.py" "$tmp" --train 40 --val 0 --sizes 300,500
   data=$tmp/train
 fi
 for mode in decode train eval; do
   "$bin/ddp-bench" decode "$data" --mode "$mode"
-  /usr/bin/python3 "$here/decode_peer.py" "$data" --mode "$mode"
+  ${DDP_PYTHON:-/usr/bin/python3} "$here/decode_peer.py" "$data" --mode "$mode"
 done

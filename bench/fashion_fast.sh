@@ -12,7 +12,7 @@ SEEDS=${2:-0}
 OUT=build/bench/fashion_fast
 rm -rf "$OUT" && mkdir -p "$OUT"
 export OMP_NUM_THREADS=1
-PY=/usr/bin/python3
+PY=${DDP_PYTHON:-/usr/bin/python3}  # the peer: python3-torch 1.13, or a torch 2.x venv
 run="$BIN/ddprun --nproc-per-node 2 --standalone"
 # name | command (ours write metrics.jsonl under --out-dir; the peer writes --json). Each seed: the demo's job
 # and the peer's best (per-epoch evaluation); seed 0 also: our FashionCNN at the peer's settings, and the

@@ -24,7 +24,7 @@ for model in $MODELS; do
     done
   done
 done
-/usr/bin/python3 - "$OUT" "$HOOKS" $MODELS <<'PY'
+${DDP_PYTHON:-/usr/bin/python3} - "$OUT" "$HOOKS" $MODELS <<'PY'
 import glob, json, sys
 out, hooks, models = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
 best = {}

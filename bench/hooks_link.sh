@@ -47,7 +47,7 @@ for rate in $RATES; do
     done
   done
 done
-/usr/bin/python3 - "$OUT" "$RATES" "$HOOKS" <<'PY'
+${DDP_PYTHON:-/usr/bin/python3} - "$OUT" "$RATES" "$HOOKS" <<'PY'
 import glob, json, os, sys
 out, rates, hooks = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 best = {}

@@ -12,7 +12,7 @@ epochs=${3:-2}
 precision=${4:-auto}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-/usr/bin/python3 "$here/../tests/data/make_image_folder.py" "$tmp/data" --train 64 --val 8 --sizes 300,500 >/dev/null
+${DDP_PYTHON:-/usr/bin/python3} "$here/../tests/data/make_image_folder.py" "$tmp/data" --train 64 --val 8 --sizes 300,500 >/dev/null
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores; image size $size, $epochs epochs, precision $precision"
 echo "| world | workers/rank | data wait / train time | samples/s |"
 echo "|---|---|---|---|"
@@ -23,7 +23,7 @@ for world in 1 2; do
       --data-dir "$tmp/data" --image-size "$size" --epochs "$epochs" --batch-size 32 --workers "$workers" \
       --out-dir "$out" --timeline "$out/timeline.json" --no-progress --precision "$precision" >"$out.log" 2>&1 \
       || { cat "$out.log"; exit 1; }
-    /usr/bin/python3 - "$out/timeline.json" "$out/metrics.jsonl" "$world" "$workers" <<'PY'
+    ${DDP_PYTHON:-/usr/bin/python3} - "$out/timeline.json" "$out/metrics.jsonl" "$world" "$workers" <<'PY'
 import json, sys
 trace, metrics, world, workers = sys.argv[1:]
 events = json.load(open(trace))

@@ -12,7 +12,7 @@ ROUNDS=${2:-3}
 OUT=build/bench/malloc
 rm -rf "$OUT" && mkdir -p "$OUT"
 export OMP_NUM_THREADS=1
-PY=/usr/bin/python3
+PY=${DDP_PYTHON:-/usr/bin/python3}  # the peer: python3-torch 1.13, or a torch 2.x venv
 RUN1="build/bin/ddprun --nproc-per-node 1 --standalone"
 SAME=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=2147483647
 grep -m1 "model name" /proc/cpuinfo

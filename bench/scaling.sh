@@ -11,7 +11,7 @@ ROUNDS=${2:-2}
 OUT=build/bench/scaling
 rm -rf "$OUT" && mkdir -p "$OUT"
 export OMP_NUM_THREADS=1
-PY=/usr/bin/python3
+PY=${DDP_PYTHON:-/usr/bin/python3}  # the peer: python3-torch 1.13, or a torch 2.x venv
 run() {  # run NAME WORLD ARGS...: one measurement, its throughput (samples/s) on stdout
   local name=$1 world=$2; shift 2
   local dir="$OUT/$name-w$world-$RANDOM"

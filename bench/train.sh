@@ -10,7 +10,7 @@ WORLDS=${2:-"1 2"}
 OUT=build/bench/train
 rm -rf "$OUT" && mkdir -p "$OUT"
 export OMP_NUM_THREADS=1
-PY=/usr/bin/python3
+PY=${DDP_PYTHON:-/usr/bin/python3}  # the peer: python3-torch 1.13, or a torch 2.x venv
 for w in $WORLDS; do
   run="build/bin/ddprun --nproc-per-node $w --standalone"
   start=$(date +%s.%N)

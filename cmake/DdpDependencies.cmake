@@ -1,41 +1,92 @@
-# Finds LibTorch (Debian's libtorch-dev layout or a LibTorch tree via Torch_ROOT),
-# Gloo (through c10d) and OpenMPI. Defines the imported targets ddp::torch and ddp::c10d_gloo
-# and DDP_HAVE_GLOO / DDP_HAVE_MPI. Shared with ddpConfig.cmake.
+# Finds LibTorch, Gloo (through c10d) and OpenMPI. Defines the imported targets ddp::torch and
+# ddp::c10d_gloo and DDP_HAVE_GLOO / DDP_HAVE_MPI. Shared with ddpConfig.cmake.
+#
+# LibTorch is found as every LibTorch user finds it: find_package(Torch), so
+# -DCMAKE_PREFIX_PATH=<unpacked LibTorch> or =$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+# picks a LibTorch 2.x, and nothing picks Debian's libtorch-dev (1.13). ddp::torch then takes every
+# library from that one LibTorch's folder: TorchConfig's own find_library(torch) and (c10) search the
+# system first, so beside Debian's libtorch-dev a wheel's config would link Debian's libtorch.so.
 include_guard(GLOBAL)
 find_package(Threads REQUIRED)
 
-find_path(DDP_TORCH_INCLUDE_DIR torch/csrc/api/include/torch/types.h
-  HINTS ${Torch_ROOT}/include $ENV{Torch_ROOT}/include PATH_SUFFIXES include)
-find_library(DDP_TORCH_CPU_LIB torch_cpu HINTS ${Torch_ROOT}/lib $ENV{Torch_ROOT}/lib)
-find_library(DDP_TORCH_LIB torch HINTS ${Torch_ROOT}/lib $ENV{Torch_ROOT}/lib)
-find_library(DDP_C10_LIB c10 HINTS ${Torch_ROOT}/lib $ENV{Torch_ROOT}/lib)
-if(NOT DDP_TORCH_INCLUDE_DIR OR NOT DDP_TORCH_CPU_LIB OR NOT DDP_C10_LIB)
-  message(FATAL_ERROR "LibTorch not found: install libtorch-dev (./scripts/install-deps.sh) "
-                      "or point Torch_ROOT at an unpacked LibTorch")
+find_package(Torch CONFIG QUIET)
+if(NOT Torch_FOUND)
+  message(FATAL_ERROR "ddp: LibTorch not found. Debian's: ./scripts/install-deps.sh (libtorch-dev 1.13). "
+                      "A LibTorch 2.x: ./scripts/install-deps.sh --torch 2 (a venv with PyPI's torch), or "
+                      "-DCMAKE_PREFIX_PATH=<an unpacked LibTorch> or "
+                      "=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)').")
+endif()
+get_filename_component(DDP_TORCH_PREFIX "${TORCH_INSTALL_PREFIX}" REALPATH)
+set(DDP_TORCH_VERSION "${Torch_VERSION}")
+
+# ddp_torch_library(VAR name): lib<name>.so from DDP_TORCH_PREFIX's lib folder, or empty.
+function(ddp_torch_library var name)
+  set(${var} "" PARENT_SCOPE)
+  foreach(dir lib lib/${CMAKE_LIBRARY_ARCHITECTURE} lib64)
+    if(EXISTS "${DDP_TORCH_PREFIX}/${dir}/lib${name}.so")
+      set(${var} "${DDP_TORCH_PREFIX}/${dir}/lib${name}.so" PARENT_SCOPE)
+      return()
+    endif()
+  endforeach()
+endfunction()
+ddp_torch_library(DDP_TORCH_LIB torch)
+ddp_torch_library(DDP_TORCH_CPU_LIB torch_cpu)
+ddp_torch_library(DDP_C10_LIB c10)
+set(DDP_TORCH_INCLUDE_DIR "${DDP_TORCH_PREFIX}/include")
+if(NOT DDP_TORCH_LIB OR NOT DDP_TORCH_CPU_LIB OR NOT DDP_C10_LIB OR
+   NOT EXISTS "${DDP_TORCH_INCLUDE_DIR}/torch/csrc/api/include/torch/types.h")
+  message(FATAL_ERROR "ddp: the LibTorch at ${DDP_TORCH_PREFIX} (Torch_DIR=${Torch_DIR}) lacks lib/libtorch.so, "
+                      "libtorch_cpu.so, libc10.so or include/torch/csrc/api/include/torch/types.h: "
+                      "point CMAKE_PREFIX_PATH at a complete LibTorch")
+endif()
+# LibTorch 2.x's newer headers refuse anything below C++20 (ATen.h: "C++20 or later ... is required");
+# 1.13 and early 2.x build as C++17. The standard travels to consumers with ddp::torch.
+set(DDP_CXX_STANDARD 17)
+file(STRINGS "${DDP_TORCH_INCLUDE_DIR}/ATen/ATen.h" _needs_cxx20 REGEX "C\\+\\+20 or later")
+if(_needs_cxx20)
+  set(DDP_CXX_STANDARD 20)
 endif()
 if(NOT TARGET ddp::torch)
   add_library(ddp::torch INTERFACE IMPORTED)
   set_target_properties(ddp::torch PROPERTIES
     INTERFACE_INCLUDE_DIRECTORIES "${DDP_TORCH_INCLUDE_DIR};${DDP_TORCH_INCLUDE_DIR}/torch/csrc/api/include"
-    INTERFACE_LINK_LIBRARIES "${DDP_TORCH_LIB};${DDP_TORCH_CPU_LIB};${DDP_C10_LIB};Threads::Threads")
+    INTERFACE_LINK_LIBRARIES "${DDP_TORCH_LIB};${DDP_TORCH_CPU_LIB};${DDP_C10_LIB};Threads::Threads"
+    INTERFACE_COMPILE_FEATURES cxx_std_${DDP_CXX_STANDARD})
+  if(TORCH_CXX_FLAGS)  # e.g. -D_GLIBCXX_USE_CXX11_ABI=0 in older LibTorch builds
+    separate_arguments(_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
+    set_property(TARGET ddp::torch PROPERTY INTERFACE_COMPILE_OPTIONS ${_torch_flags})
+  endif()
 endif()
 
+# Gloo through c10d. Debian's libtorch links Debian's libgloo.so, so ddp links it too. A LibTorch 2.x
+# carries its gloo inside libtorch_cpu.so and ships no gloo headers: ddp compiles c10d's
+# ProcessGroupGloo.hpp with Debian's gloo headers (declarations only) and links no libgloo.so, so one
+# gloo is in the process. docs/backends.md says why that is safe; test gloo_symbols_from_libtorch checks it.
 set(DDP_HAVE_GLOO OFF)
+set(DDP_GLOO_INSIDE_TORCH OFF)
 if(DDP_WITH_GLOO)
   find_path(DDP_GLOO_INCLUDE_DIR gloo/algorithm.h)
-  find_library(DDP_GLOO_LIB gloo)
-  if(DDP_GLOO_INCLUDE_DIR AND DDP_GLOO_LIB AND
+  include(CMakeFindBinUtils)
+  execute_process(COMMAND ${CMAKE_READELF} -d "${DDP_TORCH_CPU_LIB}" OUTPUT_VARIABLE _torch_dynamic ERROR_QUIET)
+  if(_torch_dynamic MATCHES "NEEDED[^\n]*libgloo")
+    find_library(DDP_GLOO_LIB gloo)
+  else()
+    set(DDP_GLOO_INSIDE_TORCH ON)
+  endif()
+  if(DDP_GLOO_INCLUDE_DIR AND (DDP_GLOO_LIB OR DDP_GLOO_INSIDE_TORCH) AND
      EXISTS "${DDP_TORCH_INCLUDE_DIR}/torch/csrc/distributed/c10d/ProcessGroupGloo.hpp")
     set(DDP_HAVE_GLOO ON)
     if(NOT TARGET ddp::c10d_gloo)
       add_library(ddp::c10d_gloo INTERFACE IMPORTED)
       set_target_properties(ddp::c10d_gloo PROPERTIES
         INTERFACE_INCLUDE_DIRECTORIES "${DDP_GLOO_INCLUDE_DIR}"
-        INTERFACE_COMPILE_DEFINITIONS "USE_C10D_GLOO"
-        INTERFACE_LINK_LIBRARIES "${DDP_GLOO_LIB}")
+        INTERFACE_COMPILE_DEFINITIONS "USE_C10D_GLOO")
+      if(NOT DDP_GLOO_INSIDE_TORCH)
+        set_property(TARGET ddp::c10d_gloo PROPERTY INTERFACE_LINK_LIBRARIES "${DDP_GLOO_LIB}")
+      endif()
     endif()
   else()
-    message(STATUS "ddp: Gloo backend disabled (need libgloo-dev and c10d's ProcessGroupGloo.hpp)")
+    message(STATUS "ddp: Gloo backend disabled (need libgloo-dev's headers and c10d's ProcessGroupGloo.hpp)")
   endif()
 endif()
 

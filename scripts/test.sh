@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs every test through ctest.
+# Installs what is missing, builds, and runs every test through ctest. Extra args go to ctest.
+# DDP_TORCH=2: the same against LibTorch 2.x (PyPI's torch in build-torch2/venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/install-deps.sh
-./scripts/build.sh
-cd "${BUILD_DIR:-build}"
+. scripts/torch-line.sh
+install_deps
+BUILD_DIR=$BUILD_DIR ./scripts/build.sh
+cd "$BUILD_DIR"
 ctest --output-on-failure -j "${CTEST_JOBS:-2}" "$@"

@@ -4,7 +4,6 @@
 #include "ddp/parallel/optimizer_state.h"
 
 #include <ATen/ATen.h>
-#include <c10/util/string_utils.h>
 
 #include <memory>
 #include <unordered_map>
@@ -21,7 +20,7 @@ using detail::GenericDict;
 
 }  // namespace
 
-std::string optimizer_state_key(const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+compat::OptimizerStateKey optimizer_state_key(const at::Tensor& p) { return compat::optimizer_state_key(p); }
 
 c10::IValue optimizer_state_dict(const torch::optim::Optimizer& opt) {
   const detail::OptimizerCodec& codec = detail::codec_for(opt);

@@ -15,6 +15,7 @@
 #include "ddp/dist/process_group.h"
 #include "ddp/parallel/comm_hook.h"
 #include "ddp/parallel/distributed_data_parallel.h"
+#include "ddp/torch_compat.h"
 
 namespace torch::autograd {
 struct Node;
@@ -100,7 +101,7 @@ class Reducer {
   std::function<double()> divisor_source_;
   double divisor_ = 0;  // 0: not asked yet in this backward
   bool world_of_one_;  // nothing to reduce: a world of one, no hook registered
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive: they hold our hooks
+  std::vector<compat::AutogradNodePtr> accumulators_;  // kept alive: they hold our hooks
   std::vector<uintptr_t> hook_keys_;
 
   std::vector<std::vector<size_t>> bucket_params_;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "parallel/sharded_unit.h"
+#include "ddp/torch_compat.h"
 
 namespace torch::autograd {
 struct Node;
@@ -30,7 +31,7 @@ class ShardedBackward {
   void reset();
 
   std::vector<std::shared_ptr<ShardedUnit>> units_;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // the units', hooked
+  std::vector<compat::AutogradNodePtr> accumulators_;  // the units', hooked
   std::vector<uintptr_t> keys_;
   std::vector<size_t> arrived_;  // per unit, gradients in this backward
   size_t launched_ = 0;          // units reduced, from the last one down

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ddp/dist/process_group.h"
+#include "ddp/torch_compat.h"
 
 namespace torch::autograd {
 struct Node;
@@ -60,7 +61,7 @@ class ShardedUnit {
   const std::vector<std::string>& names() const { return names_; }
   // The params' gradient accumulators, made while they had their real shapes (autograd
   // checks gradients against the shape recorded then); kept alive for hooks.
-  const std::vector<std::shared_ptr<torch::autograd::Node>>& accumulators() const { return accumulators_; }
+  const std::vector<compat::AutogradNodePtr>& accumulators() const { return accumulators_; }
   int64_t offset(size_t i) const { return offsets_[i]; }
   const std::vector<int64_t>& shape(size_t i) const { return shapes_[i]; }
   int64_t numel() const { return numel_; }
@@ -72,7 +73,7 @@ class ShardedUnit {
   void bind();
 
   std::vector<at::Tensor> params_;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<compat::AutogradNodePtr> accumulators_;
   std::vector<std::string> names_;
   std::vector<int64_t> offsets_;
   std::vector<std::vector<int64_t>> shapes_;

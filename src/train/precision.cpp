@@ -1,4 +1,5 @@
 #include "ddp/train/precision.h"
+#include "ddp/torch_compat.h"
 
 #include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
@@ -89,16 +90,16 @@ PrecisionChoice choose_precision(const std::string& name, const Bf16Support& cpu
 Autocast::Autocast(Precision p) : active_(p == Precision::BF16) {
   if (!active_) return;
   avoid_capped_onednn_for_bf16();
-  was_enabled_ = at::autocast::is_cpu_enabled();
-  previous_dtype_ = at::autocast::get_autocast_cpu_dtype();
-  at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-  at::autocast::set_cpu_enabled(true);
+  was_enabled_ = compat::cpu_autocast_enabled();
+  previous_dtype_ = compat::cpu_autocast_dtype();
+  compat::set_cpu_autocast_dtype(at::kBFloat16);
+  compat::set_cpu_autocast_enabled(true);
 }
 
 Autocast::~Autocast() {
   if (!active_) return;
-  at::autocast::set_cpu_enabled(was_enabled_);
-  at::autocast::set_autocast_cpu_dtype(previous_dtype_);
+  compat::set_cpu_autocast_enabled(was_enabled_);
+  compat::set_cpu_autocast_dtype(previous_dtype_);
   if (!was_enabled_) at::autocast::clear_cache();  // casts of weights are cached per forward
 }
 

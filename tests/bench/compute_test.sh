@@ -7,7 +7,7 @@ bench=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 OMP_NUM_THREADS=1 "$bench" compute --models mlp,airbench,cnn --batch 4 --steps 1 --gemm-n 64 --json "$work/c.json"
-/usr/bin/python3 - "$work/c.json" <<'PY'
+${DDP_PYTHON:-/usr/bin/python3} - "$work/c.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 per = {r["model"]: r["gflop_per_sample"] * 1e9 for r in d["runs"]}

@@ -14,7 +14,7 @@ run() {  # MODE JSON: world 4 over gloo
   "$ddprun" --nproc-per-node 4 --standalone --backend gloo "$bench" memory --mode "$1" \
     --width 4096 --layers 8 --batch 8 --steps 2 --json "$2"
 }
-peak() { /usr/bin/python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["peak_vm_bytes"]))' "$1"; }
+peak() { ${DDP_PYTHON:-/usr/bin/python3} -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["peak_vm_bytes"]))' "$1"; }
 
 run ddp "$work/ddp.json" >"$work/ddp.log" 2>&1 || { cat "$work/ddp.log"; echo "FAIL: DDP without a limit"; exit 1; }
 run zero3 "$work/zero3.json" >"$work/zero3.log" 2>&1 || { cat "$work/zero3.log"; echo "FAIL: ZeRO-3 without a limit"; exit 1; }

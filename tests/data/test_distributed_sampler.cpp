@@ -42,7 +42,7 @@ TEST(DistributedSampler, UnshuffledPadsFromTheStart) {
 }
 
 TEST(DistributedSampler, MatchesPythonForEveryArgumentCombination) {
-  std::string cmd = std::string("/usr/bin/python3 ") + SAMPLER_ORACLE;
+  std::string cmd = std::string(DDP_PYTHON " ") + SAMPLER_ORACLE;
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   char* line = nullptr;

@@ -29,9 +29,9 @@ struct Fixture {
   TempDir dir;
   std::string root = dir.file("data/train"), out = dir.file("oracle");
   Fixture() {
-    const std::string make = std::string("/usr/bin/python3 ") + MAKE_IMAGE_FOLDER + " " + dir.file("data") +
+    const std::string make = std::string(DDP_PYTHON " ") + MAKE_IMAGE_FOLDER + " " + dir.file("data") +
                              " --classes 10 --train 7 --val 1";
-    const std::string oracle = std::string("/usr/bin/python3 ") + IMAGE_FOLDER_ORACLE + " " + root + " " + out +
+    const std::string oracle = std::string(DDP_PYTHON " ") + IMAGE_FOLDER_ORACLE + " " + root + " " + out +
                                " " + std::to_string(kSize) + " " + std::to_string(kResize);
     if (std::system(make.c_str()) != 0 || std::system(oracle.c_str()) != 0)
       throw std::runtime_error("the generator or oracle failed: needs python3-pil and python3-torchvision");

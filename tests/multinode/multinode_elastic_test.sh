@@ -43,7 +43,7 @@ grep -q "PASSED" "$work/a.suite.h0.log" || fail "a: no PASSED line"
 echo "[$SECONDS s] a: 2 hosts (2 + 1 ranks) from the c10d rendezvous; all_reduce cases passed"
 
 # b. 1:2 nodes, host 1's link cut mid-run: host 0 goes on alone from the last checkpoint.
-/usr/bin/python3 "$here/../train/make_tiny_data.py" "$work/data" > /dev/null
+${DDP_PYTHON:-/usr/bin/python3} "$here/../train/make_tiny_data.py" "$work/data" > /dev/null
 epochs=4
 for i in 0 1; do
   "$netns" exec "$i" "$bin/ddprun" --nnodes 1:2 --rdzv-endpoint "$master:$port" --rdzv-id b --max-restarts 3 \
@@ -72,7 +72,7 @@ wait "$p1" || rc1=$?
 grep -q "rendezvous store at $master:$port" "$work/b.h1.log" || { cat "$work/b.h1.log"; fail "b: host 1 does not name the store"; }
 grep -q "round [0-9]* succeeded after 1 restart" "$work/b.h0.log" || { cat "$work/b.h0.log"; fail "b: no success after 1 restart"; }
 grep -q "resumed from" "$work/b.h0.log" || { cat "$work/b.h0.log"; fail "b: did not resume"; }
-/usr/bin/python3 - "$work/b/checkpoints" $epochs <<'PY'
+${DDP_PYTHON:-/usr/bin/python3} - "$work/b/checkpoints" $epochs <<'PY'
 import os, sys, torch
 d, epochs = sys.argv[1], int(sys.argv[2])
 c = torch.load(os.path.join(d, open(os.path.join(d, "latest")).read().strip()))

@@ -44,7 +44,7 @@ start lossy 29701 "${short[@]}"
 for i in 0 1; do wait_for "$(eval echo \$h$i)" 600; [ "$rc" = 0 ] || { tail -20 "$work/lossy.h$i.log"; fail "slow link: host $i: $rc"; }; done
 tc -n "$DDP_NETNS_PREFIX-h1" qdisc del dev eth0 root
 "$bin/ddprun" --nproc-per-node 2 --standalone "$bin/ddp-train" mlp --no-progress "${short[@]}" --out-dir "$work/one" > "$work/one.log" 2>&1
-/usr/bin/python3 - "$work/lossy/checkpoints" "$work/one/checkpoints" <<'PY'
+${DDP_PYTHON:-/usr/bin/python3} - "$work/lossy/checkpoints" "$work/one/checkpoints" <<'PY'
 import os, sys, torch
 a, b = (torch.load(os.path.join(d, open(os.path.join(d, "latest")).read().strip())) for d in sys.argv[1:3])
 for k in a["model"]:

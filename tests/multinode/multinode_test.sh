@@ -47,7 +47,7 @@ core='*AllReduce*:*Broadcast*:*AllGather*:*ReduceScatter*:*AllToAll*:*SendRecv*:
 on_hosts suite31 3 1 29602 "$bin/suite_mp" --gtest_brief=1 --gtest_filter="$core"
 echo "[$SECONDS s] gloo suite passed on 2 hosts x 2 ranks and 3 hosts x 1 rank"
 
-/usr/bin/python3 "$here/../train/make_tiny_data.py" "$work/data"
+${DDP_PYTHON:-/usr/bin/python3} "$here/../train/make_tiny_data.py" "$work/data"
 train=(fashion-mnist --data-dir "$work/data/fashion" --epochs 1 --batch-size 16 --no-progress --data sampler)
 on_hosts train21 2 1 29603 "$bin/ddp-train" "${train[@]}" --out-dir "$work/multi"
 "$bin/ddprun" --nproc-per-node 2 --standalone "$bin/ddp-train" "${train[@]}" --out-dir "$work/single" > "$work/single.log" 2>&1 ||
@@ -55,7 +55,7 @@ on_hosts train21 2 1 29603 "$bin/ddp-train" "${train[@]}" --out-dir "$work/multi
 grep -q "ddp-train fashion-mnist: 2 rank(s) on gloo" "$work/train21.h0.log" || fail "the two-host run did not run 2 ranks on gloo"
 # same_weights OUT_A OUT_B WHAT: the latest checkpoints of two runs hold the same step and bit-identical weights.
 same_weights() {
-  /usr/bin/python3 - "$1/checkpoints" "$2/checkpoints" "$3" <<'PY'
+  ${DDP_PYTHON:-/usr/bin/python3} - "$1/checkpoints" "$2/checkpoints" "$3" <<'PY'
 import os, sys, torch
 a, b = (torch.load(os.path.join(d, open(os.path.join(d, "latest")).read().strip())) for d in sys.argv[1:3])
 assert a["step"] == b["step"] > 0, (a["step"], b["step"])

@@ -21,7 +21,7 @@ run "$np" --batch-size 16 --out-dir "$work/plain"
 run "$np" --batch-size 8 --accumulate 2 --out-dir "$work/accumulated"
 run 1 --batch-size $((np * 16)) --out-dir "$work/world1"
 run "$np" --batch-size 16 --lr 0.05 --out-dir "$work/half"
-/usr/bin/python3 - "$(latest "$work/plain")" "$(latest "$work/accumulated")" "$(latest "$work/world1")" \
+${DDP_PYTHON:-/usr/bin/python3} - "$(latest "$work/plain")" "$(latest "$work/accumulated")" "$(latest "$work/world1")" \
   "$(latest "$work/half")" <<'PY'
 import sys, torch
 plain, acc, world1, half = (torch.load(p)["model"] for p in sys.argv[1:5])

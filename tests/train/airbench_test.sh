@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib.sh"
 "$ddprun" --nproc-per-node "$np" --standalone "$train" "$recipe" "${data[@]}" --epochs 5 --batch-size 16 \
   --limit-train 64 --limit-test 32 --ema-every 1 --keep-last 5 --out-dir "$work/out" --no-progress | tee "$work/log"
 grep -q "^\[rank 0\] done: acc1 .* on 32 test samples after 5 epoch" "$work/log" || { echo "FAIL: no final line"; exit 1; }
-/usr/bin/python3 - "$work/out/checkpoints" <<'PY'
+${DDP_PYTHON:-/usr/bin/python3} - "$work/out/checkpoints" <<'PY'
 import glob, sys, torch
 paths = sorted(glob.glob(sys.argv[1] + "/checkpoint-e*.pt"))
 assert len(paths) == 5, paths

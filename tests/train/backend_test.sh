@@ -11,7 +11,7 @@ for backend in gloo mpi; do
     --epochs 1 --no-progress --out-dir "$work/$backend" "$@" | grep "on $backend" \
     || { echo "FAIL: the $backend run did not report its backend"; exit 1; }
 done
-/usr/bin/python3 - "$(latest "$work/gloo")" "$(latest "$work/mpi")" <<'PY'
+${DDP_PYTHON:-/usr/bin/python3} - "$(latest "$work/gloo")" "$(latest "$work/mpi")" <<'PY'
 import sys, torch
 a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
 assert a["step"] == b["step"] > 0

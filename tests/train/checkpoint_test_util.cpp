@@ -117,7 +117,9 @@ std::string bitwise_difference(const at::Tensor& got, const at::Tensor& want) {
 }
 
 std::pair<int, std::string> run_oracle(const std::string& args) {
-  const std::string cmd = std::string("/usr/bin/python3 ") + CHECKPOINT_ORACLE + " " + args + " 2>&1";
+  // DDP_ORACLE_PYTHON: the other LibTorch line's Python (checkpoint_crossline_test.sh), else this line's.
+  const char* other = std::getenv("DDP_ORACLE_PYTHON");
+  const std::string cmd = std::string(other && *other ? other : DDP_PYTHON) + " " + CHECKPOINT_ORACLE + " " + args + " 2>&1";
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (!pipe) throw std::runtime_error("popen failed: " + cmd);
   std::string out;

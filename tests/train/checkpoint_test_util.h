@@ -60,7 +60,7 @@ std::map<std::string, at::Tensor> read_ref(const std::string& stem);
 // Same dtype, shape and bytes; a message naming the first difference, or "" if equal.
 std::string bitwise_difference(const at::Tensor& got, const at::Tensor& want);
 
-// Runs /usr/bin/python3 checkpoint_interop.py <args>; returns (exit status, stdout + stderr).
+// Runs checkpoint_interop.py <args> with DDP_PYTHON (or $DDP_ORACLE_PYTHON); returns (exit status, stdout + stderr).
 std::pair<int, std::string> run_oracle(const std::string& args);
 
 // The message of the InvalidArgument that f throws, or "(no InvalidArgument)".

@@ -11,7 +11,7 @@ shift 3
 recipe=fashion-mnist
 source "$(dirname "$0")/lib.sh"
 fail() { echo "FAIL: $*"; exit 1; }
-port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(${DDP_PYTHON:-/usr/bin/python3} -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 args=(fashion-mnist "${data[@]}" --no-progress --batch-size 8 --epochs 6 --data sampler --checkpoint-every 3)
 "$ddprun" --nproc-per-node "$np" --master-port "$port" "$@" "$train" "${args[@]}" --out-dir "$work/whole" \
   > "$work/whole.log" 2>&1 || { cat "$work/whole.log"; fail "the uninterrupted run"; }
@@ -38,7 +38,7 @@ grep -q "restart 2 of 3" "$work/log" && { cat "$work/log"; fail "restarted twice
 grep -q "attempt 1 succeeded after 1 restart" "$work/log" || { cat "$work/log"; fail "attempt 1 did not succeed"; }
 grep -q "resumed from" "$work/log" || { cat "$work/log"; fail "the restarted ranks did not resume"; }
 grep "resumed from" "$work/log" | head -n1
-/usr/bin/python3 - "$(latest "$work/whole")" "$(latest "$work/parts")" <<'PY'
+${DDP_PYTHON:-/usr/bin/python3} - "$(latest "$work/whole")" "$(latest "$work/parts")" <<'PY'
 import sys, torch
 a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
 assert a["step"] == b["step"] and a["epoch"] == b["epoch"] == 6, (a["step"], b["step"], a["epoch"], b["epoch"])

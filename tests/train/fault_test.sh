@@ -32,7 +32,7 @@ got=$(sed -n 's/.*its final model: \(acc1 [0-9.]*%\), acc5 .* on \([0-9]*\) test
 grep -q "^\[rank 0\] epoch " "$work/log" && fail "a finished run trained again"
 
 # 1. One flipped bit inside the newest checkpoint's first tensor record.
-/usr/bin/python3 - "$e2" <<'PY'
+${DDP_PYTHON:-/usr/bin/python3} - "$e2" <<'PY'
 import sys, zipfile
 path = sys.argv[1]
 z = zipfile.ZipFile(path)
@@ -98,7 +98,7 @@ has "removed $work/d/checkpoints/checkpoint-e0009-s00000999.pt.tmp.$dead, left b
 [ ! -e "$work/d/checkpoints/checkpoint-e0009-s00000999.pt.tmp.$dead" ] || fail "the temporary file is still there"
 
 # 6. A label outside Fashion-MNIST's 10 classes, record 7 of the training labels.
-/usr/bin/python3 - "$work/data/fashion/train-labels-idx1-ubyte.gz" <<'PY'
+${DDP_PYTHON:-/usr/bin/python3} - "$work/data/fashion/train-labels-idx1-ubyte.gz" <<'PY'
 import gzip, sys
 raw = bytearray(gzip.open(sys.argv[1]).read())
 raw[8 + 7] = 12

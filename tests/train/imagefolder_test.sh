@@ -10,17 +10,17 @@ shift 5
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-/usr/bin/python3 "$here/../data/make_image_folder.py" "$work/data" --classes 10 --train 24 --val 6
+${DDP_PYTHON:-/usr/bin/python3} "$here/../data/make_image_folder.py" "$work/data" --classes 10 --train 24 --val 6
 "$ddprun" --nproc-per-node "$np" --standalone "$train" "$recipe" --data-dir "$work/data" --image-size 32 \
   --out-dir "$work/out" --no-progress "$@" | tee "$work/log"
 grep -qE "^\[rank 0\] ddp-train $recipe: .* 240 training samples \(sampler\), 60 test samples" "$work/log" ||
   { echo "FAIL: not the 240/60 generated images"; exit 1; }
 acc=$(sed -nE 's/^\[rank 0\] done: acc1 ([0-9.]+)% on 60 test samples.*/\1/p' "$work/log")  # exact evaluation: all 60
 [ -n "$acc" ] || { echo "FAIL: no final line"; exit 1; }
-/usr/bin/python3 -c "import sys; a=float('$acc'); print('final acc1', a, '(needs >= $min_acc)'); sys.exit(0 if a >= $min_acc else 1)" ||
+${DDP_PYTHON:-/usr/bin/python3} -c "import sys; a=float('$acc'); print('final acc1', a, '(needs >= $min_acc)'); sys.exit(0 if a >= $min_acc else 1)" ||
   { echo "FAIL: did not learn"; exit 1; }
 ls "$work"/out/tb/events.out.tfevents.* > /dev/null
-/usr/bin/python3 - "$work/out/metrics.jsonl" <<'PY'
+${DDP_PYTHON:-/usr/bin/python3} - "$work/out/metrics.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 keys = set().union(*(r.keys() for r in rows))
@@ -31,7 +31,7 @@ print("metrics ok:", len(rows), "rows,", len(evals), "evaluations")
 PY
 # The checkpoint is torchvision's architecture: its weights load strictly into torchvision.models.<arch>.
 ckpt=$(cat "$work/out/checkpoints/latest"); case $ckpt in /*) ;; *) ckpt="$work/out/checkpoints/$ckpt" ;; esac
-/usr/bin/python3 - "$ckpt" "${recipe#imagefolder-}" <<'PY'
+${DDP_PYTHON:-/usr/bin/python3} - "$ckpt" "${recipe#imagefolder-}" <<'PY'
 import sys, torch, torchvision
 model = getattr(torchvision.models, sys.argv[2])(num_classes=10)
 model.load_state_dict(torch.load(sys.argv[1])["model"], strict=True)

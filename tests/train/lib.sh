@@ -4,7 +4,7 @@
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-/usr/bin/python3 "$here/make_tiny_data.py" "$work/data"
+${DDP_PYTHON:-/usr/bin/python3} "$here/make_tiny_data.py" "$work/data"
 case $recipe in
   fashion-mnist|fashion-mnist-fast) data=(--data-dir "$work/data/fashion") ;;
   cifar10-*) data=(--data-dir "$work/data/cifar10") ;;

@@ -25,7 +25,7 @@ stopped=$(sed -n 's/.*stopped after step \([0-9]*\) of epoch.*/\1/p' "$work/log"
 "$ddprun" --nproc-per-node "$np" --standalone --backend gloo "$train" "${args[@]}" --out-dir "$work/parts" --resume > "$work/log2" 2>&1 ||
   { cat "$work/log2"; fail "the resumed run"; }
 grep -q "resumed from .* step $stopped" "$work/log2" || { cat "$work/log2"; fail "did not resume at step $stopped"; }
-/usr/bin/python3 - "$(latest "$work/whole")" "$(latest "$work/parts")" <<'PY'
+${DDP_PYTHON:-/usr/bin/python3} - "$(latest "$work/whole")" "$(latest "$work/parts")" <<'PY'
 import sys, torch
 a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
 assert a["step"] == b["step"] and a["epoch"] == b["epoch"] == 6, (a["step"], b["step"])

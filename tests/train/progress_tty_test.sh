@@ -11,7 +11,7 @@ command -v script > /dev/null || { echo "FAIL: no script(1) (util-linux)"; exit 
 args="$recipe ${data[*]} --epochs 2 --batch-size 16 --log-every 2"
 # matches FILE PATTERN: a Python regex over the raw bytes of FILE.
 matches() {
-  /usr/bin/python3 - "$1" "$2" <<'PY'
+  ${DDP_PYTHON:-/usr/bin/python3} - "$1" "$2" <<'PY'
 import re, sys
 sys.exit(0 if re.search(sys.argv[2].encode(), open(sys.argv[1], "rb").read()) else 1)
 PY

@@ -31,7 +31,7 @@ case " $* " in *" --eval-every 1 "*)
 esac
 ls "$work"/out/tb/events.out.tfevents.* > /dev/null
 test -s "$work/out/metrics.jsonl"
-/usr/bin/python3 - "$(latest "$work/out")" <<'PY'
+${DDP_PYTHON:-/usr/bin/python3} - "$(latest "$work/out")" <<'PY'
 import sys, torch
 c = torch.load(sys.argv[1])
 assert c["epoch"] == 1 and c["step"] > 0, (c["epoch"], c["step"])

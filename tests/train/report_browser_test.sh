@@ -9,7 +9,7 @@ set -euo pipefail
 ddprun=$1 train=$2 artifacts=$3
 recipe=fashion-mnist
 source "$(dirname "$0")/lib.sh"
-check="/usr/bin/python3 $here/report_check.py"
+check="${DDP_PYTHON:-/usr/bin/python3} $here/report_check.py"
 command -v chromium > /dev/null || { echo "FAIL: no chromium (Debian's chromium: scripts/install-deps.sh)"; exit 1; }
 mkdir -p "$artifacts"
 # chromium PAGE ARGS...: headless, its own profile; virtual time lets the page's scripts finish.
@@ -51,7 +51,7 @@ for png in report compare; do
 done
 
 # The check can fail: a page without Chart.js, and data that lost an epoch.
-/usr/bin/python3 - "$page" "$work/nochart.html" <<'PY'
+${DDP_PYTHON:-/usr/bin/python3} - "$page" "$work/nochart.html" <<'PY'
 import sys
 page = open(sys.argv[1]).read()
 start = page.index("/*!\n * Chart.js v3.9")
@@ -63,7 +63,7 @@ if $check "$(rendered "$work/nochart.html")" finished "$work/world2" > "$work/ne
 fi
 grep -q "Chart" "$work/neg1" || { cat "$work/neg1"; echo "FAIL: the check did not name Chart.js"; exit 1; }
 mkdir -p "$work/lost"
-/usr/bin/python3 - "$work/world2/metrics.jsonl" "$work/lost/metrics.jsonl" <<'PY'
+${DDP_PYTHON:-/usr/bin/python3} - "$work/world2/metrics.jsonl" "$work/lost/metrics.jsonl" <<'PY'
 import sys
 lines = open(sys.argv[1]).read().splitlines(True)
 last = max(i for i, l in enumerate(lines) if '"kind":"epoch"' in l)

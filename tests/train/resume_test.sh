@@ -13,7 +13,7 @@ run --out-dir "$work/parts" --resume "$@" | tee "$work/log"
 grep -q "resumed from" "$work/log" || { echo "FAIL: the second part did not resume"; exit 1; }
 stateful_hook=0
 case " $* " in *powersgd*) stateful_hook=1 ;; esac
-/usr/bin/python3 - "$(latest "$work/whole")" "$(latest "$work/parts")" "$stateful_hook" <<'PY'
+${DDP_PYTHON:-/usr/bin/python3} - "$(latest "$work/whole")" "$(latest "$work/parts")" "$stateful_hook" <<'PY'
 import sys, torch
 a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
 if sys.argv[3] == "1":  # the hook's per-rank state is in both and equal

@@ -10,7 +10,7 @@ source "$(dirname "$0")/lib.sh"
 grep -qE "^\[rank 0\] ddp-train $recipe: .* batch 16 per rank \(SyncBatchNorm\), " "$work/log" ||
   { echo "FAIL: the first line does not say SyncBatchNorm"; exit 1; }
 grep -q "^\[rank 0\] done: acc1" "$work/log" || { echo "FAIL: no final line"; exit 1; }
-/usr/bin/python3 - "$(latest "$work/out")" <<'PY'
+${DDP_PYTHON:-/usr/bin/python3} - "$(latest "$work/out")" <<'PY'
 import sys, torch
 c = torch.load(sys.argv[1])
 model = c["model"]

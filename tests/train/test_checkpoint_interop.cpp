@@ -1,5 +1,4 @@
 // State dicts and checkpoints both ways with python3-torch (checkpoint_interop.py), values compared bit for bit.
-#include <c10/util/string_utils.h>
 #include <gtest/gtest.h>
 #include <ATen/Parallel.h>
 #include <torch/optim/adam.h>
@@ -8,6 +7,7 @@
 #include <torch/optim/sgd.h>
 
 #include "checkpoint_test_util.h"
+#include "ddp/parallel/optimizer_state.h"
 #include "ddp/train/checkpoint.h"
 
 namespace ddp::testing {
@@ -47,7 +47,7 @@ TEST(CheckpointInterop, PythonLoadsOurFiles) {
   const auto params = net->parameters();
   for (size_t i = 0; i < params.size(); ++i) {
     const auto& st = static_cast<const torch::optim::SGDParamState&>(
-        *opt.state().at(c10::guts::to_string(params[i].unsafeGetTensorImpl())));
+        *opt.state().at(optimizer_state_key(params[i])));
     ref.emplace_back("momentum/" + std::to_string(i), st.momentum_buffer());
   }
   ref.emplace_back("rng_draw", draw);
@@ -102,7 +102,7 @@ TEST(CheckpointInterop, WeLoadPythonsFiles) {
   const auto params = net->parameters();
   for (size_t i = 0; i < params.size(); ++i) {
     const auto& st = static_cast<const torch::optim::SGDParamState&>(
-        *opt.state().at(c10::guts::to_string(params[i].unsafeGetTensorImpl())));
+        *opt.state().at(optimizer_state_key(params[i])));
     EXPECT_EQ(bitwise_difference(st.momentum_buffer(), ref.at("momentum/" + std::to_string(i))), "") << i;
   }
   train::set_rng_state(c.rng);
@@ -110,8 +110,9 @@ TEST(CheckpointInterop, WeLoadPythonsFiles) {
 }
 
 // (c) Adam and AdamW both ways, through training: we continue Python's run from its
-// state_dict and must land on Python's weights after 3 more steps, bit for bit (the
-// same ATen kernels on one thread); Python loads our state after those steps, finds
+// state_dict and must land on Python's weights after 3 more steps, bit for bit where Python's
+// Adam computes as LibTorch's (1.13: the same ATen kernels on one thread); on 2.x, what we
+// loaded must save back to Python's own tensors bit for bit; Python loads our state after those steps, finds
 // its own tensors, and its 7th step from our state equals its own.
 std::unique_ptr<torch::optim::Optimizer> make_adam(const std::string& kind, Net& net) {
   using namespace torch::optim;
@@ -124,7 +125,7 @@ TEST(CheckpointInterop, AdamAndAdamWBothWays) {
   TempDir dir;
   const int threads = at::get_num_threads();
   at::set_num_threads(1);
-  auto [status, out] = run_oracle("adam-write " + dir.path());
+  auto [status, out] = run_oracle("adam-write " + dir.path() + " " + TORCH_VERSION);
   ASSERT_EQ(status, 0) << out;
   const auto ref = read_ref(dir.file("py_adam_ref"));
   const at::Tensor x = ref.at("x");
@@ -137,20 +138,30 @@ TEST(CheckpointInterop, AdamAndAdamWBothWays) {
     auto opt = make_adam(kind, net);
     train::load_optimizer_state_dict(*opt, d.at("optimizer"));
     EXPECT_NE(opt->param_groups()[0].options().get_lr(), 1.0) << kind << ": the saved lr was not loaded";
+    {  // what we loaded, saved again before any step: Python compares it with its own file
+      train::CheckpointContents loaded;
+      loaded.model = train::state_dict(*net);
+      loaded.optimizer = train::optimizer_state_dict(*opt);
+      train::save_atomic(train::to_ivalue(loaded), dir.file("cpp_" + kind + "_loaded.pt"));
+    }
     for (int step = 3; step < 6; ++step) {
       opt->zero_grad();
       net->forward(x[step]).pow(2).mean().backward();
       opt->step();
     }
-    for (const auto& [name, t] : train::state_dict(*net))
-      EXPECT_EQ(bitwise_difference(t, ref.at(kind + "/" + name)), "") << kind << ": " << name;
+    // Python's and LibTorch's Adam compute alike in 1.13 only (exact/<kind> = 1); elsewhere the two runs part
+    // at the first rounding, and by a whole step (lr) for conv.bias, whose gradient under BatchNorm is rounding
+    // noise that Adam normalizes: then only the state's round trip is compared (adam-check).
+    if (ref.at("exact/" + kind).item<double>() == 1)
+      for (const auto& [name, t] : train::state_dict(*net))
+        EXPECT_EQ(bitwise_difference(t, ref.at(kind + "/" + name)), "") << kind << ": " << name;
     train::CheckpointContents c;
     c.model = train::state_dict(*net);
     c.optimizer = train::optimizer_state_dict(*opt);
     train::save_atomic(train::to_ivalue(c), dir.file("cpp_" + kind + ".pt"));
   }
   at::set_num_threads(threads);
-  auto [check_status, check_out] = run_oracle("adam-check " + dir.path());
+  auto [check_status, check_out] = run_oracle("adam-check " + dir.path() + " " + TORCH_VERSION);
   EXPECT_EQ(check_status, 0) << check_out;
   EXPECT_NE(check_out.find("OK"), std::string::npos) << check_out;
 }

@@ -109,7 +109,7 @@ TEST(JsonlWriter, PythonReadsEveryValueBack) {
     }
   }
   std::string out;
-  ASSERT_EQ(test::run_command(std::string("/usr/bin/python3 ") + JSONL_READER + " '" + path + "'", out), 0) << out;
+  ASSERT_EQ(test::run_command(std::string(DDP_PYTHON " ") + JSONL_READER + " '" + path + "'", out), 0) << out;
   EXPECT_EQ(out, want.str());
 }
 

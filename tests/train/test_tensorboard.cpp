@@ -168,7 +168,7 @@ TEST(SummaryWriter, PythonProtobufReadsTheSameFile) {
   w.add_scalar("rounded", 1.0 / 3.0, 8, 1700000009.0);
   w.flush();
   std::string out;
-  int rc = test::run_command(std::string("/usr/bin/python3 ") + TB_ORACLE + " '" + w.path() + "'", out);
+  int rc = test::run_command(std::string(DDP_PYTHON " ") + TB_ORACLE + " '" + w.path() + "'", out);
   ASSERT_EQ(rc, 0) << out;
   std::istringstream lines(out);
   std::string line;
@@ -205,7 +205,7 @@ TEST(SummaryWriter, DecodersRejectACorruptedRecord) {
     EXPECT_THROW(read_events(bad), std::runtime_error);
     test::write_file(tmp / "bad", bad);
     std::string out;
-    EXPECT_EQ(test::run_command(std::string("/usr/bin/python3 ") + TB_ORACLE + " '" + (tmp / "bad") + "' 2>&1", out), 1);
+    EXPECT_EQ(test::run_command(std::string(DDP_PYTHON " ") + TB_ORACLE + " '" + (tmp / "bad") + "' 2>&1", out), 1);
     EXPECT_NE(out.find("CRC mismatch at offset " + std::to_string(second)), std::string::npos) << out;
   }
 }

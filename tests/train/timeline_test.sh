@@ -21,7 +21,7 @@ else
 fi
 for r in $(seq 0 $((np - 1))); do [ -s "$work/t.rank$r.json" ] || fail "no rank file t.rank$r.json"; done
 # The steps and the gradient bytes per step, from the checkpoint (the MLP's tensors are all parameters).
-read -r steps bytes < <(/usr/bin/python3 - "$(latest "$work/out")" <<'PY'
+read -r steps bytes < <(${DDP_PYTHON:-/usr/bin/python3} - "$(latest "$work/out")" <<'PY'
 import sys, torch
 c = torch.load(sys.argv[1])
 print(c["step"], sum(v.numel() * v.element_size() for v in c["model"].values()))

@@ -12,6 +12,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <string>
+#include "ddp/torch_compat.h"
 
 namespace ddp {
 
@@ -21,7 +22,7 @@ c10::IValue optimizer_state_dict(const torch::optim::Optimizer& opt);
 void load_optimizer_state_dict(torch::optim::Optimizer& opt, const c10::IValue& state);
 // Bytes of the state tensors `opt` holds (counted in place, nothing copied).
 int64_t optimizer_state_bytes(const torch::optim::Optimizer& opt);
-// The key LibTorch's optimizers file a parameter's state under.
-std::string optimizer_state_key(const at::Tensor& param);
+// The key LibTorch's optimizers file a parameter's state under (a string in 1.13, a pointer in 2.x).
+compat::OptimizerStateKey optimizer_state_key(const at::Tensor& param);
 
 }  // namespace ddp

@@ -40,6 +40,14 @@ void verify_zip_records(const std::string& path) {
     const std::string name = zip_stat_index(archive.get(), i, 0, &st) == 0 && (st.valid & ZIP_STAT_NAME)
                                  ? std::string(st.name)
                                  : "#" + std::to_string(i);
+    // A record marked as a folder (the DOS attribute bit, or a name ending in '/') is read as empty by
+    // LibTorch 2.x's reader, which then hands back uninitialized bytes: torch.save never writes one.
+    zip_uint8_t opsys = 0;
+    zip_uint32_t attributes = 0;
+    if ((zip_file_get_external_attributes(archive.get(), i, 0, &opsys, &attributes) == 0 && (attributes & 0x10)) ||
+        (!name.empty() && name.back() == '/'))
+      throw Error(path + ": corrupt checkpoint: its record '" + name + "' is marked as a folder, which torch.save " +
+                  "never writes; the file changed after it was written (a disk, copy or transfer error)");
     zip_file_t* file = zip_fopen_index(archive.get(), i, 0);
     if (!file)
       throw Error(path + ": corrupt checkpoint: cannot open its record '" + name +

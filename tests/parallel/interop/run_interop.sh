@@ -9,5 +9,5 @@ args=("$out")
 [ $# -ge 4 ] && args+=("$3" "$4")
 np=${5:-2}
 # torchrun of Debian's python3-torch 1.13 fails under Python 3.11; ddprun sets the same variables.
-OMP_NUM_THREADS=1 "$1" --nproc-per-node "$np" --standalone /usr/bin/python3 "$here/ddp_interop.py" "${args[@]}" >/dev/null
+OMP_NUM_THREADS=1 "$1" --nproc-per-node "$np" --standalone ${DDP_PYTHON:-/usr/bin/python3} "$here/ddp_interop.py" "${args[@]}" >/dev/null
 OMP_NUM_THREADS=1 "$1" --nproc-per-node "$np" --standalone "$2" "${args[@]}"

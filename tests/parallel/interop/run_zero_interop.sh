@@ -5,6 +5,6 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d /tmp/ddp-zero-interop-XXXXXX)
 trap 'rm -rf "$work"' EXIT
-OMP_NUM_THREADS=1 "$1" --nproc-per-node 2 --standalone /usr/bin/python3 "$here/zero_interop.py" write "$work/theirs.pt" >/dev/null
+OMP_NUM_THREADS=1 "$1" --nproc-per-node 2 --standalone ${DDP_PYTHON:-/usr/bin/python3} "$here/zero_interop.py" write "$work/theirs.pt" >/dev/null
 OMP_NUM_THREADS=1 "$1" --nproc-per-node 2 --standalone "$2" "$work/ours.pt"
-/usr/bin/python3 "$here/zero_interop.py" check "$work/theirs.pt" "$work/ours.pt"
+${DDP_PYTHON:-/usr/bin/python3} "$here/zero_interop.py" check "$work/theirs.pt" "$work/ours.pt"

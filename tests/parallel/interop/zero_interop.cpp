@@ -3,6 +3,7 @@
 // torch.save's format for the script to compare with PyTorch's. Both run the
 // same kernels on the same inputs and every reduction adds two values, so
 // equality is exact. Usage: zero_interop OUT_FILE
+#include <torch/version.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
@@ -47,6 +48,7 @@ int main(int argc, char** argv) try {
     c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
     out.insert("model", ddp::train::state_dict_to_ivalue(ddp::train::state_dict(*model)));
     out.insert("optimizer", opt.state_dict());
+    out.insert("libtorch", std::string(TORCH_VERSION));  // how exactly Python's Adam can match (torch_adam.py)
     ddp::train::save_atomic(out, argv[1]);
   }
   ddp::destroy_process_group();

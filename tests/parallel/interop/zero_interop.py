@@ -9,6 +9,12 @@ import sys
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support"))
+import torch_adam  # noqa: E402
+from torch_adam import adam_tolerance, moment_tolerance, within  # noqa: E402
+
+STEPS, LR = 10, 0.01
+
 
 def problem():
     import torch.nn as nn
@@ -33,9 +39,9 @@ def write(out):
     rank = dist.get_rank()
     model = problem()
     ddp = torch.nn.parallel.DistributedDataParallel(model)
-    opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.Adam, lr=0.01,
+    opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.Adam, lr=LR,
                                   betas=(0.8, 0.99), weight_decay=0.01)
-    for step in range(10):
+    for step in range(STEPS):
         x, y = batch(step, rank)
         opt.zero_grad()
         F.cross_entropy(ddp(x), y).backward()
@@ -50,23 +56,27 @@ def write(out):
 
 def check(theirs_file, ours_file):
     theirs, ours = torch.load(theirs_file), torch.load(ours_file)
+    torch_adam.CPP_TORCH = ours["libtorch"]
+    # Bit for bit where Python's Adam rounds as LibTorch's (1.13); within the rounding bound on torch 2.x.
+    tol = adam_tolerance(STEPS, LR)
     for name, t in theirs["model"].items():
-        assert torch.equal(t, ours["model"][name]), f"parameter {name} differs by {(t - ours['model'][name]).abs().max()}"
+        assert within(ours["model"][name], t, tol), \
+            f"parameter {name} differs by {(t - ours['model'][name]).abs().max()} (tolerance {tol})"
     a, b = theirs["optimizer"], ours["optimizer"]
     assert sorted(a["state"]) == sorted(b["state"]), (sorted(a["state"]), sorted(b["state"]))
     for i in a["state"]:
         assert sorted(a["state"][i]) == sorted(b["state"][i]), (i, sorted(a["state"][i]), sorted(b["state"][i]))
         for k, v in a["state"][i].items():
             w = b["state"][i][k]
-            ok = torch.equal(torch.as_tensor(v), torch.as_tensor(w))
-            assert ok, f"state[{i}][{k}] differs"
+            ok = within(w, v, moment_tolerance(STEPS, v))
+            assert ok, f"state[{i}][{k}] differs (tolerance {moment_tolerance(STEPS, v)})"
     assert len(a["param_groups"]) == len(b["param_groups"])
     for ga, gb in zip(a["param_groups"], b["param_groups"]):
         for k in ("lr", "betas", "eps", "weight_decay", "amsgrad", "params"):
             assert (list(ga[k]) if k in ("betas", "params") else ga[k]) == \
                    (list(gb[k]) if k in ("betas", "params") else gb[k]), (k, ga[k], gb[k])
     print(f"ZeRO-1 equals python3-torch's ZeroRedundancyOptimizer: {len(a['state'])} parameter states, "
-          f"{len(theirs['model'])} parameters, bit for bit")
+          f"{len(theirs['model'])} parameters, " + ("bit for bit" if tol == 0 else f"within {tol:.2g} (Adam by lerp_)"))
 
 
 if __name__ == "__main__":
