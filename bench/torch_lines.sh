@@ -2,14 +2,14 @@
 # The two LibTorch lines side by side on this machine: Debian's 1.13 (build/) against PyPI's 2.x
 # (build-torch2/, DDP_TORCH=2 ./scripts/build.sh), the same sources, rounds alternating; the best round counts.
 #   start      : a rank's process start to exit (ddprun world 1, examples' hello), ms
-#   compute    : ddp-bench compute, samples/s of a training step per model, batch 128, fp32 and bf16
-#   ddp        : ddp-bench ddp, world 2, ms per DDP step (course MLP and FashionCNN, batch 64 per rank)
+#   ddp        : ddp-bench ddp, fp32, batch 64 per rank, 1 thread per rank: ms per step of the course MLP and
+#                FashionCNN, the plain loop at world 1 (--no-ddp: ATen's kernels alone) and DDP at world 2
 #   demo       : the demo's job (fashion-mnist-fast, world 2), wall s from launch to the first evaluation >= 90%
-# Usage: bench/torch_lines.sh [ROUNDS] [PARTS]     e.g. bench/torch_lines.sh 3 "start compute ddp demo"
+# Usage: bench/torch_lines.sh [ROUNDS] [PARTS]     e.g. bench/torch_lines.sh 3 "start ddp demo"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-2}
-PARTS=${2:-"start compute ddp demo"}
+PARTS=${2:-"start ddp demo"}
 OUT=build/bench/torch_lines
 rm -rf "$OUT" && mkdir -p "$OUT"
 export OMP_NUM_THREADS=1
@@ -38,13 +38,11 @@ for r in $(seq "$ROUNDS"); do
     if [[ " $PARTS " == *" start "* ]]; then
       for i in 1 2 3; do start_ms "$b" >> "$tag-start.txt"; done
     fi
-    if [[ " $PARTS " == *" compute "* ]]; then
-      "$b/ddp-bench" compute --models mlp,cnn,fashionnet,airbench --batch 128 --steps 4 --json "$tag-compute.json" \
-        > "$tag-compute.log" 2>&1
-    fi
     if [[ " $PARTS " == *" ddp "* ]]; then
       for m in mlp cnn; do
         steps=100; [ $m = mlp ] && steps=1000
+        "$b/ddprun" --nproc-per-node 1 --standalone "$b/ddp-bench" ddp --model $m --steps $steps --warmup 10 --no-ddp \
+          --json "$tag-plain-$m.json" > "$tag-plain-$m.log" 2>&1
         "$b/ddprun" --nproc-per-node 2 --standalone "$b/ddp-bench" ddp --model $m --steps $steps --warmup 10 \
           --json "$tag-ddp-$m.json" > "$tag-ddp-$m.log" 2>&1
       done
@@ -75,17 +73,11 @@ def row(what, unit, vals, low):
     rows.append(f"| {what} | {a:,.1f} | {b:,.1f} | {unit} | **{ratio:.2f}x** |")
 starts = {l: best([int(x) for f in glob.glob(f"{out}/{l}-*-start.txt") for x in open(f)]) for l in lines}
 row("process start, world 1 (hello)", "ms", starts, True)
-comp = {}
-for l in lines:
-    for f in glob.glob(f"{out}/{l}-*-compute.json"):
-        for run in json.load(open(f))["runs"]:
-            k = (run["model"], run["layout"], run["precision"])
-            comp.setdefault(k, {}).setdefault(l, []).append(run["samples_per_s"])
-for k in sorted(comp):
-    row(f"compute {k[0]} {k[1]} {k[2]}", "samples/s", {l: best(comp[k].get(l, []), False) for l in lines}, False)
-for m in ("mlp", "cnn"):
-    vals = {l: best([json.load(open(f))["ms_per_step"] for f in glob.glob(f"{out}/{l}-*-ddp-{m}.json")]) for l in lines}
-    row(f"DDP step, world 2, {m}", "ms", vals, True)
+for kind, what in (("plain", "plain loop, world 1"), ("ddp", "DDP step, world 2")):
+    for m in ("mlp", "cnn"):
+        vals = {l: best([json.load(open(f))["ms_per_step"] for f in glob.glob(f"{out}/{l}-*-{kind}-{m}.json")])
+                for l in lines}
+        row(f"{what}, {m}", "ms", vals, True)
 demo = {}
 for l in lines:
     hits = []
