@@ -76,20 +76,10 @@ void write(const std::string& dir) {
       net->forward(at::randn({4, 1, 4, 4})).pow(2).mean().backward();
       opt->step();
     }
-    train::CheckpointContents c;
+    at::Tensor draw;  // what the reader must draw after restoring the RNG state
+    train::CheckpointContents c = interop_contents(draw);
     c.model = train::state_dict(*net);
     c.optimizer = train::optimizer_state_dict(*opt);
-    c.epoch = 3;
-    c.step = 12;
-    c.rng = train::get_rng_state();
-    const at::Tensor draw = at::rand({5});  // what the reader must draw after restoring the RNG state
-    c.config.insert("lr", 0.05);
-    c.config.insert("name", std::string("interop"));
-    c.config.insert("flag", true);
-    c.sampler.insert("epoch", int64_t(3));
-    c.sampler.insert("seed", int64_t(17));
-    c.schedule.insert("warmup", 0.5);
-    c.extra.insert("note", std::string("from C++"));
     train::save_atomic(train::to_ivalue(c), dir + "/cross_" + k.name + ".pt");
     RefTensors mine;
     for (const auto& [name, t] : c.model) mine.emplace_back("model/" + name, t);

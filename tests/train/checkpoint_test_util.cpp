@@ -116,6 +116,22 @@ std::string bitwise_difference(const at::Tensor& got, const at::Tensor& want) {
   return "";
 }
 
+train::CheckpointContents interop_contents(at::Tensor& draw) {
+  train::CheckpointContents c;
+  c.epoch = 3;
+  c.step = 12;
+  c.rng = train::get_rng_state();
+  draw = at::rand({5});
+  c.config.insert("lr", 0.05);
+  c.config.insert("name", std::string("interop"));
+  c.config.insert("flag", true);
+  c.sampler.insert("epoch", int64_t(3));
+  c.sampler.insert("seed", int64_t(17));
+  c.schedule.insert("warmup", 0.5);
+  c.extra.insert("note", std::string("from C++"));
+  return c;
+}
+
 std::pair<int, std::string> run_oracle(const std::string& args) {
   // DDP_ORACLE_PYTHON: the other LibTorch line's Python (checkpoint_crossline_test.sh), else this line's.
   const char* other = std::getenv("DDP_ORACLE_PYTHON");

@@ -11,6 +11,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include "ddp/train/checkpoint.h"
+
 #include <functional>
 #include <map>
 #include <string>
@@ -62,6 +64,11 @@ std::string bitwise_difference(const at::Tensor& got, const at::Tensor& want);
 
 // Runs checkpoint_interop.py <args> with DDP_PYTHON (or $DDP_ORACLE_PYTHON); returns (exit status, stdout + stderr).
 std::pair<int, std::string> run_oracle(const std::string& args);
+
+// What the interop checkpoints hold beside the model and optimizer (epoch 3, step 12, the RNG state, config,
+// sampler, schedule, extra), as checkpoint_interop.py's `check` expects them; `draw` gets at::rand({5}) drawn
+// right after the RNG state was taken (what a reader must draw after restoring it).
+train::CheckpointContents interop_contents(at::Tensor& draw);
 
 // The message of the InvalidArgument that f throws, or "(no InvalidArgument)".
 std::string error_of(const std::function<void()>& f);

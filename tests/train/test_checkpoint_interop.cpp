@@ -26,20 +26,10 @@ TEST(CheckpointInterop, PythonLoadsOurFiles) {
     opt.step();
   }
   train::save_state_dict(train::state_dict(*net), dir.file("cpp_sd.pt"));
-  train::CheckpointContents c;
+  at::Tensor draw;  // what Python must draw after set_rng_state(ckpt["rng"]["cpu"])
+  train::CheckpointContents c = interop_contents(draw);
   c.model = train::state_dict(*net);
   c.optimizer = train::optimizer_state_dict(opt);
-  c.epoch = 3;
-  c.step = 12;
-  c.rng = train::get_rng_state();
-  const at::Tensor draw = at::rand({5});  // what Python must draw after set_rng_state(ckpt["rng"]["cpu"])
-  c.config.insert("lr", 0.05);
-  c.config.insert("name", std::string("interop"));
-  c.config.insert("flag", true);
-  c.sampler.insert("epoch", int64_t(3));
-  c.sampler.insert("seed", int64_t(17));
-  c.schedule.insert("warmup", 0.5);
-  c.extra.insert("note", std::string("from C++"));
   train::save_atomic(train::to_ivalue(c), dir.file("cpp_ckpt.pt"));
 
   RefTensors ref;
