@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # The two LibTorch lines side by side on this machine: Debian's 1.13 (build/) against PyPI's 2.x
-# (build-torch2/, DDP_TORCH=2 ./scripts/build.sh), the same sources, rounds alternating; the best round counts.
+# (build-torch2/, DDP_TORCH=2 ./scripts/build.sh; another 2.x build with TORCH2_BUILD=build-torch211), the same
+# sources, rounds alternating; the best round counts.
 #   start      : a rank's process start to exit (ddprun world 1, examples' hello), ms
 #   ddp        : ddp-bench ddp, fp32, batch 64 per rank, 1 thread per rank: ms per step of the course MLP and
 #                FashionCNN, the plain loop at world 1 (--no-ddp: ATen's kernels alone) and DDP at world 2
 #   demo       : the demo's job (fashion-mnist-fast, world 2), wall s from launch to the first evaluation >= 90%
+#   compute    : ddp-bench compute, 1 thread, fp32: samples/s per model in NCHW and channels-last (COMPUTE_MODELS,
+#                COMPUTE_PRECISIONS=fp32,bf16 to add bf16: emulated on AVX2, minutes per model)
+#   malloc     : the plain FashionCNN loop with glibc's malloc defaults (DDP_MALLOC=system) against ddp's setting
+#   save       : ddp-bench save, ResNet-18's state dict: ddp's torch.save writer against LibTorch's pickle_save
+#   cifar      : cifar10-airbench, world 2, fp32, 1 epoch on CIFAR_LIMIT samples: training samples/s
 # Usage: bench/torch_lines.sh [ROUNDS] [PARTS]     e.g. bench/torch_lines.sh 3 "start ddp demo"
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +20,11 @@ OUT=build/bench/torch_lines
 rm -rf "$OUT" && mkdir -p "$OUT"
 export OMP_NUM_THREADS=1
 PY=/usr/bin/python3
-declare -A BIN=([1.13]=build/bin [2]=build-torch2/bin)
+TORCH2_BUILD=${TORCH2_BUILD:-build-torch2}
+COMPUTE_MODELS=${COMPUTE_MODELS:-mlp,cnn,fashionnet,airbench,resnet18}
+COMPUTE_PRECISIONS=${COMPUTE_PRECISIONS:-fp32}
+CIFAR_LIMIT=${CIFAR_LIMIT:-10240}
+declare -A BIN=([1.13]=build/bin [2]=$TORCH2_BUILD/bin)
 for line in 1.13 2; do
   for t in ddprun ddp-bench ddp-train hello; do
     [ -x "${BIN[$line]}/$t" ] || { echo "torch_lines: ${BIN[$line]}/$t missing: build both lines first" >&2; exit 1; }
@@ -46,6 +56,24 @@ for r in $(seq "$ROUNDS"); do
         "$b/ddprun" --nproc-per-node 2 --standalone "$b/ddp-bench" ddp --model $m --steps $steps --warmup 10 \
           --json "$tag-ddp-$m.json" > "$tag-ddp-$m.log" 2>&1
       done
+    fi
+    if [[ " $PARTS " == *" compute "* ]]; then
+      "$b/ddp-bench" compute --models "$COMPUTE_MODELS" --precisions "$COMPUTE_PRECISIONS" --steps 4 --gemm-n 1024 \
+        --json "$tag-compute.json" > "$tag-compute.log" 2>&1
+    fi
+    if [[ " $PARTS " == *" malloc "* ]]; then
+      for m in kept system; do
+        env $([ $m = system ] && echo DDP_MALLOC=system) "$b/ddprun" --nproc-per-node 1 --standalone "$b/ddp-bench" ddp \
+          --model cnn --steps 100 --warmup 10 --no-ddp --json "$tag-malloc-$m.json" > "$tag-malloc-$m.log" 2>&1
+      done
+    fi
+    if [[ " $PARTS " == *" save "* ]]; then
+      "$b/ddp-bench" save --model resnet18 --repeats 5 --out-dir "$tag-save" --json "$tag-save.json" > "$tag-save.log" 2>&1
+    fi
+    if [[ " $PARTS " == *" cifar "* ]]; then
+      "$b/ddprun" --nproc-per-node 2 --standalone "$b/ddp-train" cifar10-airbench --epochs 1 --precision fp32 \
+        --limit-train "$CIFAR_LIMIT" --limit-test 1000 --seed 0 --no-progress --data-dir ../shared/data/cifar10 \
+        --out-dir "$tag-cifar" > "$tag-cifar.log" 2>&1
     fi
     if [[ " $PARTS " == *" demo "* ]]; then
       t0=$(date +%s.%N)
@@ -88,7 +116,31 @@ for l in lines:
         hits.append(hit["unix_time"] - t0 if hit else None)
     demo[l] = best(hits)
 row("demo: fashion-mnist-fast to 90%, world 2", "s", demo, True)
-print("| measure | LibTorch 1.13 (Debian) | LibTorch 2.x (PyPI) | unit | 2.x faster by |")
+def runs(l, name):
+    return [json.load(open(f)) for f in glob.glob(f"{out}/{l}-*-{name}.json")]
+keys = sorted({(r["model"], r["layout"], r["precision"]) for l in lines for d in runs(l, "compute") for r in d["runs"]})
+for model, layout, prec in keys:
+    vals = {l: best([r["samples_per_s"] for d in runs(l, "compute") for r in d["runs"]
+                     if (r["model"], r["layout"], r["precision"]) == (model, layout, prec)], low=False) for l in lines}
+    row(f"ddp-bench compute, {model} {layout} {prec}, 1 thread", "samples/s", vals, False)
+for m in ("kept", "system"):
+    vals = {l: best([d["ms_per_step"] for d in runs(l, f"malloc-{m}")]) for l in lines}
+    row(f"plain loop, cnn, malloc {'ddp (kept)' if m == 'kept' else 'glibc defaults'}", "ms", vals, True)
+for key, what in (("ddp_save_bytes_ms", "save ResNet-18 state dict: ddp's writer, to memory"),
+                  ("pickle_save_ms", "save ResNet-18 state dict: LibTorch pickle_save, to memory"),
+                  ("ddp_save_file_ms", "save ResNet-18 state dict: ddp save_state_dict, file + fsync"),
+                  ("ddp_read_ms", "load it: ddp read_torch_file"), ("pickle_load_ms", "load it: LibTorch pickle_load")):
+    vals = {l: best([d[key] for d in runs(l, "save")]) for l in lines}
+    row(what, "ms", vals, True)
+cifar = {}
+for l in lines:
+    rates = []
+    for d in glob.glob(f"{out}/{l}-*-cifar"):
+        recs = [json.loads(x) for x in open(d + "/metrics.jsonl")]
+        rates += [r["throughput"] for r in recs if r.get("kind") == "epoch"]
+    cifar[l] = best(rates, low=False)
+row("cifar10-airbench, world 2, fp32, 1 epoch: training", "samples/s", cifar, False)
+print(f"| measure | LibTorch 1.13 (Debian) | LibTorch 2.x (PyPI, {os.environ.get('TORCH2_BUILD', 'build-torch2')}) | unit | 2.x faster by |")
 print("|---|---|---|---|---|")
 print("\n".join(rows))
 PY

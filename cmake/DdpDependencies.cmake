@@ -46,11 +46,21 @@ file(STRINGS "${DDP_TORCH_INCLUDE_DIR}/ATen/ATen.h" _needs_cxx20 REGEX "C\\+\\+2
 if(_needs_cxx20)
   set(DDP_CXX_STANDARD 20)
 endif()
+# PyPI's LibTorch exports private copies of libstdc++ functions (libtorch_cpu.so: 142 std::filesystem ones;
+# 2.11's libtorch.so: 64 more, which crash in remove_all). A binary that lists libtorch*.so before
+# libstdc++.so.6 binds to those copies, so ddp::torch links libstdc++ first (test_link_order checks it).
+include(CheckCXXSourceCompiles)
+check_cxx_source_compiles("#include <cstddef>\n#ifndef __GLIBCXX__\n#error not libstdc++\n#endif\nint main() {}"
+                          DDP_LIBSTDCXX)
+set(DDP_STDCXX_FIRST "")
+if(DDP_LIBSTDCXX)
+  set(DDP_STDCXX_FIRST stdc++)
+endif()
 if(NOT TARGET ddp::torch)
   add_library(ddp::torch INTERFACE IMPORTED)
   set_target_properties(ddp::torch PROPERTIES
     INTERFACE_INCLUDE_DIRECTORIES "${DDP_TORCH_INCLUDE_DIR};${DDP_TORCH_INCLUDE_DIR}/torch/csrc/api/include"
-    INTERFACE_LINK_LIBRARIES "${DDP_TORCH_LIB};${DDP_TORCH_CPU_LIB};${DDP_C10_LIB};Threads::Threads"
+    INTERFACE_LINK_LIBRARIES "${DDP_STDCXX_FIRST};${DDP_TORCH_LIB};${DDP_TORCH_CPU_LIB};${DDP_C10_LIB};Threads::Threads"
     INTERFACE_COMPILE_FEATURES cxx_std_${DDP_CXX_STANDARD})
   if(TORCH_CXX_FLAGS)  # e.g. -D_GLIBCXX_USE_CXX11_ABI=0 in older LibTorch builds
     separate_arguments(_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")

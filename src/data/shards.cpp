@@ -12,6 +12,7 @@
 
 #include "byte_reader.h"
 #include "ddp/errors.h"
+#include "dist/atomic_file.h"
 #include "shard_manifest.h"
 #include "tensor_file.h"
 
@@ -123,7 +124,7 @@ void write_shards(const ShardSpec& spec, const at::Tensor& x, const at::Tensor& 
                               {x.index_select(0, index), y.index_select(0, index), index});
     m.files.emplace_back(fs::path(path).filename().string(), file_size(path));
   }
-  detail::write_file_atomically(manifest_path(spec), detail::format_manifest(m));
+  ddp::detail::write_file_atomic(manifest_path(spec), detail::format_manifest(m));
   // Shard files of this name for another world size are stale now: <name>.shard-<r>-of-<W'>.bin.
   static const std::regex kShardFile(R"(shard-[0-9]+-of-([0-9]+)\.bin)");
   const std::string prefix = spec.name + ".";

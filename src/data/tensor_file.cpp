@@ -1,13 +1,10 @@
 #include "tensor_file.h"
 
 #include <ATen/ATen.h>
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +13,7 @@
 #include "byte_reader.h"
 #include "ddp/data/data_error.h"
 #include "ddp/errors.h"
+#include "dist/atomic_file.h"
 
 namespace ddp::data::detail {
 namespace {
@@ -41,50 +39,22 @@ uint32_t crc_bytes(uint32_t crc, const void* p, size_t n) {
   return static_cast<uint32_t>(crc32_z(crc, static_cast<const Bytef*>(p), n));
 }
 
-// A temporary file beside `path` that replaces it on commit() and is removed otherwise.
-class AtomicFile {
+// The file's bytes go to an AtomicFile (replaced whole or not at all) through a CRC-32 of everything written.
+class CrcFile {
  public:
-  explicit AtomicFile(const std::string& path) : path_(path) {
-    static std::atomic<uint64_t> counter{0};
-    tmp_ = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-    file_ = std::fopen(tmp_.c_str(), "wb");
-    if (!file_) fail("cannot create " + tmp_);
-  }
-  ~AtomicFile() {
-    if (file_) std::fclose(file_);
-    if (!committed_) std::remove(tmp_.c_str());
-  }
+  explicit CrcFile(const std::string& path) : file_(path) {}
   void write(const void* p, size_t n) {
-    if (n > 0 && std::fwrite(p, 1, n, file_) != n) fail("cannot write " + tmp_);
+    file_.write(p, n);
     crc_ = crc_bytes(crc_, p, n);
   }
   template <typename T>
   void put(T v) { write(&v, sizeof v); }
   uint32_t crc() const { return crc_; }
-  void commit() {
-    if (std::fflush(file_) != 0 || ::fsync(::fileno(file_)) != 0) fail("cannot flush " + tmp_);
-    const int rc = std::fclose(file_);
-    file_ = nullptr;
-    if (rc != 0) fail("cannot close " + tmp_);
-    if (std::rename(tmp_.c_str(), path_.c_str()) != 0) fail("cannot rename " + tmp_ + " to " + path_);
-    committed_ = true;
-    // Make the rename itself durable.
-    const std::string dir = std::filesystem::path(path_).parent_path().string();
-    const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-      ::fsync(fd);
-      ::close(fd);
-    }
-  }
+  void commit() { file_.commit(); }
 
  private:
-  [[noreturn]] void fail(const std::string& what) {
-    throw ddp::Error(path_ + ": " + what + ": " + std::strerror(errno) + " (is the disk full or the directory read-only?)");
-  }
-  std::string path_, tmp_;
-  std::FILE* file_ = nullptr;
+  ddp::detail::AtomicFile file_;
   uint32_t crc_ = 0;
-  bool committed_ = false;
 };
 
 // Reads the fields of a file front to back, checking each against the file's size.
@@ -141,7 +111,7 @@ void write_tensor_file(const std::string& path, const std::string& tag, const st
     dtype_code(t.scalar_type());  // throws for an unknown dtype before anything is written
     data.push_back(t.contiguous());
   }
-  AtomicFile f(path);
+  CrcFile f(path);
   f.write(kMagic, sizeof kMagic);
   f.put<uint32_t>(kVersion);
   f.put<uint32_t>(kByteOrder);
@@ -223,12 +193,6 @@ TensorFile read_tensor_file(const std::string& path) {
                     ": the file is corrupt: some byte in that range changed after it was written (a CRC-32 cannot say which)" +
                     kRewrite);
   return out;
-}
-
-void write_file_atomically(const std::string& path, const std::string& contents) {
-  AtomicFile f(path);
-  f.write(contents.data(), contents.size());
-  f.commit();
 }
 
 }  // namespace ddp::data::detail

@@ -33,9 +33,6 @@ void write_tensor_file(const std::string& path, const std::string& tag, const st
 // version, or fails its checksum.
 TensorFile read_tensor_file(const std::string& path);
 
-// Atomically replaces `path` with `contents` (the same temporary-fsync-rename dance).
-void write_file_atomically(const std::string& path, const std::string& contents);
-
 // CRC-32 of a tensor's bytes (made contiguous first), continuing from `crc`.
 uint32_t crc32_of(const at::Tensor& t, uint32_t crc = 0);
 uint32_t crc32_of(const std::string& bytes, uint32_t crc = 0);

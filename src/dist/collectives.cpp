@@ -202,6 +202,14 @@ void broadcast_object_list(std::vector<c10::IValue>& objects, int src, GroupPtr 
   objects.assign(elements.begin(), elements.end());
 }
 
+int lowest_rank_where(bool condition, GroupPtr g) {
+  g = resolve(g);
+  at::Tensor lowest = at::full({1}, condition ? g->rank() : g->size(), at::kInt);
+  g->all_reduce(lowest, op(ReduceOp::MIN)).wait();
+  const int r = lowest.item<int>();
+  return r == g->size() ? -1 : r;
+}
+
 // Sizes first (gathered at dst), then the bytes padded to the largest size.
 std::vector<c10::IValue> gather_object(const c10::IValue& value, int dst, GroupPtr g) {
   g = resolve(g);

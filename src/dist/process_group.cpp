@@ -9,6 +9,7 @@
 #include "dist/agreement.h"
 #include "dist/backend_impl.h"
 #include "dist/pack.h"
+#include "dist/sequencer.h"
 #include "dist/validate.h"
 #include "dist/wait_report.h"
 
@@ -19,15 +20,17 @@ using detail::Flat;
 
 ProcessGroup::ProcessGroup(std::unique_ptr<detail::Backend> backend, Milliseconds timeout)
     : impl_(std::move(backend)), timeout_(timeout), rank_(impl_->rank()), size_(impl_->size()),
-      name_(impl_->name()), check_agreement_(detail::agreement_checks_enabled()) {}
+      name_(impl_->name()), check_agreement_(detail::agreement_checks_enabled()),
+      sequencer_(detail::sequencer_enabled() ? std::make_shared<detail::Sequencer>() : nullptr) {}
 
 ProcessGroup::~ProcessGroup() = default;
 
 Call ProcessGroup::call(const char* op, const CollectiveOptions& opts, const at::Tensor& payload) const {
   const Milliseconds t = detail::effective_timeout(opts.timeout, timeout_);
   Call c{ErrorContext{name_, rank_, size_, op}, t.count() > 0 ? t : kNoTimeout, opts.async_op};
+  c.op = op;
   const std::string name(op);
-  c.seq = (name == "send" || name == "recv") ? seq_.load() : ++seq_;  // collectives only: p2p differs per rank
+  if (name == "send" || name == "recv") c.seq = seq_.load();  // collectives are numbered as issued (issue)
   c.bytes = payload.defined() ? static_cast<int64_t>(payload.nbytes()) : 0;
   return c;
 }
@@ -47,6 +50,37 @@ Work ProcessGroup::finish(Work w, const Call& c) const {
     w.wait(c.timeout);
   }
   return w;
+}
+
+// Hands a checked call to the backend in the group's order (sequencer.h): at once, or, while continuations are
+// queued, behind them (the caller gets a Work now). `launch` runs then: it checks agreement (DDP_DEBUG=DETAIL)
+// and calls the backend. `value`: what the returned Work yields.
+Work ProcessGroup::issue(Call c, std::function<Work(const Call&)> launch, const at::Tensor& value) {
+  auto run = [this, launch = std::move(launch), value](Call& c) {
+    if (c.ctx.op != "send" && c.ctx.op != "recv") c.seq = ++seq_;  // collectives, numbered in issue order
+    Work w = launch(c);
+    if (value.defined()) w.set_value(value);
+    return w.bind(sequencer_);
+  };
+  if (!sequencer_ || !sequencer_->must_queue()) {
+    Work w = run(c);
+    return finish(std::move(w), c);
+  }
+  detail::Promise promise;
+  promise.queued_on(*sequencer_);
+  Work w = promise.work();
+  if (value.defined()) w.set_value(value);
+  w.bind(sequencer_);
+  // The entry holds the group: a group released meanwhile is destroyed only after its queue ran.
+  sequencer_->post(c.op, [self = shared_from_this(), run, c, promise]() mutable {
+    try {
+      c.async = true;  // the caller waits (on the promise), not the sequencer
+      promise.set_work(run(c));
+    } catch (...) {
+      promise.set_error(std::current_exception());
+    }
+  });
+  return finish(std::move(w), c);
 }
 
 namespace {
@@ -84,30 +118,34 @@ Work ProcessGroup::broadcast(at::Tensor& t, const BroadcastOptions& o) {
   Call c = call("broadcast", o, t);
   detail::check_tensor(c.ctx, t, "tensor");
   detail::check_rank(c.ctx, o.src, "src");
-  agree(c, t, -1, o.src);
-  if (t.numel() == 0) return Work::ready(t);  // shapes match on every rank: nothing to move
-  count(t);
-  return finish(impl_->broadcast(t, o.src, c).set_value(t), c);
+  return issue(c, [this, t, src = o.src](const Call& c) mutable {
+    agree(c, t, -1, src);
+    if (t.numel() == 0) return Work();  // shapes match on every rank: nothing to move
+    count(t);
+    return impl_->broadcast(t, src, c);
+  }, t);
 }
 
 Work ProcessGroup::all_reduce(at::Tensor& t, const AllReduceOptions& o) {
   Call c = call("all_reduce", o, t);
   detail::check_tensor(c.ctx, t, "tensor");
   detail::check_op(c.ctx, o.op, t.scalar_type());
-  agree(c, t, static_cast<int>(o.op));
-  if (t.numel() == 0) return Work::ready(t);
-  const bool is_16bit = t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
-  if (is_16bit && size_ == 1 && !impl_->can_reduce(t.scalar_type())) {  // nothing to add: no float32 round trip
-    count(t);
-    return finish(Work::ready(t), c);
-  }
-  if (is_16bit && size_ > 1 && !impl_->can_reduce(t.scalar_type()) && (o.op == ReduceOp::SUM || o.op == ReduceOp::AVG))
-    return finish(all_reduce_16bit(t, o.op, c), c);
-  Reduction r = plan(*impl_, t, o.op);
-  count(r.buffer);
-  Work w = impl_->all_reduce(r.buffer, r.op, c);
-  complete(w, r, t, size_);
-  return finish(std::move(w.set_value(t)), c);
+  return issue(c, [this, t, op = o.op](const Call& c) mutable {
+    agree(c, t, static_cast<int>(op));
+    if (t.numel() == 0) return Work();
+    const bool is_16bit = t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+    if (is_16bit && size_ == 1 && !impl_->can_reduce(t.scalar_type())) {  // nothing to add: no float32 round trip
+      count(t);
+      return Work();
+    }
+    if (is_16bit && size_ > 1 && !impl_->can_reduce(t.scalar_type()) && (op == ReduceOp::SUM || op == ReduceOp::AVG))
+      return all_reduce_16bit(t, op, c);
+    Reduction r = plan(*impl_, t, op);
+    count(r.buffer);
+    Work w = impl_->all_reduce(r.buffer, r.op, c);
+    complete(w, r, t, size_);
+    return w;
+  }, t);
 }
 
 Work ProcessGroup::all_reduce_coalesced(std::vector<at::Tensor>& ts, const AllReduceOptions& o) {
@@ -119,25 +157,27 @@ Work ProcessGroup::all_reduce_coalesced(std::vector<at::Tensor>& ts, const AllRe
     numel += ts[i].numel();
     c.bytes += static_cast<int64_t>(ts[i].nbytes());
   }
-  // Compared: the dtype of the first tensor, the count of tensors and of elements.
-  if (check_agreement_)
-    agree(c, at::empty({static_cast<int64_t>(ts.size()), numel}, ts.empty() ? at::kFloat : ts[0].scalar_type()),
-          static_cast<int>(o.op));
-  std::vector<Work> works;
-  for (const auto& indices : detail::group_by_dtype(ts)) {
-    std::vector<at::Tensor> group = detail::select(ts, indices);
-    Flat flat = detail::flatten(group, /*fill=*/true);
-    if (flat.buffer.numel() == 0) continue;
-    Reduction r = plan(*impl_, flat.buffer, o.op);
-    Call inner = c;
-    inner.async = true;  // one wait for all of them, below
-    count(r.buffer);
-    Work w = impl_->all_reduce(r.buffer, r.op, inner);
-    complete(w, r, flat.buffer, size_);
-    if (!flat.aliased) w.on_success([flat, group] { detail::unflatten(flat, group); });
-    works.push_back(std::move(w));
-  }
-  return finish(combine(std::move(works)), c);
+  return issue(c, [this, ts, numel, op = o.op](const Call& c) {
+    // Compared: the dtype of the first tensor, the count of tensors and of elements.
+    if (check_agreement_)
+      agree(c, at::empty({static_cast<int64_t>(ts.size()), numel}, ts.empty() ? at::kFloat : ts[0].scalar_type()),
+            static_cast<int>(op));
+    std::vector<Work> works;
+    for (const auto& indices : detail::group_by_dtype(ts)) {
+      std::vector<at::Tensor> group = detail::select(ts, indices);
+      Flat flat = detail::flatten(group, /*fill=*/true);
+      if (flat.buffer.numel() == 0) continue;
+      Reduction r = plan(*impl_, flat.buffer, op);
+      Call inner = c;
+      inner.async = true;  // one wait for all of them
+      count(r.buffer);
+      Work w = impl_->all_reduce(r.buffer, r.op, inner);
+      complete(w, r, flat.buffer, size_);
+      if (!flat.aliased) w.on_success([flat, group] { detail::unflatten(flat, group); });
+      works.push_back(std::move(w));
+    }
+    return combine(std::move(works));
+  });
 }
 
 Work ProcessGroup::reduce(at::Tensor& t, const ReduceOptions& o) {
@@ -145,25 +185,29 @@ Work ProcessGroup::reduce(at::Tensor& t, const ReduceOptions& o) {
   detail::check_tensor(c.ctx, t, "tensor");
   detail::check_op(c.ctx, o.op, t.scalar_type());
   detail::check_rank(c.ctx, o.dst, "dst");
-  agree(c, t, static_cast<int>(o.op), o.dst);
-  if (t.numel() == 0) return Work::ready(t);
-  Reduction r = plan(*impl_, t, o.op);
-  Work w = impl_->reduce(r.buffer, r.op, o.dst, c);
-  if (rank_ == o.dst) complete(w, r, t, size_);
-  return finish(std::move(w.set_value(t)), c);
+  return issue(c, [this, t, op = o.op, dst = o.dst](const Call& c) {
+    agree(c, t, static_cast<int>(op), dst);
+    if (t.numel() == 0) return Work();
+    Reduction r = plan(*impl_, t, op);
+    Work w = impl_->reduce(r.buffer, r.op, dst, c);
+    if (rank_ == dst) complete(w, r, t, size_);
+    return w;
+  }, t);
 }
 
 Work ProcessGroup::all_gather(std::vector<at::Tensor>& outs, const at::Tensor& in, const CollectiveOptions& o) {
   Call c = call("all_gather", o, in);
   detail::check_tensor(c.ctx, in, "input");
   detail::check_list(c.ctx, outs, "outputs", size_, in, "input");
-  agree(c, in);
-  if (in.numel() == 0) return Work();
-  Flat out = detail::flatten(outs, /*fill=*/false, in);
-  count(in);
-  Work w = impl_->all_gather(out.buffer, in, c);
-  if (!out.aliased) w.on_success([out, outs] { detail::unflatten(out, outs); });
-  return finish(std::move(w), c);
+  return issue(c, [this, outs, in](const Call& c) {
+    agree(c, in);
+    if (in.numel() == 0) return Work();
+    Flat out = detail::flatten(outs, /*fill=*/false, in);
+    count(in);
+    Work w = impl_->all_gather(out.buffer, in, c);
+    if (!out.aliased) w.on_success([out, outs] { detail::unflatten(out, outs); });
+    return w;
+  });
 }
 
 Work ProcessGroup::gather(const at::Tensor& in, std::vector<at::Tensor>& outs, const GatherOptions& o) {
@@ -172,12 +216,14 @@ Work ProcessGroup::gather(const at::Tensor& in, std::vector<at::Tensor>& outs, c
   detail::check_rank(c.ctx, o.dst, "dst");
   const bool at_root = rank_ == o.dst;  // other ranks' outputs are ignored
   if (at_root) detail::check_list(c.ctx, outs, "outputs", size_, in, "input");
-  agree(c, in, -1, o.dst);
-  if (in.numel() == 0) return Work();
-  Flat out = at_root ? detail::flatten(outs, /*fill=*/false, in) : Flat{at::Tensor(), true};
-  Work w = impl_->gather(out.buffer, in, o.dst, c);
-  if (!out.aliased) w.on_success([out, outs] { detail::unflatten(out, outs); });
-  return finish(std::move(w), c);
+  return issue(c, [this, in, outs, at_root, dst = o.dst](const Call& c) {
+    agree(c, in, -1, dst);
+    if (in.numel() == 0) return Work();
+    Flat out = at_root ? detail::flatten(outs, /*fill=*/false, in) : Flat{at::Tensor(), true};
+    Work w = impl_->gather(out.buffer, in, dst, c);
+    if (!out.aliased) w.on_success([out, outs] { detail::unflatten(out, outs); });
+    return w;
+  });
 }
 
 Work ProcessGroup::scatter(at::Tensor& out, const std::vector<at::Tensor>& ins, const ScatterOptions& o) {
@@ -186,10 +232,12 @@ Work ProcessGroup::scatter(at::Tensor& out, const std::vector<at::Tensor>& ins, 
   detail::check_rank(c.ctx, o.src, "src");
   const bool at_root = rank_ == o.src;  // other ranks' inputs are ignored
   if (at_root) detail::check_list(c.ctx, ins, "inputs", size_, out, "output");
-  agree(c, out, -1, o.src);
-  if (out.numel() == 0) return Work::ready(out);
-  at::Tensor in = at_root ? detail::flatten(ins, /*fill=*/true, out).buffer : at::Tensor();
-  return finish(impl_->scatter(out, in, o.src, c).set_value(out), c);
+  return issue(c, [this, out, ins, at_root, src = o.src](const Call& c) mutable {
+    agree(c, out, -1, src);
+    if (out.numel() == 0) return Work();
+    at::Tensor in = at_root ? detail::flatten(ins, /*fill=*/true, out).buffer : at::Tensor();
+    return impl_->scatter(out, in, src, c);
+  }, out);
 }
 
 Work ProcessGroup::reduce_scatter(at::Tensor& out, const std::vector<at::Tensor>& ins,
@@ -198,25 +246,27 @@ Work ProcessGroup::reduce_scatter(at::Tensor& out, const std::vector<at::Tensor>
   detail::check_tensor(c.ctx, out, "output");
   detail::check_op(c.ctx, o.op, out.scalar_type());
   detail::check_list(c.ctx, ins, "inputs", size_, out, "output");
-  agree(c, out, static_cast<int>(o.op));
-  if (out.numel() == 0) return Work::ready(out);
-  at::Tensor in = detail::flatten(ins, /*fill=*/true, out).buffer;
-  if (!impl_->has_reduce_scatter()) return finish(reduce_scatter_via_all_to_all(out, in, o.op, c).set_value(out), c);
-  // Reduced in float32 where the backend cannot reduce the dtype.
-  const bool widen = !impl_->can_reduce(out.scalar_type());
-  Reduction r = plan(*impl_, out, o.op);
-  at::Tensor send = widen ? in.to(at::kFloat) : in;
-  count(send);
-  Work w = impl_->reduce_scatter(r.buffer, send, r.op, c);
-  complete(w, r, out, size_);
-  return finish(std::move(w.set_value(out)), c);
+  return issue(c, [this, out, ins, op = o.op](const Call& c) mutable {
+    agree(c, out, static_cast<int>(op));
+    if (out.numel() == 0) return Work();
+    at::Tensor in = detail::flatten(ins, /*fill=*/true, out).buffer;
+    if (!impl_->has_reduce_scatter()) return reduce_scatter_via_all_to_all(out, in, op, c);
+    // Reduced in float32 where the backend cannot reduce the dtype.
+    const bool widen = !impl_->can_reduce(out.scalar_type());
+    Reduction r = plan(*impl_, out, op);
+    at::Tensor send = widen ? in.to(at::kFloat) : in;
+    count(send);
+    Work w = impl_->reduce_scatter(r.buffer, send, r.op, c);
+    complete(w, r, out, size_);
+    return w;
+  }, out);
 }
 
 // 16-bit floats a backend cannot add (gloo): block r of every rank's tensor goes to
 // rank r (all_to_all), which adds the blocks in float32 and rounds once; then every
 // rank gathers the reduced blocks (all_gather). As many 16-bit bytes move as in a
-// ring all_reduce, none widened. The gather starts when the Work is first waited
-// for (every rank waits in its program's order, so the order of collectives holds).
+// ring all_reduce, none widened. The gather is a continuation: it starts by itself
+// when the all_to_all completes, in its place in the group's order (sequencer.h).
 Work ProcessGroup::all_reduce_16bit(at::Tensor& t, ReduceOp op, const Call& c) {
   const int64_t n = t.numel(), world = size_, block = (n + world - 1) / world;
   at::Tensor flat = at::zeros({block * world}, t.options());  // padded to W blocks
@@ -227,10 +277,13 @@ Work ProcessGroup::all_reduce_16bit(at::Tensor& t, ReduceOp op, const Call& c) {
   Call phase = c;
   phase.async = true;
   Work exchange = impl_->all_to_all(recv, counts, flat, counts, phase);
-  return exchange.then([this, t, flat, recv, n, block, world, op, phase](at::Tensor) mutable {
+  // Asynchronous: the gather is a continuation of the group (in order, by itself). Synchronous: it runs as the
+  // caller waits, right away (a continuation calling this synchronously must not queue behind itself).
+  if (c.async && sequencer_) exchange.bind(sequencer_);
+  return exchange.then([self = shared_from_this(), t, flat, recv, n, block, world, op, phase](at::Tensor) mutable {
     at::Tensor sum = recv.view({world, block}).to(at::kFloat).sum(0);
     at::Tensor mine = to_16bit(sum, t.scalar_type(), op == ReduceOp::AVG ? double(world) : 1.0);
-    impl_->all_gather(flat, mine, phase).wait(phase.timeout);
+    self->impl_->all_gather(flat, mine, phase).wait(phase.timeout);
     t.copy_(flat.narrow(0, 0, n).view(t.sizes()));
     return t;
   });
@@ -264,23 +317,27 @@ Work ProcessGroup::all_to_all(std::vector<at::Tensor>& outs, const std::vector<a
     throw_invalid(c.ctx, "inputs is empty; expected " + std::to_string(size_) + " tensors (one per rank)");
   detail::check_list_dtype(c.ctx, ins, "inputs", size_, ins[0], "inputs[0]");
   detail::check_list_dtype(c.ctx, outs, "outputs", size_, ins[0], "inputs[0]");
-  agree(c, ins[0]);  // the dtype only: sizes may differ per rank
   std::vector<int64_t> in_counts, out_counts;
   for (const auto& t : ins) in_counts.push_back(t.numel());
   for (const auto& t : outs) out_counts.push_back(t.numel());
   Flat in = detail::flatten(ins, /*fill=*/true);
   Flat out = detail::flatten(outs, /*fill=*/false, in.buffer);
-  count(in.buffer);
   c.bytes = static_cast<int64_t>(in.buffer.nbytes());
-  Work w = impl_->all_to_all(out.buffer, out_counts, in.buffer, in_counts, c);
-  w.on_success([in, out, outs] { detail::unflatten(out, outs); });  // `in` lives until the end
-  return finish(std::move(w), c);
+  return issue(c, [this, ins, in, out, outs, in_counts, out_counts](const Call& c) mutable {
+    agree(c, ins[0]);  // the dtype only: sizes may differ per rank
+    count(in.buffer);
+    Work w = impl_->all_to_all(out.buffer, out_counts, in.buffer, in_counts, c);
+    w.on_success([in, out, outs] { detail::unflatten(out, outs); });  // `in` lives until the end
+    return w;
+  });
 }
 
 Work ProcessGroup::barrier(const CollectiveOptions& o) {
   Call c = call("barrier", o);
-  agree(c, at::Tensor());
-  return finish(impl_->barrier(c), c);
+  return issue(c, [this](const Call& c) {
+    agree(c, at::Tensor());
+    return impl_->barrier(c);
+  });
 }
 
 namespace {
@@ -298,19 +355,29 @@ Work ProcessGroup::send(const at::Tensor& t, int dst, const P2POptions& o) {
   Call c = call("send", o, t);
   detail::check_tensor(c.ctx, t, "tensor");
   check_peer(c, dst, "dst", o.tag, impl_->max_tag());
-  return finish(impl_->send(t, dst, o.tag, c), c);
+  return issue(c, [this, t, dst, tag = o.tag](const Call& c) { return impl_->send(t, dst, tag, c); });
 }
 
 Work ProcessGroup::recv(at::Tensor& t, int src, const P2POptions& o) {
   Call c = call("recv", o, t);
   detail::check_tensor(c.ctx, t, "tensor");
   check_peer(c, src, "src", o.tag, impl_->max_tag());
-  return finish(impl_->recv(t, src, o.tag, c).set_value(t), c);
+  return issue(c, [this, t, src, tag = o.tag](const Call& c) mutable { return impl_->recv(t, src, tag, c); }, t);
+}
+
+void ProcessGroup::await_turn() {
+  if (!sequencer_ || !sequencer_->must_queue()) return;
+  detail::Promise turn;
+  turn.queued_on(*sequencer_);
+  sequencer_->post("new_group", [turn]() mutable { turn.set_value({}); });
+  turn.work().wait(timeout_.count() > 0 ? timeout_ : kNoTimeout);
 }
 
 GroupPtr ProcessGroup::new_group(const std::vector<int>& ranks) {
   Call c = call("new_group", {});
   detail::check_group_ranks(c.ctx, ranks);
+  await_turn();  // what it exchanges comes after every collective called before it
+  c.seq = ++seq_;
   if (check_agreement_) agree(c, at::tensor(std::vector<int64_t>(ranks.begin(), ranks.end()), at::kLong));
   const int index = detail::index_in(ranks, rank_);
   std::unique_ptr<detail::Backend> sub = impl_->split(ranks, index, timeout_);

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "ddp/dist/errors.h"
+#include "dist/atomic_file.h"
 #include "dist/timeline_files.h"
 
 namespace ddp::timeline {
@@ -164,15 +165,12 @@ std::string flush() {
   }
   out << "\n],\"displayTimeUnit\":\"ms\"}\n";
   const std::string file = rank_file(path, rank);
-  const std::string tmp = file + ".tmp";
   std::string error;
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << out.str();
-    f.close();
-    if (!f) error = "cannot write " + tmp + ": check the directory of " + path;
+  try {
+    ddp::detail::write_file_atomic(file, out.str());
+  } catch (const Error& e) {
+    error = std::string(e.what()) + ": check the directory of " + path;
   }
-  if (error.empty() && std::rename(tmp.c_str(), file.c_str()) != 0) error = "cannot rename " + tmp + " to " + file;
   if (!error.empty()) {  // said once: recording stops, the exit-time flush does nothing
     detail::g_on.store(false, std::memory_order_relaxed);
     {

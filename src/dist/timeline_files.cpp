@@ -4,6 +4,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "ddp/errors.h"
+#include "dist/atomic_file.h"
+
 namespace ddp::timeline_files {
 
 std::string rank_file(const std::string& path, int rank) {
@@ -34,12 +37,10 @@ int merge(const std::string& path, int world, std::string* error) {
     ++found;
   }
   if (found == 0) return 0;
-  const std::string tmp = path + ".tmp";
-  std::ofstream out(tmp, std::ios::trunc);
-  out << json{{"traceEvents", std::move(all)}, {"displayTimeUnit", "ms"}}.dump() << "\n";
-  out.close();
-  if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    *error = "cannot write " + path;
+  try {
+    ddp::detail::write_file_atomic(path, json{{"traceEvents", std::move(all)}, {"displayTimeUnit", "ms"}}.dump() + "\n");
+  } catch (const Error& e) {
+    *error = e.what();
     return -1;
   }
   return found;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "ddp/dist/errors.h"
+#include "dist/sequencer.h"
 
 namespace ddp {
 
@@ -20,6 +21,7 @@ struct Work::State {
   std::thread::id finisher;  // the thread running the steps
   std::exception_ptr error;
   at::Tensor value;
+  std::weak_ptr<detail::Sequencer> sequencer;  // its group's: then() queues there
 };
 
 Work::Work() : state_(std::make_shared<State>()) {}
@@ -148,7 +150,32 @@ class CombinedWork final : public Work::Impl {
 
 }  // namespace
 
+Work& Work::bind(const std::shared_ptr<detail::Sequencer>& sequencer) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->sequencer = sequencer;
+  return *this;
+}
+
 Work Work::then(std::function<at::Tensor(at::Tensor)> fn) {
+  std::shared_ptr<detail::Sequencer> seq;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    seq = state_->sequencer.lock();
+  }
+  if (seq) {  // runs by itself once this Work completes, in the group's order
+    detail::Promise promise;
+    promise.queued_on(*seq);
+    Work child = promise.work();
+    child.bind(seq);
+    seq->post("then", [parent = *this, fn = std::move(fn), promise]() mutable {
+      try {
+        promise.set_value(fn(parent.value()));
+      } catch (...) {
+        promise.set_error(std::current_exception());
+      }
+    });
+    return child;
+  }
   Work child(std::make_shared<AfterWork>(*this));
   Work parent = *this;
   std::weak_ptr<State> weak = child.state_;  // the child owns this step: no cycle

@@ -38,8 +38,7 @@ void check_bucket_agreement(ProcessGroup& group, const std::vector<at::Tensor>& 
   at::Tensor verdict = at::empty({1}, at::kLong);
   group.scatter(verdict, verdicts);
   if (verdict.item<int64_t>() == 1) return;
-  GroupPtr handle(&group, [](ProcessGroup*) {});
-  std::vector<std::string> views = all_gather_bytes(mine, handle);
+  std::vector<std::string> views = all_gather_bytes(mine, group.shared_from_this());
   std::ostringstream s;
   s << "rank 0: " << views[0];
   for (int r = 1; r < world; ++r)

@@ -31,8 +31,7 @@ std::vector<std::string> split_lines(const std::string& s) {
 void check_same_parameters(ProcessGroup& g, const torch::OrderedDict<std::string, at::Tensor>& params) {
   std::string mine;
   for (const auto& p : params) mine += describe(p.key(), p.value()) + "\n";
-  GroupPtr handle(&g, [](ProcessGroup*) {});
-  auto all = all_gather_bytes(mine, handle);
+  auto all = all_gather_bytes(mine, g.shared_from_this());
   auto reference = split_lines(all[0]);
   for (size_t r = 1; r < all.size(); ++r) {
     auto theirs = split_lines(all[r]);

@@ -14,12 +14,12 @@
 #include <functional>
 #include <fstream>
 #include <map>
-#include <unistd.h>
 
 #include "ddp/dist/collectives.h"
 #include "ddp/errors.h"
 #include "ddp/parallel/fully_sharded.h"
 #include "ddp/parallel/optimizer_state.h"
+#include "dist/atomic_file.h"
 #include "dist/error_context.h"
 #include "parallel/sharded_unit.h"
 
@@ -102,17 +102,10 @@ void FullyShardedDataParallel::save_sharded(const std::string& dir, const torch:
   top.insert("buffers", buffers);
   if (optimizer) top.insert("optimizer", optimizer_state_dict(*optimizer));
   const std::vector<char> bytes = torch::jit::pickle_save(top);
-  // Whole or not at all: written beside, then renamed over.
-  const std::string file = shard_file(dir, r, w), tmp = file + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), std::streamsize(bytes.size()));
-    out.flush();
-    if (!out) throw_invalid(ctx, "cannot write " + tmp + " (" + std::strerror(errno) + ")");
-  }
-  if (std::rename(tmp.c_str(), file.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw_invalid(ctx, "cannot rename " + tmp + " to " + file + " (" + std::strerror(errno) + ")");
+  try {  // whole or not at all
+    ddp::detail::write_file_atomic(shard_file(dir, r, w), bytes.data(), bytes.size());
+  } catch (const Error& e) {
+    throw Error(ctx.prefix() + e.what());
   }
   barrier({}, group_);  // every rank's file is complete
 }

@@ -86,10 +86,25 @@ at::Tensor same_view(const at::Tensor& t, const at::Tensor& buffer, const at::Te
   return other.narrow(0, offset, t.numel()).view(t.sizes());
 }
 
+// This bucket's error-feedback memory (undefined without error feedback), looked up by the hook: continuations run
+// on the group's sequencer while later buckets' hooks change the state's maps, so they use handles only.
+at::Tensor error_memory(PowerSGDState& st, size_t b) {
+  return st.options.use_error_feedback ? st.error.at(b) : at::Tensor();
+}
+
 // This step's local error, into the error's own memory.
-void keep_error(PowerSGDState& st, size_t b, const at::Tensor& copy, const at::Tensor& output) {
-  at::Tensor& error = st.error[b];
-  at::sub_out(error, copy, output);
+void keep_error(at::Tensor error, const at::Tensor& copy, const at::Tensor& output) {
+  if (error.defined()) at::sub_out(error, copy, output);
+}
+
+// After the last bucket's decompression (every other bucket's continuation ran before it, and the next step's
+// hooks come after): without warm start, P and Q are not kept; the step is counted.
+void end_of_step(PowerSGDState& st) {
+  if (!st.options.warm_start) {
+    st.p.clear();
+    st.q.clear();
+  }
+  ++st.iter;
 }
 
 }  // namespace
@@ -218,10 +233,10 @@ Work PowerSGDHook::run_layerwise(ProcessGroup& group, GradBucket& bucket) {
 
   AllReduceOptions async;
   async.async_op = true;
-  Work uncompressed_sum = flat.numel() > 0 ? group.all_reduce(flat, async) : Work::ready(flat);
+  Work uncompressed_sum = group.all_reduce(flat, async);  // empty: completes at once, still the group's
   ProcessGroup* g = &group;
   const bool last = bucket.is_last();
-  at::Tensor p_memory = st->p[b], q_memory = st->q[b];
+  at::Tensor p_memory = st->p[b], q_memory = st->q[b], error = error_memory(*st, b);
   return uncompressed_sum
       .then([g, world, uncompressed, p_memory](at::Tensor sum) {
         // The averaged uncompressed tensors back into the bucket; then sum the Ps
@@ -247,7 +262,7 @@ Work PowerSGDHook::run_layerwise(ProcessGroup& group, GradBucket& bucket) {
         if (q.numel() > 0) g->all_reduce(q);
         return q;
       })
-      .then([st, b, world, input, source, outs, ps, qs, scatter_to, last](at::Tensor q) {
+      .then([st, world, input, source, error, outs, ps, qs, scatter_to, last](at::Tensor q) {
         // Decompress: M = P Q^T / W into the bucket; remember what was lost.
         q.div_(world);
         for (size_t i = 0; i < outs.size(); ++i) {
@@ -255,12 +270,8 @@ Work PowerSGDHook::run_layerwise(ProcessGroup& group, GradBucket& bucket) {
           at::bmm_out(out, ps[i], qs[i].transpose(1, 2));
           for (size_t k = 0; k < scatter_to[i].size(); ++k) scatter_to[i][k].copy_(out[k]);
         }
-        if (st->options.use_error_feedback) keep_error(*st, b, source, input);
-        if (!st->options.warm_start) {
-          st->p.clear();
-          st->q.clear();
-        }
-        if (last) ++st->iter;
+        keep_error(error, source, input);
+        if (last) end_of_step(*st);
         return input;
       });
 }
@@ -299,7 +310,7 @@ Work PowerSGDHook::run_batched(ProcessGroup& group, GradBucket& bucket) {
   async.async_op = true;
   ProcessGroup* g = &group;
   const bool last = bucket.is_last();
-  at::Tensor buffer = bucket.buffer;
+  at::Tensor buffer = bucket.buffer, error = error_memory(*st, b);
   return group.all_reduce(p, async)
       .then([st, g, matrix, p, q](at::Tensor) {
         orthogonalize(p.unsqueeze(0), st->options.orthogonalization_epsilon);
@@ -308,17 +319,13 @@ Work PowerSGDHook::run_batched(ProcessGroup& group, GradBucket& bucket) {
         g->all_reduce(out);
         return out;
       })
-      .then([st, b, world, p, padded, source, buffer, total, side, last](at::Tensor q) {
+      .then([st, world, p, padded, source, error, buffer, total, side, last](at::Tensor q) {
         q.div_(world);
         at::Tensor m = padded.view({side, side});
         at::mm_out(m, p, q.t());
-        if (st->options.use_error_feedback) keep_error(*st, b, source, padded);
-        if (!st->options.warm_start) {
-          st->p.clear();
-          st->q.clear();
-        }
+        keep_error(error, source, padded);
         buffer.copy_(padded.narrow(0, 0, total));
-        if (last) ++st->iter;
+        if (last) end_of_step(*st);
         return buffer;
       });
 }

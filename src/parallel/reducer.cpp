@@ -2,7 +2,6 @@
 
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
@@ -50,20 +49,11 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
   build(order);
   // One post hook per parameter's gradient accumulator: it runs after the
   // new gradient has been added to param.grad().
-  for (size_t i = 0; i < n; ++i) {
-    auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
-    hook_keys_.push_back(acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [this, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
-          on_gradient_accumulated(i);
-          return outputs;
-        })));
-    accumulators_.push_back(std::move(acc));
-  }
+  hooks_ = std::make_unique<GradientHooks>(GradientHooks::accumulators_of(params_),
+                                           [this](size_t i) { on_gradient_accumulated(i); });
 }
 
-Reducer::~Reducer() {
-  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
-}
+Reducer::~Reducer() = default;
 
 void Reducer::set_comm_hook(std::shared_ptr<CommHook> hook) {
   if (!hook) throw InvalidArgument("DistributedDataParallel: register_comm_hook got a null hook");
@@ -152,7 +142,7 @@ void Reducer::prepare_for_backward(const std::vector<at::Tensor>& outputs) {
     for (const auto& edge : node->next_edges())
       if (edge.function) stack.push_back(edge.function.get());
   }
-  for (size_t i = 0; i < params_.size(); ++i) unused_known_[i] = !seen.count(accumulators_[i].get());
+  for (size_t i = 0; i < params_.size(); ++i) unused_known_[i] = !seen.count(hooks_->accumulator(i));
   have_unused_known_ = true;
 }
 

@@ -16,6 +16,7 @@
 #include "ddp/parallel/comm_hook.h"
 #include "ddp/parallel/distributed_data_parallel.h"
 #include "ddp/torch_compat.h"
+#include "parallel/gradient_hooks.h"
 
 namespace torch::autograd {
 struct Node;
@@ -101,8 +102,7 @@ class Reducer {
   std::function<double()> divisor_source_;
   double divisor_ = 0;  // 0: not asked yet in this backward
   bool world_of_one_;  // nothing to reduce: a world of one, no hook registered
-  std::vector<compat::AutogradNodePtr> accumulators_;  // kept alive: they hold our hooks
-  std::vector<uintptr_t> hook_keys_;
+  std::unique_ptr<GradientHooks> hooks_;  // made at the end of the constructor
 
   std::vector<std::vector<size_t>> bucket_params_;
   std::vector<Bucket> buckets_;

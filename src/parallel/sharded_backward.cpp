@@ -2,28 +2,25 @@
 
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
 namespace ddp::detail {
 
 ShardedBackward::ShardedBackward(std::vector<std::shared_ptr<ShardedUnit>> units) : units_(std::move(units)) {
   arrived_.assign(units_.size(), 0);
+  std::vector<compat::AutogradNodePtr> accumulators;
+  std::vector<size_t> unit_of;  // accumulator -> its unit
   for (size_t u = 0; u < units_.size(); ++u) {
     for (const auto& acc : units_[u]->accumulators()) {
-      keys_.push_back(acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-          [this, u](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
-            on_gradient(u);
-            return outputs;
-          })));
-      accumulators_.push_back(acc);
+      accumulators.push_back(acc);
+      unit_of.push_back(u);
     }
   }
+  hooks_ = std::make_unique<GradientHooks>(std::move(accumulators),
+                                           [this, unit_of](size_t i) { on_gradient(unit_of[i]); });
 }
 
-ShardedBackward::~ShardedBackward() {
-  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(keys_[i]);
-}
+ShardedBackward::~ShardedBackward() = default;
 
 void ShardedBackward::on_gradient(size_t unit) {
   if (!in_backward_) {

@@ -8,12 +8,8 @@
 #include <memory>
 #include <vector>
 
+#include "parallel/gradient_hooks.h"
 #include "parallel/sharded_unit.h"
-#include "ddp/torch_compat.h"
-
-namespace torch::autograd {
-struct Node;
-}
 
 namespace ddp::detail {
 
@@ -31,8 +27,7 @@ class ShardedBackward {
   void reset();
 
   std::vector<std::shared_ptr<ShardedUnit>> units_;
-  std::vector<compat::AutogradNodePtr> accumulators_;  // the units', hooked
-  std::vector<uintptr_t> keys_;
+  std::unique_ptr<GradientHooks> hooks_;  // on the units' accumulators
   std::vector<size_t> arrived_;  // per unit, gradients in this backward
   size_t launched_ = 0;          // units reduced, from the last one down
   bool in_backward_ = false;

@@ -49,8 +49,7 @@ void check_config_agreement(const TrainConfig& cfg, ProcessGroup& group) {
   for (int r = 1; r < world; ++r) same = same && hashes[r].item<int64_t>() == hashes[0].item<int64_t>();
   if (same) return;
 
-  GroupPtr handle(&group, [](ProcessGroup*) {});
-  std::vector<std::string> texts = all_gather_bytes(mine, handle);
+  std::vector<std::string> texts = all_gather_bytes(mine, group.shared_from_this());
   std::vector<std::map<std::string, std::string>> views;
   for (const auto& t : texts) {
     std::map<std::string, std::string> m;

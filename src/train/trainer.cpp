@@ -326,9 +326,9 @@ void log_epoch(Job& j, int64_t epoch, int64_t step, double train_loss, double th
   j.logs.end_epoch(line.str());
 }
 
-// The on_epoch_end callbacks, in order, then one all_reduce on every rank (with or without callbacks: a
-// callback added on some ranks only must not leave the others behind): whether any rank asked to stop, and
-// whether a callback threw somewhere (then every rank throws). Returns why the run stops, if it does.
+// The on_epoch_end callbacks, in order, then the ranks agree (with or without callbacks: a callback added on some
+// ranks only must not leave the others behind) whether a callback threw somewhere (then every rank throws) and
+// whether any rank asked to stop. Returns why the run stops, if it does.
 std::optional<std::string> run_callbacks(Job& j, int64_t epoch, int64_t step, double train_loss,
                                          const EvalResult& eval) {
   EpochEnd e;
@@ -346,15 +346,12 @@ std::optional<std::string> run_callbacks(Job& j, int64_t epoch, int64_t step, do
   } catch (...) {
     error = std::current_exception();
   }
-  const int rank = j.group->rank(), world = j.group->size();
-  at::Tensor flags = at::tensor({e.stop ? 1 : 0, error ? world - rank : 0}, at::kInt);  // MAX: the lowest rank that threw
-  j.group->all_reduce(flags, op(ReduceOp::MAX)).wait();
-  const int failed = flags[1].item<int>();
+  const int failed = lowest_rank_where(error != nullptr, j.group);
   if (error) std::rethrow_exception(error);
-  if (failed > 0)
-    throw Error("Trainer: an on_epoch_end callback threw on rank " + std::to_string(world - failed) + " after epoch " +
+  if (failed >= 0)
+    throw Error("Trainer: an on_epoch_end callback threw on rank " + std::to_string(failed) + " after epoch " +
                 std::to_string(epoch) + " (its error is in that rank's output)");
-  if (flags[0].item<int>() == 0) return std::nullopt;
+  if (lowest_rank_where(e.stop, j.group) < 0) return std::nullopt;
   if (!e.stop) return std::string("an on_epoch_end callback on another rank asked to stop");
   return "stopped by an on_epoch_end callback after epoch " + std::to_string(epoch) +
          (e.reason.empty() ? std::string() : ": " + e.reason);

@@ -210,11 +210,8 @@ void on_every_rank(Job& j, const std::string& what, const std::function<void()>&
   } catch (...) {
     error = std::current_exception();
   }
-  const int rank = j.group->rank(), world = j.group->size();
-  at::Tensor first = at::tensor({error ? rank : world}, at::kInt);
-  j.group->all_reduce(first, op(ReduceOp::MIN)).wait();
-  const int failed = first.item<int>();
-  if (failed == world) return;
+  const int failed = lowest_rank_where(error != nullptr, j.group);
+  if (failed < 0) return;
   if (error) std::rethrow_exception(error);
   throw InvalidArgument("Trainer: " + what + " failed on rank " + std::to_string(failed) +
                         " (its error is in that rank's output)");
@@ -246,11 +243,9 @@ c10::IValue read_on_every_rank(Job& j, const std::string& path) {
   } catch (const Error& e) {
     error = e.what();
   }
-  const int rank = j.group->rank();
-  at::Tensor first_failed = at::tensor({error.empty() ? j.group->size() : rank}, at::kInt);
-  j.group->all_reduce(first_failed, op(ReduceOp::MIN)).wait();
-  if (first_failed.item<int>() == j.group->size()) return ckpt;
-  if (first_failed.item<int>() == rank) std::cerr << "ddp-train: rank " << rank << ": " << error << std::endl;
+  const int rank = j.group->rank(), failed = lowest_rank_where(!error.empty(), j.group);
+  if (failed < 0) return ckpt;
+  if (failed == rank) std::cerr << "ddp-train: rank " << rank << ": " << error << std::endl;
   return c10::IValue();
 }
 

@@ -138,7 +138,7 @@ TEST(FaultDetection, DdpNamesRanksWithDifferentBuckets) {
     testing::run_ranks("gloo", world, [&](ProcessGroup& g) {
       torch::nn::Linear net(torch::nn::LinearOptions(64, 32));
       DDPOptions o;
-      o.group = GroupPtr(&g, [](ProcessGroup*) {});
+      o.group = g.shared_from_this();
       o.first_bucket_cap_mb = o.bucket_cap_mb = g.rank() == world - 1 ? 1e-6 : 25;  // one bucket, or one per parameter
       DistributedDataParallel<torch::nn::Linear> model(net, o);
       at::Tensor loss = model(at::ones({2, 64})).sum();

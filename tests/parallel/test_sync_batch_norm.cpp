@@ -18,7 +18,7 @@ namespace {
 
 using torch::nn::Module;
 
-GroupPtr handle(ProcessGroup& g) { return GroupPtr(&g, [](ProcessGroup*) {}); }
+GroupPtr handle(ProcessGroup& g) { return g.shared_from_this(); }
 
 // Every parameter and buffer by name, as a state dict lists them.
 std::vector<std::pair<std::string, at::Tensor>> state(const Module& m) {

@@ -3,7 +3,10 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <numeric>
+#include <thread>
 
 namespace ddp::testing {
 namespace {
@@ -221,6 +224,84 @@ void barrier_and_async(ProcessGroup& g) {
   g.barrier();
 }
 
+// Continuations (Work::then) run by themselves once their Work completes, and the collectives they call keep the
+// place then() was called at: the user's thread calls the next collective (of another size) before the
+// continuation ran on some ranks and after it on others. Out of order, sizes would mismatch across ranks.
+at::Tensor f0(int r) { return at::full({8}, r + 1.0); }
+
+void continuations_in_order(ProcessGroup& g) {
+  const int r = g.rank(), w = g.size();
+  const double s = w * (w + 1) / 2.0;
+  AllReduceOptions async;
+  async.async_op = true;
+  at::Tensor a = at::full({100}, r + 1.0), b = at::full({300}, r + 1.0), c = at::full({500}, r + 1.0);
+  at::Tensor d = at::full({700}, r + 1.0);
+  std::atomic<bool> ran{false};
+  Work chain = g.all_reduce(a, async)
+                   .then([&g, &ran, b, r](at::Tensor) mutable {
+                     std::this_thread::sleep_for(std::chrono::milliseconds(30 * (r % 2)));  // ranks differ
+                     g.all_reduce(b);  // issued before c on every rank
+                     ran = true;
+                     return b;
+                   })
+                   .then([&g, d](at::Tensor v) mutable {  // a second continuation: its collective follows b's
+                     g.all_reduce(d);
+                     return v * 2;
+                   });
+  // Even ranks call the next collective late (their continuations have run by then), odd ranks at once (theirs
+  // sleep first): issued as called, the two would swap places on half the ranks.
+  std::this_thread::sleep_for(std::chrono::milliseconds(30 * ((r + 1) % 2)));
+  Work third = g.all_reduce(c, async);  // queued behind the continuations where they have not run yet
+  // Nobody waits: the continuation runs by itself (the deadline detects a hang, not slowness).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!ran && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(ran.load()) << where(g, "then(): the continuation did not run without a waiter");
+  expect_values(chain.value(), at::full({300}, 2 * s, at::kDouble), where(g, "then().then()'s value"));
+  third.wait();
+  expect_values(a, at::full({100}, s, at::kDouble), where(g, "then(): the first all_reduce"));
+  expect_values(b, at::full({300}, s, at::kDouble), where(g, "then(): the continuation's all_reduce"));
+  expect_values(c, at::full({500}, s, at::kDouble), where(g, "then(): the all_reduce called after then()"));
+  expect_values(d, at::full({700}, s, at::kDouble), where(g, "then(): the second continuation's all_reduce"));
+  // Inside a continuation, a synchronous 16-bit all_reduce (over gloo: an all_to_all, then a gather of its own)
+  // completes there; an asynchronous one chains behind the continuation.
+  at::Tensor h = at::full({64}, r + 1.0).to(at::kHalf), h2 = at::full({96}, r + 1.0).to(at::kBFloat16);
+  at::Tensor x1 = f0(r), x2 = f0(r);
+  Work halves = g.all_reduce(x1, async).then([&g, h, h2, async](at::Tensor) mutable {
+    g.all_reduce(h);
+    g.all_reduce(h2, async);  // not waited for here
+    return h;
+  });
+  expect_values(halves.value(), at::full({64}, s, at::kDouble), where(g, "then(): a float16 all_reduce inside"));
+  at::Tensor after = at::full({5}, r + 1.0);
+  g.all_reduce(after);  // behind the bfloat16 one on every rank
+  expect_values(h2, at::full({96}, s, at::kDouble), where(g, "then(): an async bfloat16 all_reduce inside"));
+  expect_values(after, at::full({5}, s, at::kDouble), where(g, "then(): the all_reduce after it"));
+  // A continuation that waits for a then() of its own would wait forever: an error says so.
+  Work self_wait = g.all_reduce(x2, async).then([&g, async](at::Tensor v) {
+    at::Tensor y = v.clone();
+    Work inner = g.all_reduce(y, async).then([](at::Tensor t) { return t; });
+    return inner.value();
+  });
+  try {
+    self_wait.wait();
+    ADD_FAILURE() << where(g, "then(): expected an error for a continuation waiting for its own then()");
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("would wait forever"), std::string::npos) << err.what();
+  }
+  // An error in a continuation reaches whoever waits; the group goes on.
+  at::Tensor e = at::full({10}, r + 1.0);
+  Work failing = g.all_reduce(e, async).then([](at::Tensor) -> at::Tensor { throw Error("the continuation failed"); });
+  try {
+    failing.wait();
+    ADD_FAILURE() << where(g, "then(): expected the continuation's error");
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("the continuation failed"), std::string::npos) << err.what();
+  }
+  at::Tensor f = at::full({3}, r + 1.0);
+  g.all_reduce(f);
+  expect_values(f, at::full({3}, s, at::kDouble), where(g, "after a failed continuation"));
+}
+
 void coalesced_mixed(ProcessGroup& g) {
   const int r = g.rank(), w = g.size();
   const double s = w * (w + 1) / 2.0;
@@ -253,7 +334,7 @@ void send_recv_ring(ProcessGroup& g) {
 }
 
 void object_collectives(ProcessGroup& g) {
-  GroupPtr gp(&g, [](ProcessGroup*) {});  // non-owning handle
+  GroupPtr gp = g.shared_from_this();
   const int r = g.rank(), w = g.size();
   auto names = all_gather_object<std::string>(std::string(r + 1, 'a' + r), gp);
   EXPECT_EQ(static_cast<int>(names.size()), w);
@@ -295,7 +376,7 @@ void object_collectives(ProcessGroup& g) {
 
 // Every rank arrives: nobody throws. (A missing rank: test_init's Timeouts.)
 void monitored_barrier_all_arrive(ProcessGroup& g) {
-  GroupPtr gp(&g, [](ProcessGroup*) {});
+  GroupPtr gp = g.shared_from_this();
   for (bool all : {false, true}) EXPECT_NO_THROW(monitored_barrier(gp, std::chrono::seconds(60), all));
   at::Tensor t = at::ones({2});
   g.all_reduce(t);  // the group works as before
@@ -441,6 +522,7 @@ const std::vector<SuiteCase>& collectives_suite() {
       {"ReduceScatter", reduce_scatter_ops},
       {"AllToAllUneven", all_to_all_uneven},
       {"BarrierAndAsync", barrier_and_async},
+      {"ContinuationsInOrder", continuations_in_order},
       {"CoalescedMixedDtypes", coalesced_mixed},
       {"SendRecvRing", send_recv_ring},
       {"ObjectCollectives", object_collectives},

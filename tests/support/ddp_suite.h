@@ -7,7 +7,7 @@
 namespace ddp::testing {
 
 // The suites' group as the non-owning GroupPtr that DDPOptions and friends take.
-inline GroupPtr handle(ProcessGroup& g) { return GroupPtr(&g, [](ProcessGroup*) {}); }
+inline GroupPtr handle(ProcessGroup& g) { return g.shared_from_this(); }
 // "gloo rank 1/3 <what>": failure messages say where.
 inline std::string tag(ProcessGroup& g, const std::string& what) {
   return g.backend() + " rank " + std::to_string(g.rank()) + "/" + std::to_string(g.size()) + " " + what;

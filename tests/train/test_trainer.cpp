@@ -366,8 +366,6 @@ TEST(Trainer, BadTasksGetErrorsNamingTheProblem) {
   EXPECT_THROW(trainer.fit(blob_task()), InvalidArgument);
 }
 
-GroupPtr unowned(ProcessGroup& g) { return GroupPtr(&g, [](ProcessGroup*) {}); }
-
 // World 3 with batch 16 per rank takes, at each step, the same 48 samples as world 1 with batch 48 (the
 // DistributedSampler deals rank r the permutation's positions r, r + 3, ...; 192 samples: no padding), and the
 // mean of the ranks' mean gradients is the global mean: the weights agree up to float32 summation order.
@@ -392,7 +390,7 @@ TEST(TrainerRanks, WorldThreeEqualsWorldOneWithThreeTimesTheBatch) {
     auto model = t.model.ptr();
     TrainConfig s3 = quiet(three, 3);
     s3.lr = 0.1;
-    results[size_t(g.rank())] = Trainer(s3, unowned(g)).fit(std::move(t));
+    results[size_t(g.rank())] = Trainer(s3, g.shared_from_this()).fit(std::move(t));
     weights[size_t(g.rank())] = flat_weights(*model);
   });
   const at::Tensor w1 = flat_weights(*reference);
@@ -412,7 +410,7 @@ TEST(TrainerRanks, ACallbackOnOneRankOnlyNeitherHangsNorStops) {
   test::TempDir dir;
   std::vector<int> calls(2, 0);
   testing::run_ranks("gloo", 2, [&](ProcessGroup& g) {
-    Trainer trainer(quiet(dir, 3), unowned(g));
+    Trainer trainer(quiet(dir, 3), g.shared_from_this());
     if (g.rank() == 0) trainer.on_epoch_end([&](EpochEnd&) { calls[0] += 1; });
     EXPECT_EQ(trainer.fit(blob_task()).epochs_done, 3);
   });
@@ -423,7 +421,7 @@ TEST(TrainerRanks, ACallbackThatThrowsOnOneRankEndsEveryRank) {
   test::TempDir dir;
   std::vector<std::string> errors(3);
   testing::run_ranks("gloo", 3, [&](ProcessGroup& g) {
-    Trainer trainer(quiet(dir, 3), unowned(g));
+    Trainer trainer(quiet(dir, 3), g.shared_from_this());
     trainer.on_epoch_end([&](EpochEnd& e) {
       if (g.rank() == 1 && e.epoch == 2) throw std::runtime_error("disk full");
     });
@@ -447,7 +445,7 @@ TEST(TrainerRanks, WhatDiffersBetweenRanksIsAnErrorOnEveryRank) {
     Task t = blob_task();
     if (g.rank() == 1) t.test_x = t.test_y = at::Tensor();
     try {
-      Trainer(quiet(a, 1), unowned(g)).fit(std::move(t));
+      Trainer(quiet(a, 1), g.shared_from_this()).fit(std::move(t));
     } catch (const InvalidArgument& e) {
       errors[size_t(g.rank())] = e.what();
     }
@@ -465,7 +463,7 @@ TEST(TrainerRanks, WhatDiffersBetweenRanksIsAnErrorOnEveryRank) {
     t.train_sharded = true;
     t.train_total = 160;
     try {
-      Trainer(quiet(b, 1), unowned(g)).fit(std::move(t));
+      Trainer(quiet(b, 1), g.shared_from_this()).fit(std::move(t));
     } catch (const InvalidArgument& e) {
       shard_errors[size_t(g.rank())] = e.what();
     }

@@ -21,6 +21,7 @@ void add_ddp_command(CLI::App& app, std::function<int()>& run);          // trai
 void add_memory_command(CLI::App& app, std::function<int()>& run);       // memory per rank: DDP, ZeRO-1/2/3
 void add_decode_command(CLI::App& app, std::function<int()>& run);       // images decoded per second, one thread
 void add_compute_command(CLI::App& app, std::function<int()>& run);      // GFLOP/s per model against the GEMM peak
+void add_save_command(CLI::App& app, std::function<int()>& run);         // ddp's torch.save writer vs pickle_save
 
 // Writes `doc` as indented JSON to `path`; throws naming the file.
 void write_json(const std::string& path, const nlohmann::ordered_json& doc);

@@ -15,6 +15,7 @@
 #include <torch/nn/modules/container/any.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <sstream>
@@ -40,6 +41,7 @@ struct ComputeOptions {
   int64_t batch = 128;
   int64_t steps = 6;  // timed steps per model and precision (after 2 untimed)
   int64_t gemm_n = 2048;
+  std::vector<std::string> precisions{"fp32", "bf16"};
   std::string json;
 };
 
@@ -143,7 +145,8 @@ int run_compute(const ComputeOptions& o) {
   std::printf("ddp-bench compute: %d thread(s); bf16 %s\n", at::get_num_threads(),
               bf16_native ? "native" : "not native (emulated, slow)");
   print_machine_lines();
-  const double peak32 = gemm_peak(o.gemm_n, at::kFloat), peak16 = gemm_peak(o.gemm_n, at::kBFloat16);
+  const bool with_bf16 = std::find(o.precisions.begin(), o.precisions.end(), "bf16") != o.precisions.end();
+  const double peak32 = gemm_peak(o.gemm_n, at::kFloat), peak16 = with_bf16 ? gemm_peak(o.gemm_n, at::kBFloat16) : 0;
   std::printf("GEMM peak (at::mm, n=%ld): fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n", long(o.gemm_n), peak32, peak16);
   std::printf("%-9s %-6s %-5s %12s %10s %9s %8s\n", "model", "layout", "dtype", "GFLOP/sample", "samples/s",
               "GFLOP/s", "of peak");
@@ -164,7 +167,8 @@ int run_compute(const ComputeOptions& o) {
     const double per_sample = 3 * forward;
     // Images: as stored (NCHW) and channels-last (NHWC, oneDNN's own layout); each in float32 and bfloat16.
     for (bool cl : m.input.size() == 3 ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
-      for (Precision p : {Precision::FP32, Precision::BF16}) {
+      for (const std::string& pname : o.precisions) {
+        const Precision p = pname == "bf16" ? Precision::BF16 : Precision::FP32;
         const double rate = double(o.batch) / step_seconds(m, o.batch, o.steps, p, cl);
         const double gflops = rate * per_sample / 1e9, peak = p == Precision::FP32 ? peak32 : peak16;
         const char* layout = m.input.size() == 3 ? (cl ? "nhwc" : "nchw") : "-";
@@ -190,6 +194,8 @@ void add_compute_command(CLI::App& app, std::function<int()>& run) {
   c->add_option("--batch", o->batch, "samples per step")->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--steps", o->steps, "timed steps per model and precision")->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--gemm-n", o->gemm_n, "GEMM size for the peak")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--precisions", o->precisions, "comma-separated: fp32, bf16 (bf16 is minutes per model where emulated)")
+      ->delimiter(',')->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
   c->add_option("--json", o->json, "also write the results as JSON");
   c->callback([&run, o] { run = [o] { return run_compute(*o); }; });
 }

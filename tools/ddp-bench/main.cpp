@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   ddp::bench::add_memory_command(app, run);
   ddp::bench::add_decode_command(app, run);
   ddp::bench::add_compute_command(app, run);
+  ddp::bench::add_save_command(app, run);
   CLI11_PARSE(app, argc, argv);
   try {
     return run();

@@ -39,6 +39,11 @@ Work recv(at::Tensor& tensor, int src, const P2POptions& opts = {}, GroupPtr gro
 // wait for rank 0's release. Blocks; uses send/recv on tags it reserves.
 void monitored_barrier(GroupPtr group = nullptr, Milliseconds timeout = kDefaultTimeout, bool wait_all_ranks = false);
 
+// The lowest rank where `condition` holds, or -1 where it holds on none: how ranks agree after a step that may
+// fail (or ask to stop) on some of them, so none is left waiting in the next collective. One all_reduce of one int;
+// every rank of the group must call it.
+int lowest_rank_where(bool condition, GroupPtr group = nullptr);
+
 // src's tensors into every rank's, packed into one buffer per dtype (one
 // broadcast per dtype instead of one per tensor). Blocks until done.
 void broadcast_coalesced(std::vector<at::Tensor>& tensors, int src = 0, GroupPtr group = nullptr);

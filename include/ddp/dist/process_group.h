@@ -11,6 +11,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,7 +29,8 @@ struct Call;
 class ProcessGroup;
 using GroupPtr = std::shared_ptr<ProcessGroup>;
 
-class ProcessGroup {
+// Always held by a GroupPtr (shared_from_this() hands out another from a ProcessGroup&).
+class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
  public:
   // Made by create_backend / init_process_group / new_group, not by users.
   ProcessGroup(std::unique_ptr<detail::Backend> backend, Milliseconds timeout);
@@ -83,6 +85,8 @@ class ProcessGroup {
   // `payload`: the tensor the call moves (its bytes show in wait reports).
   detail::Call call(const char* op, const CollectiveOptions& opts, const at::Tensor& payload = {}) const;
   Work finish(Work w, const detail::Call& c) const;
+  Work issue(detail::Call c, std::function<Work(const detail::Call&)> launch, const at::Tensor& value = {});
+  void await_turn();  // blocks until everything queued on the sequencer has been issued
   Work all_reduce_16bit(at::Tensor& tensor, ReduceOp op, const detail::Call& c);
   Work reduce_scatter_via_all_to_all(at::Tensor& output, const at::Tensor& flat_inputs, ReduceOp op,
                                      const detail::Call& c);
@@ -99,6 +103,9 @@ class ProcessGroup {
   // Under DDP_DEBUG=DETAIL, checks that every rank makes this same call (op,
   // dtype, shape, reduce op, root); see src/dist/agreement.h.
   void agree(const detail::Call& c, const at::Tensor& t, int reduce_op = -1, int root = -1) const;
+  // Runs continuations and keeps the order of collectives (src/dist/sequencer.h). Last: destroyed first, while
+  // the backend its queued calls use still exists.
+  std::shared_ptr<detail::Sequencer> sequencer_;
 };
 
 }  // namespace ddp

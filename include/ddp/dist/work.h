@@ -8,9 +8,14 @@
 //
 // A synchronous call (async_op = false) returns a Work that is already
 // complete: wait() and value() return at once. Errors raised on a backend's
-// threads are rethrown by wait() and value(). Continuations run once, on the
-// thread that first waits after completion, never under a lock: they may use
-// their own Work.
+// threads are rethrown by wait() and value().
+//
+// Continuations (then) of a collective's Work run by themselves as soon as it
+// completes, on its group's sequencer thread, in the order then() was called;
+// collectives they call keep their place in the group's order (see
+// src/dist/sequencer.h). Continuations of other Works run once, on the thread
+// that first waits after completion. Never under a lock: they may use their
+// own Work.
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -21,6 +26,10 @@
 #include "ddp/dist/types.h"
 
 namespace ddp {
+
+namespace detail {
+class Sequencer;
+}
 
 class Work {
  public:
@@ -54,6 +63,8 @@ class Work {
   // successful completion, before any waiter returns (e.g. AVG's division).
   Work& set_value(at::Tensor value);
   Work& on_success(std::function<void()> step);
+  // For the front: then() on this Work queues its continuation on `sequencer` (its group's).
+  Work& bind(const std::shared_ptr<detail::Sequencer>& sequencer);
 
  private:
   struct State;

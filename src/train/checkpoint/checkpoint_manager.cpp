@@ -15,6 +15,7 @@
 
 #include "ddp/errors.h"
 #include "ddp/train/checkpoint.h"
+#include "dist/atomic_file.h"
 #include "train/checkpoint/torch_format.h"
 
 namespace ddp::train {
@@ -81,7 +82,7 @@ void CheckpointManager::write_and_prune(int64_t epoch, int64_t step, const std::
   const std::string path = path_for(epoch, step);
   save_atomic(make(), path);
   const std::string name = fs::path(path).filename().string() + "\n";
-  detail::write_file_atomic((fs::path(opts_.dir) / kLatest).string(), name.data(), name.size());
+  ddp::detail::write_file_atomic((fs::path(opts_.dir) / kLatest).string(), name);
   if (opts_.keep_last == 0) return;
   // Keep the new file and the newest keep_last - 1 others (by epoch, step).
   std::vector<Numbered> others = list_checkpoints(opts_.dir);

@@ -49,10 +49,6 @@ std::string rewrite_pickle_for_libtorch(const std::string& pickle, const std::st
 // the CPU. ddp::Error naming the path for a missing, empty, truncated or corrupt file.
 c10::IValue read_torch_file(const std::string& path);
 
-// path + ".tmp.<pid>" in the same directory: write, fsync, rename over path, fsync the directory. On failure
-// before the rename the temporary file is removed and path is untouched; ddp::Error names path and errno text.
-void write_file_atomic(const std::string& path, const char* data, size_t size);
-
 // Checks the zip structure and every record against the CRC-32 the zip directory stores (zip_check.cpp).
 // ddp::Error naming the path and the record for a corrupt file.
 void verify_zip_records(const std::string& path);

@@ -8,18 +8,12 @@
 #include <cstring>
 
 #include "ddp/errors.h"
+#include "dist/atomic_file.h"
 
 namespace ddp::train::detail {
 
 void throw_io_error(const std::string& who, const std::string& what, const std::string& path, int err) {
-  std::string hint;
-  if (err == EACCES || err == EPERM || err == EROFS)
-    hint = " (choose a writable location or fix the permissions)";
-  else if (err == ENOSPC || err == EDQUOT || err == EFBIG)
-    hint = " (free some space or log somewhere else)";
-  else if (err == ENOTDIR || err == EEXIST)
-    hint = " (a file is in the way of a directory on that path)";
-  throw Error(who + ": cannot " + what + " '" + path + "': " + std::strerror(err) + hint);
+  throw Error(who + ": cannot " + what + " '" + path + "': " + std::strerror(err) + ddp::detail::io_error_hint(err));
 }
 
 std::string parent_dir(const std::string& path) {

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ddp/errors.h"
+#include "dist/atomic_file.h"
 #include "train/logging/file_io.h"
 #include "train/report/report_assets.h"
 
@@ -101,20 +102,10 @@ void write_report(const std::vector<std::string>& run_dirs, const std::string& o
   const std::string page = render_report(run_dirs);
   const std::string dir = detail::parent_dir(out_path);
   if (!dir.empty()) detail::make_dirs(dir, kWho);
-  const std::string tmp = out_path + ".tmp." + std::to_string(::getpid());
-  const int fd = detail::open_file(tmp, O_CREAT | O_TRUNC, kWho);
   try {
-    detail::write_all(fd, page.data(), page.size(), tmp, kWho);
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  detail::close_file(fd, tmp, kWho);
-  if (::rename(tmp.c_str(), out_path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    detail::throw_io_error(kWho, "rename a temporary file to", out_path, err);
+    ddp::detail::write_file_atomic(out_path, page);
+  } catch (const Error& e) {
+    throw Error(std::string(kWho) + ": " + e.what());
   }
 }
 
