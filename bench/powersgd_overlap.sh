@@ -2,8 +2,8 @@
 # Does PowerSGD's second reduction overlap backward? ddp-bench ddp with the PowerSGD hook at world 2 (gloo and
 # mpi, 1 thread per rank), continuations run by the group's sequencer (the default) against run on the first
 # waiter (DDP_CONTINUATIONS=waiter, the behaviour before), rounds alternating; the best round counts. From each
-# run's timeline: how many continuations (P's orthogonalization and Q's all_reduce, track "continuations") ran
-# while backward was still running on the same rank.
+# run's timeline: how many continuations (P's orthogonalization and Q's all_reduce, track "continuations") started
+# while backward was still computing gradients on the same rank (before the reducer waits for the buckets).
 # Usage: bench/powersgd_overlap.sh [models] [steps] [rounds] [hook]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,20 +35,26 @@ def overlap(trace):
     events = [e for e in json.load(open(trace))["traceEvents"] if e.get("ph") == "X"]
     total = during = 0
     for rank in {e["pid"] for e in events}:
-        bwd = [(e["ts"], e["ts"] + e["dur"]) for e in events if e["pid"] == rank and e["name"] == "backward"]
+        # backward's own computation: from its start to where the reducer starts waiting for the buckets
+        waits = sorted(e["ts"] for e in events if e["pid"] == rank and e["name"] == "wait for buckets")
+        bwd = []
+        for e in events:
+            if e["pid"] == rank and e["name"] == "backward":
+                end = next((w for w in waits if e["ts"] <= w <= e["ts"] + e["dur"]), e["ts"] + e["dur"])
+                bwd.append((e["ts"], end))
         for e in events:
             if e["pid"] != rank or e.get("cat") != "continuations" or e["name"] != "then":
                 continue
             total += 1
             during += any(a <= e["ts"] < b for a, b in bwd)
     return during, total
-print("| model | backend | continuations | ms/step (best round) | exposed comm, ms/step | continuations started during backward |")
+print("| model | backend | continuations | ms/step (best round) | exposed comm, ms/step | continuations started while backward computes |")
 print("|---|---|---|---|---|---|")
 for model in models:
     for backend in ("gloo", "mpi"):
         for mode in ("sequencer", "waiter"):
             runs = sorted(glob.glob(f"{out}/{model}-{backend}-{mode}-*.json"))
-            runs = [r for r in runs if not r.endswith(".trace.json")]
+            runs = [r for r in runs if ".trace" not in r]
             if not runs:
                 continue
             docs = [json.load(open(r)) for r in runs]

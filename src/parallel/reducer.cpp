@@ -302,6 +302,7 @@ void Reducer::finalize() {
   } else if (next_launch_ < buckets_.size()) {
     fail_unfinished();
   }
+  timeline::Span waiting("compute", "wait for buckets");  // inside backward: what the reductions leave exposed
   try {
     const bool tl = timeline::enabled();
     for (auto& bucket : buckets_) {
@@ -319,6 +320,7 @@ void Reducer::finalize() {
     reset_iteration();
     throw;
   }
+  waiting.end();
   // Averaged gradients back into param.grad(); a parameter no rank used keeps its grad.
   for (size_t i = 0; i < params_.size() && !world_of_one_; ++i) {
     if (!globally_used[i]) continue;
