@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/torch-line.sh   # DDP_TORCH=2: against LibTorch 2.x
 install_deps
-BUILD_DIR=$BUILD_DIR BUILD_TARGETS="ddprun ddp-train" ./scripts/build.sh   # only what the demo runs: no tests
+# What the demo runs, and ddp_spawn so that `cmake --install` finds every library the package exports; no tests.
+BUILD_DIR=$BUILD_DIR BUILD_TARGETS="ddprun ddp-train ddp_spawn" ./scripts/build.sh
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # ddprun's default --backend auto: mpi when OpenMPI is installed (its first line says which and why), else gloo.
 exec "$BUILD_DIR/bin/ddprun" --nproc-per-node 2 --standalone "$BUILD_DIR/bin/ddp-train" fashion-mnist-fast "$@"
