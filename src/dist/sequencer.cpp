@@ -121,7 +121,7 @@ class PromisedWork final : public Work::Impl {
       throw Error("a continuation waits for a Work that its group's sequencer completes only after this "
                   "continuation (a then() or a call it queued itself): it would wait forever; wait for it outside "
                   "the continuation, or chain with then()");
-    if (timeout.count() > 0 && timeout != kNoTimeout) {
+    if (timeout.count() > 0) {
       if (!s_->cv.wait_for(lock, timeout, done))
         throw TimeoutError("timed out after " + std::to_string(timeout.count()) +
                            " ms waiting for the operation's turn: the continuations queued before it on this group "
@@ -134,7 +134,7 @@ class PromisedWork final : public Work::Impl {
     Work real = s_->real;
     lock.unlock();
     Milliseconds left = timeout;
-    if (timeout.count() > 0 && timeout != kNoTimeout) {
+    if (timeout.count() > 0) {
       const auto spent = std::chrono::duration_cast<Milliseconds>(std::chrono::steady_clock::now() - start);
       left = std::max(Milliseconds(1), timeout - spent);
     }
