@@ -4,6 +4,8 @@
 # Usage: bench/cifar_airbench.sh [seeds] [extra ddp-train flags...]   e.g. bench/cifar_airbench.sh "0 1 2"
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# CIFAR-10: CIFAR_DIR, else the course's copy (the recipe's own default is $DDP_DATA_DIR/cifar10, else ~/.cache/ddp).
+CIFAR_DIR=${CIFAR_DIR:-../shared/data/cifar10}
 SEEDS=${1:-"0 1 2"}
 shift || true
 OUT=${OUT:-build/bench/airbench}
@@ -16,7 +18,7 @@ for s in $SEEDS; do
   rm -rf "$OUT/seed$s"
   start=$(date +%s.%N)
   build/bin/ddprun --nproc-per-node 2 --standalone build/bin/ddp-train cifar10-airbench --seed "$s" \
-    --out-dir "$OUT/seed$s" --no-progress "$@" > "$OUT/seed$s.log" 2>&1
+    --out-dir "$OUT/seed$s" --data-dir "$CIFAR_DIR" --no-progress "$@" > "$OUT/seed$s.log" 2>&1
   end=$(date +%s.%N)
   ${DDP_PYTHON:-/usr/bin/python3} - "$OUT/seed$s/metrics.jsonl" "$s" "$start" "$end" <<'PY'
 import json, sys

@@ -6,6 +6,8 @@
 # Usage: bench/scaling.sh [BIN] [ROUNDS]   (BIN: build/bin)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# CIFAR-10: CIFAR_DIR, else the course's copy (the recipe's own default is $DDP_DATA_DIR/cifar10, else ~/.cache/ddp).
+CIFAR_DIR=${CIFAR_DIR:-../shared/data/cifar10}
 BIN=${1:-build/bin}
 ROUNDS=${2:-2}
 OUT=build/bench/scaling
@@ -31,7 +33,7 @@ for l in open(sys.argv[1]):
 JOBS=(
   "fashion-mnist-fast|fashion-mnist-fast --batch-size 64"
   "fashion-mnist|fashion-mnist --batch-size 64 --seed 1"
-  "cifar10-airbench|cifar10-airbench --limit-train 20480 --limit-test 1000"
+  "cifar10-airbench|cifar10-airbench --limit-train 20480 --limit-test 1000 --data-dir $CIFAR_DIR"
   "bench-mlp|ddp-bench --model mlp --steps 2000"
   "bench-cnn|ddp-bench --model cnn --steps 100 --warmup 10"
 )

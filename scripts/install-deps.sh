@@ -30,6 +30,7 @@ PKGS=(
   libopenmpi-dev openmpi-bin            # MPI backend
   libgtest-dev libgmock-dev             # tests
   libcli11-dev nlohmann-json3-dev       # command lines, JSON
+  libtomlplusplus-dev                   # ddp-train --config files (TOML)
   zlib1g-dev                            # gzip data files
   libturbojpeg0-dev libspng-dev         # ImageFolder: JPEG (libjpeg-turbo) and PNG decoding
   iproute2                              # network namespaces: multi-host tests on one machine

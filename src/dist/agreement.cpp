@@ -10,20 +10,11 @@
 namespace ddp::detail {
 namespace {
 
-const char* const kOps[] = {"broadcast", "all_reduce", "all_reduce_coalesced", "reduce", "all_gather",
-                            "gather", "scatter", "reduce_scatter", "all_to_all", "barrier", "new_group"};
-constexpr int kNumOps = sizeof(kOps) / sizeof(kOps[0]);
 constexpr int kMaxDims = 8;
 
 // Layout of a fingerprint.
 enum Field { kSeq, kOp, kDtype, kReduceOp, kRoot, kNdim, kNumel, kDims };
 static_assert(kDims + kMaxDims <= kFingerprintLength, "fingerprint too short");
-
-int op_code(const std::string& op) {
-  for (int i = 0; i < kNumOps; ++i)
-    if (op == kOps[i]) return i;
-  return -1;
-}
 
 // PyTorch's names: float32, int64, ...
 std::string dtype_name(int64_t code) {
@@ -56,11 +47,11 @@ bool agreement_checks_enabled() {
 }
 
 at::Tensor fingerprint(const Call& c, const at::Tensor& t, int reduce_op, int root) {
-  const bool shape = c.ctx.op != "all_to_all";
+  const bool shape = c.op != OpType::kAllToAll;
   at::Tensor f = at::full({kFingerprintLength}, -1, at::kLong);
   int64_t* p = f.data_ptr<int64_t>();
   p[kSeq] = c.seq;
-  p[kOp] = op_code(c.ctx.op);
+  p[kOp] = static_cast<int64_t>(c.op);
   p[kReduceOp] = reduce_op;
   p[kRoot] = root;
   if (t.defined()) {
@@ -76,7 +67,7 @@ at::Tensor fingerprint(const Call& c, const at::Tensor& t, int reduce_op, int ro
 
 std::string describe_fingerprint(const int64_t* f) {
   std::ostringstream s;
-  s << "#" << f[kSeq] << " " << (f[kOp] >= 0 && f[kOp] < kNumOps ? kOps[f[kOp]] : "?");
+  s << "#" << f[kSeq] << " " << (f[kOp] >= 0 && f[kOp] < kNumOpTypes ? to_string(static_cast<OpType>(f[kOp])) : "?");
   if (f[kDtype] >= 0) {
     s << " " << dtype_name(f[kDtype]);
     if (f[kNdim] >= 0) {

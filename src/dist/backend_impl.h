@@ -33,7 +33,7 @@ struct Call {
   bool async = false;    // the caller will not wait at once (a backend may run a blocking call inline otherwise)
   int64_t seq = 0;       // this group's collective number, from 1
   int64_t bytes = 0;     // payload bytes, for reports of long waits
-  const char* op = "";   // ctx.op as the literal it came from (names that must outlive the call)
+  OpType op = OpType::kBarrier;  // what the call does; ctx.op is its name
 };
 
 class Backend {

@@ -45,4 +45,23 @@ std::string to_string(ReduceOp op) {
   return "?";
 }
 
+const char* to_string(OpType op) {
+  switch (op) {
+    case OpType::kBroadcast: return "broadcast";
+    case OpType::kAllReduce: return "all_reduce";
+    case OpType::kAllReduceCoalesced: return "all_reduce_coalesced";
+    case OpType::kReduce: return "reduce";
+    case OpType::kAllGather: return "all_gather";
+    case OpType::kGather: return "gather";
+    case OpType::kScatter: return "scatter";
+    case OpType::kReduceScatter: return "reduce_scatter";
+    case OpType::kAllToAll: return "all_to_all";
+    case OpType::kBarrier: return "barrier";
+    case OpType::kNewGroup: return "new_group";
+    case OpType::kSend: return "send";
+    case OpType::kRecv: return "recv";
+  }
+  return "?";
+}
+
 }  // namespace ddp

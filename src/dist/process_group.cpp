@@ -25,12 +25,11 @@ ProcessGroup::ProcessGroup(std::unique_ptr<detail::Backend> backend, Millisecond
 
 ProcessGroup::~ProcessGroup() = default;
 
-Call ProcessGroup::call(const char* op, const CollectiveOptions& opts, const at::Tensor& payload) const {
+Call ProcessGroup::call(OpType op, const CollectiveOptions& opts, const at::Tensor& payload) const {
   const Milliseconds t = detail::effective_timeout(opts.timeout, timeout_);
-  Call c{ErrorContext{name_, rank_, size_, op}, t.count() > 0 ? t : kNoTimeout, opts.async_op};
+  Call c{ErrorContext{name_, rank_, size_, to_string(op)}, t.count() > 0 ? t : kNoTimeout, opts.async_op};
   c.op = op;
-  const std::string name(op);
-  if (name == "send" || name == "recv") c.seq = seq_.load();  // collectives are numbered as issued (issue)
+  if (is_p2p(op)) c.seq = seq_.load();  // collectives are numbered as issued (issue)
   c.bytes = payload.defined() ? static_cast<int64_t>(payload.nbytes()) : 0;
   return c;
 }
@@ -57,7 +56,7 @@ Work ProcessGroup::finish(Work w, const Call& c) const {
 // and calls the backend. `value`: what the returned Work yields.
 Work ProcessGroup::issue(Call c, std::function<Work(const Call&)> launch, const at::Tensor& value) {
   auto run = [this, launch = std::move(launch), value](Call& c) {
-    if (c.ctx.op != "send" && c.ctx.op != "recv") c.seq = ++seq_;  // collectives, numbered in issue order
+    if (!is_p2p(c.op)) c.seq = ++seq_;  // collectives, numbered in issue order
     Work w = launch(c);
     if (value.defined()) w.set_value(value);
     return w.bind(sequencer_);
@@ -72,7 +71,7 @@ Work ProcessGroup::issue(Call c, std::function<Work(const Call&)> launch, const 
   if (value.defined()) w.set_value(value);
   w.bind(sequencer_);
   // The entry holds the group: a group released meanwhile is destroyed only after its queue ran.
-  sequencer_->post(c.op, [self = shared_from_this(), run, c, promise]() mutable {
+  sequencer_->post(to_string(c.op), [self = shared_from_this(), run, c, promise]() mutable {
     try {
       c.async = true;  // the caller waits (on the promise), not the sequencer
       promise.set_work(run(c));
@@ -115,7 +114,7 @@ void complete(Work& w, const Reduction& r, const at::Tensor& target, int world) 
 }  // namespace
 
 Work ProcessGroup::broadcast(at::Tensor& t, const BroadcastOptions& o) {
-  Call c = call("broadcast", o, t);
+  Call c = call(OpType::kBroadcast, o, t);
   detail::check_tensor(c.ctx, t, "tensor");
   detail::check_rank(c.ctx, o.src, "src");
   return issue(c, [this, t, src = o.src](const Call& c) mutable {
@@ -127,7 +126,7 @@ Work ProcessGroup::broadcast(at::Tensor& t, const BroadcastOptions& o) {
 }
 
 Work ProcessGroup::all_reduce(at::Tensor& t, const AllReduceOptions& o) {
-  Call c = call("all_reduce", o, t);
+  Call c = call(OpType::kAllReduce, o, t);
   detail::check_tensor(c.ctx, t, "tensor");
   detail::check_op(c.ctx, o.op, t.scalar_type());
   return issue(c, [this, t, op = o.op](const Call& c) mutable {
@@ -149,7 +148,7 @@ Work ProcessGroup::all_reduce(at::Tensor& t, const AllReduceOptions& o) {
 }
 
 Work ProcessGroup::all_reduce_coalesced(std::vector<at::Tensor>& ts, const AllReduceOptions& o) {
-  Call c = call("all_reduce_coalesced", o);
+  Call c = call(OpType::kAllReduceCoalesced, o);
   int64_t numel = 0;
   for (size_t i = 0; i < ts.size(); ++i) {
     detail::check_tensor(c.ctx, ts[i], "tensors[" + std::to_string(i) + "]");
@@ -181,7 +180,7 @@ Work ProcessGroup::all_reduce_coalesced(std::vector<at::Tensor>& ts, const AllRe
 }
 
 Work ProcessGroup::reduce(at::Tensor& t, const ReduceOptions& o) {
-  Call c = call("reduce", o, t);
+  Call c = call(OpType::kReduce, o, t);
   detail::check_tensor(c.ctx, t, "tensor");
   detail::check_op(c.ctx, o.op, t.scalar_type());
   detail::check_rank(c.ctx, o.dst, "dst");
@@ -196,7 +195,7 @@ Work ProcessGroup::reduce(at::Tensor& t, const ReduceOptions& o) {
 }
 
 Work ProcessGroup::all_gather(std::vector<at::Tensor>& outs, const at::Tensor& in, const CollectiveOptions& o) {
-  Call c = call("all_gather", o, in);
+  Call c = call(OpType::kAllGather, o, in);
   detail::check_tensor(c.ctx, in, "input");
   detail::check_list(c.ctx, outs, "outputs", size_, in, "input");
   return issue(c, [this, outs, in](const Call& c) {
@@ -211,7 +210,7 @@ Work ProcessGroup::all_gather(std::vector<at::Tensor>& outs, const at::Tensor& i
 }
 
 Work ProcessGroup::gather(const at::Tensor& in, std::vector<at::Tensor>& outs, const GatherOptions& o) {
-  Call c = call("gather", o, in);
+  Call c = call(OpType::kGather, o, in);
   detail::check_tensor(c.ctx, in, "input");
   detail::check_rank(c.ctx, o.dst, "dst");
   const bool at_root = rank_ == o.dst;  // other ranks' outputs are ignored
@@ -227,7 +226,7 @@ Work ProcessGroup::gather(const at::Tensor& in, std::vector<at::Tensor>& outs, c
 }
 
 Work ProcessGroup::scatter(at::Tensor& out, const std::vector<at::Tensor>& ins, const ScatterOptions& o) {
-  Call c = call("scatter", o, out);
+  Call c = call(OpType::kScatter, o, out);
   detail::check_tensor(c.ctx, out, "output");
   detail::check_rank(c.ctx, o.src, "src");
   const bool at_root = rank_ == o.src;  // other ranks' inputs are ignored
@@ -242,7 +241,7 @@ Work ProcessGroup::scatter(at::Tensor& out, const std::vector<at::Tensor>& ins, 
 
 Work ProcessGroup::reduce_scatter(at::Tensor& out, const std::vector<at::Tensor>& ins,
                                   const ReduceScatterOptions& o) {
-  Call c = call("reduce_scatter", o, out);
+  Call c = call(OpType::kReduceScatter, o, out);
   detail::check_tensor(c.ctx, out, "output");
   detail::check_op(c.ctx, o.op, out.scalar_type());
   detail::check_list(c.ctx, ins, "inputs", size_, out, "output");
@@ -312,7 +311,7 @@ Work ProcessGroup::reduce_scatter_via_all_to_all(at::Tensor& out, const at::Tens
 
 Work ProcessGroup::all_to_all(std::vector<at::Tensor>& outs, const std::vector<at::Tensor>& ins,
                               const CollectiveOptions& o) {
-  Call c = call("all_to_all", o);
+  Call c = call(OpType::kAllToAll, o);
   if (ins.empty())
     throw_invalid(c.ctx, "inputs is empty; expected " + std::to_string(size_) + " tensors (one per rank)");
   detail::check_list_dtype(c.ctx, ins, "inputs", size_, ins[0], "inputs[0]");
@@ -333,7 +332,7 @@ Work ProcessGroup::all_to_all(std::vector<at::Tensor>& outs, const std::vector<a
 }
 
 Work ProcessGroup::barrier(const CollectiveOptions& o) {
-  Call c = call("barrier", o);
+  Call c = call(OpType::kBarrier, o);
   return issue(c, [this](const Call& c) {
     agree(c, at::Tensor());
     return impl_->barrier(c);
@@ -352,14 +351,14 @@ void check_peer(const Call& c, int peer, const char* name, int tag, int max_tag)
 }  // namespace
 
 Work ProcessGroup::send(const at::Tensor& t, int dst, const P2POptions& o) {
-  Call c = call("send", o, t);
+  Call c = call(OpType::kSend, o, t);
   detail::check_tensor(c.ctx, t, "tensor");
   check_peer(c, dst, "dst", o.tag, impl_->max_tag());
   return issue(c, [this, t, dst, tag = o.tag](const Call& c) { return impl_->send(t, dst, tag, c); });
 }
 
 Work ProcessGroup::recv(at::Tensor& t, int src, const P2POptions& o) {
-  Call c = call("recv", o, t);
+  Call c = call(OpType::kRecv, o, t);
   detail::check_tensor(c.ctx, t, "tensor");
   check_peer(c, src, "src", o.tag, impl_->max_tag());
   return issue(c, [this, t, src, tag = o.tag](const Call& c) mutable { return impl_->recv(t, src, tag, c); }, t);
@@ -374,7 +373,7 @@ void ProcessGroup::await_turn() {
 }
 
 GroupPtr ProcessGroup::new_group(const std::vector<int>& ranks) {
-  Call c = call("new_group", {});
+  Call c = call(OpType::kNewGroup, {});
   detail::check_group_ranks(c.ctx, ranks);
   await_turn();  // what it exchanges comes after every collective called before it
   c.seq = ++seq_;

@@ -2,6 +2,9 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/irange.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
 
 #include <algorithm>
 #include <numeric>
@@ -75,6 +78,38 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<torch::optim::Optim
     throw InvalidArgument("ZeroRedundancyOptimizer: the factory must build an optimizer over the " +
                           std::to_string(groups.size()) + " param group(s) it is given");
 }
+
+namespace {
+std::vector<torch::optim::OptimizerParamGroup> groups_of(const torch::optim::Optimizer& like) {
+  if (!like.state().empty())
+    throw InvalidArgument("ZeroRedundancyOptimizer: the optimizer to shard has state already (it stepped); shard it "
+                          "before its first step");
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  for (const auto& g : like.param_groups()) groups.emplace_back(g.params(), g.options().clone());
+  return groups;
+}
+}  // namespace
+
+ZeroRedundancyOptimizer::Factory ZeroRedundancyOptimizer::factory_like(const torch::optim::Optimizer& like) {
+  using namespace torch::optim;
+  if (auto* sgd = dynamic_cast<const SGD*>(&like)) {
+    const auto defaults = static_cast<const SGDOptions&>(sgd->defaults());
+    return [defaults](std::vector<OptimizerParamGroup> g) { return std::make_unique<SGD>(std::move(g), defaults); };
+  }
+  if (auto* adamw = dynamic_cast<const AdamW*>(&like)) {
+    const auto defaults = static_cast<const AdamWOptions&>(adamw->defaults());
+    return [defaults](std::vector<OptimizerParamGroup> g) { return std::make_unique<AdamW>(std::move(g), defaults); };
+  }
+  if (auto* adam = dynamic_cast<const Adam*>(&like)) {
+    const auto defaults = static_cast<const AdamOptions&>(adam->defaults());
+    return [defaults](std::vector<OptimizerParamGroup> g) { return std::make_unique<Adam>(std::move(g), defaults); };
+  }
+  throw InvalidArgument("ZeroRedundancyOptimizer: can shard torch::optim::SGD, Adam and AdamW as built; for another "
+                        "optimizer give the constructor a Factory");
+}
+
+ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(const torch::optim::Optimizer& like, ZeroOptions options)
+    : ZeroRedundancyOptimizer(groups_of(like), factory_like(like), std::move(options)) {}
 
 void ZeroRedundancyOptimizer::step() {
   local_->step();

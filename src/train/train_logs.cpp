@@ -10,6 +10,7 @@ namespace ddp::train::detail {
 
 void TrainLogs::open(const std::string& out_dir, bool leader, bool progress) {
   leader_ = leader;
+  console_.set_leader(leader);
   if (!leader) return;
   out_dir_ = out_dir;
   tb_dir_ = out_dir + "/tb";
@@ -17,7 +18,10 @@ void TrainLogs::open(const std::string& out_dir, bool leader, bool progress) {
   jsonl_path_ = out_dir + "/metrics.jsonl";
   tb_ = std::make_unique<SummaryWriter>(tb_dir_);
   jsonl_ = std::make_unique<JsonlWriter>(jsonl_path_, /*append=*/true);
-  if (progress) progress_ = std::make_unique<Progress>(std::cout, Progress::live_stdout(), 50);
+  if (progress) {
+    progress_ = std::make_unique<Progress>(console_.out(), &console_.out() == &std::cout && Progress::live_stdout(), 50);
+    console_.set_progress(progress_.get());
+  }
 }
 
 void TrainLogs::begin_epoch(int64_t epoch, int64_t epochs, int64_t steps) {
@@ -32,12 +36,11 @@ void TrainLogs::step(int64_t step_in_epoch, double loss, double lr, double sampl
 
 void TrainLogs::end_epoch(const std::string& summary) {
   if (progress_) progress_->end(summary);
-  else if (leader_) std::cout << summary << std::endl;
+  else console_.line(summary);
 }
 
 void TrainLogs::note(const std::string& line) {
-  if (progress_) progress_->note(line);
-  else if (leader_) std::cout << line << std::endl;
+  console_.line(line);
 }
 
 void TrainLogs::scalars(const std::string& kind, int64_t step,
@@ -69,8 +72,8 @@ void TrainLogs::write_report() {
   } catch (const std::exception& e) {
     report_written_ = false;
     if (!report_warned_)
-      std::cerr << "ddp-train: warning: cannot write the report (training goes on; rebuild it later with "
-                << "`ddp-train report " << out_dir_ << "`): " << e.what() << std::endl;
+      console_.warning("cannot write the report (training goes on; rebuild it later with `ddp-train report " +
+                       out_dir_ + "`): " + e.what());
     report_warned_ = true;
   }
 }

@@ -1,5 +1,6 @@
-// Rank 0's logs for the trainer: the progress line, TensorBoard events, JSON
-// lines and the report page. On other ranks every call does nothing.
+// Rank 0's logs for the trainer: the console (console.h) with its progress line,
+// TensorBoard events, JSON lines and the report page. On other ranks every call
+// does nothing.
 #pragma once
 #include <memory>
 #include <string>
@@ -9,6 +10,7 @@
 #include "ddp/train/metrics_log.h"
 #include "ddp/train/progress.h"
 #include "ddp/train/tensorboard.h"
+#include "console.h"
 
 namespace ddp::train::detail {
 
@@ -18,6 +20,8 @@ class TrainLogs {
   // Opens out_dir/tb and out_dir/metrics.jsonl on rank 0.
   void open(const std::string& out_dir, bool leader, bool progress);
   bool leader() const { return leader_; }
+  // Every line the run prints goes through it (set_leader() before open() for the first lines).
+  Console& console() { return console_; }
 
   void begin_epoch(int64_t epoch, int64_t epochs, int64_t steps);
   void step(int64_t step_in_epoch, double loss, double lr, double samples_per_s);
@@ -42,6 +46,7 @@ class TrainLogs {
   bool leader_ = false;
   std::string out_dir_, tb_dir_, jsonl_path_, report_path_;
   bool report_warned_ = false, report_written_ = false;
+  Console console_;
   std::unique_ptr<SummaryWriter> tb_;
   std::unique_ptr<JsonlWriter> jsonl_;
   std::unique_ptr<Progress> progress_;

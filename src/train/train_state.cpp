@@ -19,17 +19,16 @@ c10::IValue get(const c10::impl::GenericDict& d, const std::string& key, const s
   return it->value();
 }
 
-// Settings of this run that differ from those the checkpoint was written with, on stderr.
-void warn_changed_settings(const c10::impl::GenericDict& saved, const TrainConfig& cfg, const std::string& path) {
+// Settings of this run that differ from those the checkpoint was written with, as a warning.
+void warn_changed_settings(const c10::impl::GenericDict& saved, const TrainConfig& cfg, const std::string& path,
+                           const Console& console) {
   std::string changes;
   for (const auto& [key, now] : describe(cfg)) {
     auto it = saved.find(key);
     if (it == saved.end() || !it->value().isString() || it->value().toStringRef() == now) continue;
     changes += "\n  " + key + ": " + it->value().toStringRef() + " -> " + now;
   }
-  if (!changes.empty())
-    std::fprintf(stderr, "ddp-train: warning: resuming %s with settings that differ from the checkpoint's:%s\n",
-                 path.c_str(), changes.c_str());
+  if (!changes.empty()) console.warning("resuming " + path + " with settings that differ from the checkpoint's:" + changes);
 }
 
 }  // namespace
@@ -51,12 +50,12 @@ at::Tensor gather_loss_sums(const LoopState& s, ProcessGroup& group) {
 }
 
 c10::IValue make_checkpoint(const TrainConfig& cfg, const LoopState& s, const torch::nn::Module& model,
-                            const torch::optim::Optimizer& opt, const torch::nn::Module* ema,
+                            const c10::IValue& optimizer, const torch::nn::Module* ema,
                             const std::vector<at::Tensor>& rng_states, const at::Tensor& loss_sums, int world,
                             int64_t total_steps) {
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
   d.insert("model", state_dict_to_ivalue(state_dict(model)));
-  d.insert("optimizer", optimizer_state_dict(opt));
+  d.insert("optimizer", optimizer);
   if (ema) d.insert("ema", state_dict_to_ivalue(state_dict(*ema)));
   d.insert("epoch", s.epoch);
   d.insert("micro", s.micro);
@@ -83,8 +82,8 @@ c10::IValue make_checkpoint(const TrainConfig& cfg, const LoopState& s, const to
 }
 
 LoopState restore_checkpoint(const c10::IValue& ckpt, const std::string& path, const TrainConfig& cfg,
-                             const ProcessGroup& group, torch::nn::Module& model, torch::optim::Optimizer& opt,
-                             torch::nn::Module* ema) {
+                             const ProcessGroup& group, torch::nn::Module& model, Strategy& strategy,
+                             torch::nn::Module* ema, const Console& console) {
   if (!ckpt.isGenericDict()) throw InvalidArgument("checkpoint " + path + " is not a dict");
   auto d = ckpt.toGenericDict();
   auto config = get(d, "config", path).toGenericDict();
@@ -94,7 +93,7 @@ LoopState restore_checkpoint(const c10::IValue& ckpt, const std::string& path, c
                           (recipe == config.end() ? std::string("?") : recipe->value().toStringRef()) +
                           "', not '" + cfg.recipe + "'; use another --out-dir or the same recipe");
   load_state_dict(model, state_dict_from_ivalue(get(d, "model", path), path + " [model]"));
-  load_optimizer_state_dict(opt, get(d, "optimizer", path));
+  strategy.load_optimizer_state(get(d, "optimizer", path));
   if (ema) {
     auto it = d.find("ema");
     load_state_dict(*ema, it != d.end() ? state_dict_from_ivalue(it->value(), path + " [ema]") : state_dict(model));
@@ -104,11 +103,10 @@ LoopState restore_checkpoint(const c10::IValue& ckpt, const std::string& path, c
   if (!rng.isList()) throw InvalidArgument("checkpoint " + path + ": 'rng' is not a list of per-rank generator states");
   if (world == group.size() && static_cast<int64_t>(rng.toListRef().size()) == world) {
     set_rng_state(rng.toListRef()[group.rank()].toTensor());
-  } else if (group.rank() == 0) {
-    std::fprintf(stderr,
-                 "ddp-train: warning: checkpoint %s was written by %lld ranks, this run has %d: training continues, "
-                 "but data order and random draws differ from an uninterrupted run\n",
-                 path.c_str(), static_cast<long long>(world), group.size());
+  } else {
+    console.warning("checkpoint " + path + " was written by " + std::to_string(world) + " ranks, this run has " +
+                    std::to_string(group.size()) +
+                    ": training continues, but data order and random draws differ from an uninterrupted run");
   }
   LoopState s;
   s.epoch = get(d, "epoch", path).toInt();
@@ -121,7 +119,7 @@ LoopState restore_checkpoint(const c10::IValue& ckpt, const std::string& path, c
     s.loss_sum = mine[0].item<double>();
     s.loss_count = static_cast<int64_t>(mine[1].item<double>());
   }
-  if (group.rank() == 0) warn_changed_settings(config, cfg, path);
+  warn_changed_settings(config, cfg, path, console);
   return s;
 }
 
@@ -136,7 +134,7 @@ void add_comm_hook_state(c10::IValue& ckpt, const std::string& spec, const std::
 }
 
 void restore_comm_hook(const c10::IValue& ckpt, const std::string& path, const TrainConfig& cfg,
-                       const ProcessGroup& group, CommHook& hook) {
+                       const ProcessGroup& group, CommHook& hook, const Console& console) {
   if (hook.state_dict().isNone()) return;  // nothing to restore
   auto d = ckpt.toGenericDict();
   auto it = d.find("comm_hook");
@@ -160,9 +158,7 @@ void restore_comm_hook(const c10::IValue& ckpt, const std::string& path, const T
       return;
     }
   }
-  if (group.rank() == 0)
-    std::fprintf(stderr, "ddp-train: warning: checkpoint %s %s: comm hook '%s' starts afresh\n", path.c_str(),
-                 why.c_str(), cfg.comm_hook.c_str());
+  console.warning("checkpoint " + path + " " + why + ": comm hook '" + cfg.comm_hook + "' starts afresh");
 }
 
 }  // namespace ddp::train::detail

@@ -4,6 +4,8 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include "console.h"
+#include "strategy/strategy.h"
 #include "ddp/dist/process_group.h"
 #include "ddp/parallel/comm_hook.h"
 #include "ddp/train/config.h"
@@ -32,7 +34,7 @@ std::vector<at::Tensor> gather_rng_states(ProcessGroup& group);
 // dict), optimizer (PyTorch's state_dict format), ema, epoch, micro, step, rng (one
 // state per rank), world_size, sampler, schedule, config.
 c10::IValue make_checkpoint(const TrainConfig& cfg, const LoopState& s, const torch::nn::Module& model,
-                            const torch::optim::Optimizer& opt, const torch::nn::Module* ema,
+                            const c10::IValue& optimizer, const torch::nn::Module* ema,
                             const std::vector<at::Tensor>& rng_states, const at::Tensor& loss_sums, int world,
                             int64_t total_steps);
 
@@ -40,8 +42,8 @@ c10::IValue make_checkpoint(const TrainConfig& cfg, const LoopState& s, const to
 // InvalidArgument when it does not fit (another recipe, architecture or world size).
 // Rank 0 warns, listing each setting whose value differs from the checkpoint's.
 LoopState restore_checkpoint(const c10::IValue& ckpt, const std::string& path, const TrainConfig& cfg,
-                             const ProcessGroup& group, torch::nn::Module& model, torch::optim::Optimizer& opt,
-                             torch::nn::Module* ema);
+                             const ProcessGroup& group, torch::nn::Module& model, Strategy& strategy,
+                             torch::nn::Module* ema, const Console& console);
 
 // The comm hook's per-rank state (PowerSGD's error feedback, Q, random stream)
 // as "comm_hook": {"spec": --comm-hook, "ranks": [state of rank 0, ...]}; a
@@ -52,6 +54,6 @@ void add_comm_hook_state(c10::IValue& ckpt, const std::string& spec, const std::
 // world size; otherwise (a checkpoint of another hook or world) the hook starts
 // afresh and rank 0 prints a warning saying so.
 void restore_comm_hook(const c10::IValue& ckpt, const std::string& path, const TrainConfig& cfg,
-                       const ProcessGroup& group, CommHook& hook);
+                       const ProcessGroup& group, CommHook& hook, const Console& console);
 
 }  // namespace ddp::train::detail

@@ -18,17 +18,10 @@
 #include "ddp/train/schedule.h"
 #include "ddp/train/trainer.h"
 #include "train_logs.h"
+#include "strategy/strategy.h"
 #include "train_state.h"
 
 namespace ddp::train::detail {
-
-// What DistributedDataParallel needs of a type-erased module: ptr() and ->forward(x).
-struct Net {
-  torch::nn::AnyModule any;
-  std::shared_ptr<torch::nn::Module> ptr() const { return any.ptr(); }
-  Net* operator->() { return this; }
-  at::Tensor forward(const at::Tensor& x) { return any.forward(x); }
-};
 
 struct Job {
   TrainConfig cfg;  // every field set
@@ -39,10 +32,9 @@ struct Job {
   LossFn loss;
   EvalOptions eval_options;
   std::vector<EpochCallback> callbacks;
-  std::unique_ptr<torch::optim::Optimizer> opt;
   std::vector<double> base_lrs;          // each optimizer group's lr at creation: the schedule multiplies it
   std::vector<int64_t> train_epochs;     // each group's ParamGroup::train_epochs (0: always trained)
-  std::unique_ptr<DistributedDataParallel<Net>> model;
+  std::unique_ptr<Strategy> strategy;  // the model's gradient sync and the optimizer (--strategy)
   std::shared_ptr<CommHook> hook;  // --comm-hook's, if not the built-in path
   torch::nn::AnyModule shadow;     // the EMA's model, when the task averages weights
   std::unique_ptr<ModelEma> ema;

@@ -51,27 +51,36 @@ std::unique_ptr<torch::optim::Optimizer> builtin_optimizer(const TrainConfig& cf
   return std::make_unique<SGD>(std::move(groups), SGDOptions(*cfg.lr));
 }
 
-// The task's optimizer, or the built-in one; the schedule's base learning rates. Checkpoints must be able to
-// hold its state: an unsupported type fails here, not at the first checkpoint.
-void set_up_optimizer(Job& j) {
+// The task's optimizer, or the built-in one over its groups (all parameters when it names none).
+std::unique_ptr<torch::optim::Optimizer> task_optimizer(Job& j) {
   Task& t = j.task;
   if (t.make_optimizer) {
-    j.opt = t.make_optimizer(*t.model.ptr());
-    if (!j.opt) throw InvalidArgument("Trainer: the Task's make_optimizer returned no optimizer");
-    j.train_epochs.assign(j.opt->param_groups().size(), 0);
-  } else {
-    if (t.groups.empty()) {
-      ParamGroup all;
-      all.name = "all";
-      for (auto& p : t.model.ptr()->parameters())
-        if (p.requires_grad()) all.params.push_back(p);
-      all.weight_decay = *j.cfg.weight_decay;
-      t.groups.push_back(std::move(all));
-    }
-    j.opt = builtin_optimizer(j.cfg, t);
-    for (const auto& g : t.groups) j.train_epochs.push_back(g.train_epochs);
+    auto opt = t.make_optimizer(*t.model.ptr());
+    if (!opt) throw InvalidArgument("Trainer: the Task's make_optimizer returned no optimizer");
+    return opt;
   }
-  for (auto& g : j.opt->param_groups()) j.base_lrs.push_back(g.options().get_lr());
+  if (t.groups.empty()) {
+    ParamGroup all;
+    all.name = "all";
+    for (auto& p : t.model.ptr()->parameters())
+      if (p.requires_grad()) all.params.push_back(p);
+    all.weight_decay = *j.cfg.weight_decay;
+    t.groups.push_back(std::move(all));
+  }
+  return builtin_optimizer(j.cfg, t);
+}
+
+// The strategy (--strategy) over the Task's model and optimizer; the schedule's base learning rates.
+// Checkpoints must be able to hold the optimizer's state: an unsupported type fails here, not at the
+// first checkpoint.
+void set_up_strategy(Job& j) {
+  Task& t = j.task;
+  j.strategy = make_strategy(j.cfg.strategy, {t.model, j.group, j.hook, [&j] { return task_optimizer(j); }});
+  torch::optim::Optimizer& opt = j.strategy->optimizer();
+  if (t.make_optimizer) j.train_epochs.assign(opt.param_groups().size(), 0);
+  else
+    for (const auto& g : t.groups) j.train_epochs.push_back(g.train_epochs);
+  for (auto& g : opt.param_groups()) j.base_lrs.push_back(g.options().get_lr());
   if (j.base_lrs.empty()) throw InvalidArgument("Trainer: the optimizer has no parameter groups");
   if (t.make_optimizer) {  // the logged lr is the first group's
     if (j.cfg.lr && *j.cfg.lr != j.base_lrs[0]) {
@@ -82,7 +91,7 @@ void set_up_optimizer(Job& j) {
     }
     j.cfg.lr = j.base_lrs[0];
   }
-  optimizer_state_dict(*j.opt);  // InvalidArgument naming the supported types
+  optimizer_state_dict(opt);  // InvalidArgument naming the supported types
 }
 
 // The background loader and, unless the data is this rank's shard, the DistributedSampler; the epoch's steps.
@@ -226,27 +235,12 @@ void log_start(Job& j) {
   char host[256] = "?";
   if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "?");
   j.logs.event("start", {{"recipe", j.cfg.recipe}, {"world", int64_t{j.group->size()}},
-                         {"backend", j.group->backend()}, {"precision", j.cfg.precision},
+                         {"backend", j.group->backend()}, {"strategy", j.cfg.strategy},
+                         {"precision", j.cfg.precision},
                          {"epochs", *j.cfg.epochs}, {"steps_per_epoch", j.steps_per_epoch},
                          {"machine", describe(cpu)}, {"cores", int64_t{cpu.cores}}, {"cpu_flags", flags},
                          {"host", std::string(host)}, {"malloc", j.malloc_note}, {"time", int64_t(std::time(nullptr))},
                          {"config", to_config_file(j.cfg)}});
-}
-
-// Reads a checkpoint on every rank; the ranks agree whether all of them could (the lowest rank that could not
-// prints why). Returns the checkpoint, or None when some rank could not read it.
-c10::IValue read_on_every_rank(Job& j, const std::string& path) {
-  c10::IValue ckpt;
-  std::string error;
-  try {
-    ckpt = load_checkpoint(path);
-  } catch (const Error& e) {
-    error = e.what();
-  }
-  const int rank = j.group->rank(), failed = lowest_rank_where(!error.empty(), j.group);
-  if (failed < 0) return ckpt;
-  if (failed == rank) std::cerr << "ddp-train: rank " << rank << ": " << error << std::endl;
-  return c10::IValue();
 }
 
 }  // namespace
@@ -278,9 +272,6 @@ void fill_task_defaults(TrainConfig& cfg, const Task& task) {
   fill<int64_t>(cfg.ema_every, 0);
   fill<int64_t>(cfg.eval_every, 0);
   if (cfg.precision.empty()) cfg.precision = "fp32";
-  if (cfg.epochs && *cfg.epochs < 1) throw InvalidArgument("Trainer: settings.epochs must be >= 1");
-  if (cfg.batch_size && *cfg.batch_size < 1) throw InvalidArgument("Trainer: settings.batch_size must be >= 1");
-  if (cfg.accumulate < 1) throw InvalidArgument("Trainer: settings.accumulate must be >= 1");
 }
 
 PrecisionChoice decide_precision(const std::string& name, bool asked, ProcessGroup& group) {
@@ -315,14 +306,8 @@ void set_up(Job& j, Task task) {
   j.eval_options.metrics = j.task.metrics;
 
   if (cfg.sync_bn) use_sync_batch_norm(j);
-  DDPOptions ddp_options;
-  ddp_options.group = j.group;
-  j.model = std::make_unique<DistributedDataParallel<Net>>(Net{j.task.model}, ddp_options);  // rank 0's weights
-  on_every_rank(j, "making the optimizer", [&] { set_up_optimizer(j); });
-  if (cfg.comm_hook != "allreduce") {  // else the built-in path
-    j.hook = make_comm_hook(cfg.comm_hook);
-    j.model->register_comm_hook(j.hook);
-  }
+  if (cfg.comm_hook != "allreduce") j.hook = make_comm_hook(cfg.comm_hook);  // else the built-in path
+  on_every_rank(j, "making the strategy and optimizer", [&] { set_up_strategy(j); });  // rank 0's weights
   if (j.task.make_shadow && *cfg.ema_every > 0) {
     j.shadow = j.task.make_shadow();
     j.ema = std::make_unique<ModelEma>(j.shadow.ptr(), j.task.ema_rho);
@@ -331,15 +316,18 @@ void set_up(Job& j, Task task) {
   set_up_data(j);
 
   j.logs.open(cfg.out_dir, rank == 0, cfg.progress);
-  if (rank == 0) {
-    std::cout << "ddp-train " << cfg.recipe << ": " << j.group->size() << " rank(s) on " << j.group->backend()
-              << (j.backend_reason.empty() ? std::string() : " (" + j.backend_reason + ")") << ", "
+  {
+    std::ostringstream o;
+    o << "ddp-train " << cfg.recipe << ": " << j.group->size() << " rank(s) on " << j.group->backend()
+              << (j.backend_reason.empty() ? std::string() : " (" + j.backend_reason + ")") << ", strategy "
+              << j.strategy->describe() << ", "
               << j.task.train_total << " training samples (" << (j.task.train_sharded ? "shards" : "sampler")
               << "), " << j.task.test_total << " test samples, batch " << *cfg.batch_size << " per rank"
               << (cfg.sync_bn ? " (SyncBatchNorm)" : "") << ", "
               << j.steps_per_epoch << " steps per epoch, lr " << *cfg.lr << " (" << j.schedule.spec() << "), "
               << cfg.precision << " (" << j.precision.reason << ")"
-              << (cfg.comm_hook != "allreduce" ? ", comm hook " + cfg.comm_hook : std::string()) << "\n  cpu: " << describe(cpu_info()) << "\n  " << j.malloc_note << std::endl;
+              << (cfg.comm_hook != "allreduce" ? ", comm hook " + cfg.comm_hook : std::string()) << "\n  cpu: " << describe(cpu_info()) << "\n  " << j.malloc_note;
+    j.logs.console().line(o.str());
   }
   log_start(j);
   CheckpointManagerOptions co;
@@ -350,40 +338,8 @@ void set_up(Job& j, Task task) {
   if (rank == 0) {
     const auto stale = j.checkpoints->remove_stale_temporaries();
     for (const auto& name : stale)
-      std::cerr << "ddp-train: removed " << co.dir << "/" << name << ", left by a save that was interrupted" << std::endl;
+      j.logs.console().rank_message("removed " + co.dir + "/" + name + ", left by a save that was interrupted");
   }
-}
-
-LoopState resume_or_start(Job& j) {
-  LoopState s;
-  if (!j.cfg.resume) return s;
-  const bool leader = j.group->rank() == 0;
-  const auto candidates = j.checkpoints->candidates();
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    const std::string& path = candidates[i];
-    const c10::IValue ckpt = read_on_every_rank(j, path);
-    if (ckpt.isNone()) {
-      if (leader && i + 1 < candidates.size())
-        std::cerr << "ddp-train: warning: checkpoint " << path << " is unusable; trying the one before it, "
-                  << candidates[i + 1] << std::endl;
-      continue;
-    }
-    s = restore_checkpoint(ckpt, path, j.cfg, *j.group, *j.task.model.ptr(), *j.opt,
-                           j.ema ? &j.ema->module() : nullptr);
-    if (j.hook) restore_comm_hook(ckpt, path, j.cfg, *j.group, *j.hook);
-    j.last_checkpoint = path;
-    if (leader) {
-      std::cout << "resumed from " << path << " at epoch " << s.epoch + 1 << ", step " << s.step
-                << (i > 0 ? " (an older checkpoint: the newer ones are corrupt, see above)" : "") << std::endl;
-    }
-    return s;
-  }
-  if (!candidates.empty())
-    throw Error("ddp-train: --resume: none of the " + std::to_string(candidates.size()) + " checkpoint(s) in " +
-                j.checkpoints->options().dir + " is readable (see the errors above); move them away to start " +
-                "from scratch, or restore a good copy");
-  if (leader) std::cout << "no checkpoint in " << j.cfg.out_dir << "/checkpoints: starting from scratch" << std::endl;
-  return s;
 }
 
 }  // namespace ddp::train::detail

@@ -90,13 +90,14 @@ TEST(FaultDetection, StoreOfAnotherJobIsRefused) {
 
 TEST(FaultDetection, FingerprintDescribesTheCall) {
   detail::Call c{ErrorContext{"gloo", 0, 2, "all_reduce"}, Milliseconds(1000), false};
+  c.op = OpType::kAllReduce;
   c.seq = 7;
   at::Tensor f = detail::fingerprint(c, at::zeros({2, 3}), static_cast<int>(ReduceOp::SUM), -1);
   EXPECT_EQ(detail::describe_fingerprint(f.data_ptr<int64_t>()), "#7 all_reduce float32[2, 3] SUM");
-  c.ctx.op = "broadcast";
+  c.op = OpType::kBroadcast;
   f = detail::fingerprint(c, at::zeros({5}, at::kLong), -1, 1);
   EXPECT_EQ(detail::describe_fingerprint(f.data_ptr<int64_t>()), "#7 broadcast int64[5] root 1");
-  c.ctx.op = "barrier";
+  c.op = OpType::kBarrier;
   f = detail::fingerprint(c, at::Tensor(), -1, -1);
   EXPECT_EQ(detail::describe_fingerprint(f.data_ptr<int64_t>()), "#7 barrier");
 }

@@ -4,6 +4,7 @@
 #include <torch/nn.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/optim/adamw.h>
+#include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -690,8 +691,14 @@ void zero_redundancy_optimizer(ProcessGroup& g) {
     for (size_t i = 0; i < pb.size(); ++i) c->parameters()[i].copy_(pb[i]);
   }
   DistributedDataParallel resumed_model(c, o);
-  ZeroRedundancyOptimizer resumed(two_groups(*c), make_adamw, ZeroOptions{handle(g)});
+  // Built from an optimizer as the Task made it (its type, groups and their options), not from a factory.
+  const auto like = make_adamw(two_groups(*c));
+  ZeroRedundancyOptimizer resumed(*like, ZeroOptions{handle(g)});
   resumed.load_state_dict(full);
+  EXPECT_THROW(ZeroRedundancyOptimizer(*plain, ZeroOptions{handle(g)}), InvalidArgument)  // it stepped: has state
+      << tag(g, "sharding a stepped optimizer");
+  torch::optim::RMSprop rmsprop(c->parameters(), torch::optim::RMSpropOptions(0.1));
+  EXPECT_THROW(ZeroRedundancyOptimizer(rmsprop, ZeroOptions{handle(g)}), InvalidArgument) << tag(g, "RMSprop");
   at::Tensor x = randn({3, 2}, gen), y = randn({3, 4}, gen);
   zero.zero_grad();
   for (auto* m : {&zero_model, &resumed_model}) torch::mse_loss((*m)(x), y).backward();

@@ -83,7 +83,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
 
  private:
   // `payload`: the tensor the call moves (its bytes show in wait reports).
-  detail::Call call(const char* op, const CollectiveOptions& opts, const at::Tensor& payload = {}) const;
+  detail::Call call(OpType op, const CollectiveOptions& opts, const at::Tensor& payload = {}) const;
   Work finish(Work w, const detail::Call& c) const;
   Work issue(detail::Call c, std::function<Work(const detail::Call&)> launch, const at::Tensor& value = {});
   void await_turn();  // blocks until everything queued on the sequencer has been issued

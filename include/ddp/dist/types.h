@@ -8,6 +8,16 @@ namespace ddp {
 enum class ReduceOp { SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR };
 std::string to_string(ReduceOp op);
 
+// What a call does (c10d's OpType); to_string gives the name in messages: "all_reduce".
+enum class OpType {
+  kBroadcast, kAllReduce, kAllReduceCoalesced, kReduce, kAllGather, kGather, kScatter,
+  kReduceScatter, kAllToAll, kBarrier, kNewGroup, kSend, kRecv,
+};
+constexpr int kNumOpTypes = static_cast<int>(OpType::kRecv) + 1;
+const char* to_string(OpType op);
+// Point-to-point calls are not numbered among the group's collectives.
+inline bool is_p2p(OpType op) { return op == OpType::kSend || op == OpType::kRecv; }
+
 using Milliseconds = std::chrono::milliseconds;
 // Timeout 0 means "use the group's timeout".
 constexpr Milliseconds kDefaultTimeout{0};

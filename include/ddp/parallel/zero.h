@@ -10,6 +10,7 @@
 //     return std::make_unique<torch::optim::Adam>(std::move(groups), torch::optim::AdamOptions(1e-3));
 //   });
 //   opt.zero_grad(); loss(model(x), y).backward(); opt.step();    // as with any optimizer
+//   ddp::ZeroRedundancyOptimizer sharded(adam);                     // or: an optimizer as built, sharded
 //   opt.consolidate_state_dict(0);                                   // every rank
 //   if (rank == 0) save(opt.state_dict());                           // PyTorch's format, all parameters
 #pragma once
@@ -39,6 +40,11 @@ class ZeroRedundancyOptimizer {
   ZeroRedundancyOptimizer(std::vector<at::Tensor> params, Factory make, ZeroOptions options = {});
   ZeroRedundancyOptimizer(std::vector<torch::optim::OptimizerParamGroup> groups, Factory make,
                           ZeroOptions options = {});
+  // The same optimizer sharded: `like`'s type (SGD, Adam or AdamW), defaults, param groups and their
+  // options; its state must still be empty. InvalidArgument for another type.
+  explicit ZeroRedundancyOptimizer(const torch::optim::Optimizer& like, ZeroOptions options = {});
+  // A Factory building optimizers of `like`'s type with its defaults (SGD, Adam, AdamW).
+  static Factory factory_like(const torch::optim::Optimizer& like);
 
   // Steps this rank's partition, then broadcasts every partition from its owner (a collective).
   void step();

@@ -18,12 +18,16 @@ const std::vector<double> kStd = {0.2470, 0.2435, 0.2616};  // the training set'
 
 
 void cifar_data_defaults(TrainConfig& cfg) {
-  fill(cfg.data_dir, default_data_dir("cifar10", "../shared/data/cifar10"));
+  fill(cfg.data_dir, default_data_dir("cifar10"));
   fill(cfg.data_mode, "shards");
 }
 
 void load_cifar(Recipe& r, TrainConfig& cfg, ProcessGroup& group, const std::vector<double>& mean,
                 const std::vector<double>& std) {
+  require_data_dir(cfg.data_dir, "cifar10",
+                   "download CIFAR-10's binary version (cifar-10-binary.tar.gz from "
+                   "https://www.cs.toronto.edu/~kriz/cifar.html) and put the files of its cifar-10-batches-bin/ "
+                   "(data_batch_1.bin ... data_batch_5.bin, test_batch.bin; gzipped or not) there");
   auto finish = [mean, std](const at::Tensor& images) { return data::normalize(images, mean, std); };
   std::string id;
   for (int i = 1; i <= 5; ++i) id += file_id(cfg.data_dir + "/data_batch_" + std::to_string(i) + ".bin.gz") + ";";
@@ -45,7 +49,6 @@ std::function<at::Tensor(const at::Tensor&, at::Generator&, int64_t)> crop_flip(
   };
 }
 
-}  // namespace
 
 // The bag of tricks as published: batch 512 on one device, loss summed over the batch with lr 2e-3 per
 // sample (piecewise linear 0 -> 1 over the first quarter -> 0.1), Nesterov momentum
@@ -182,4 +185,14 @@ Recipe make_cifar10_airbench(TrainConfig& cfg, ProcessGroup& group) {
   return r;
 }
 
+
+[[maybe_unused]] const bool registered =
+    register_recipe({"cifar10-resnet9", "the bag-of-tricks ResNet-9 on CIFAR-10 (seed 000)", defaults_cifar10_resnet9,
+                     make_cifar10_resnet9}) &&
+    register_recipe({"cifar10-resnet18", "torchvision's ResNet-18 layout on CIFAR-10 (seed 002)",
+                     [](TrainConfig& c, int) { defaults_cifar10_resnet18(c); }, make_cifar10_resnet18}) &&
+    register_recipe({"cifar10-airbench", "airbench94's network and methods on CIFAR-10", defaults_cifar10_airbench,
+                     make_cifar10_airbench});
+
+}  // namespace
 }  // namespace ddp::train::detail

@@ -71,10 +71,32 @@ std::string file_id(const std::string& path) {
   return path + ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtime);
 }
 
-std::string default_data_dir(const std::string& dataset, const std::string& fallback) {
+namespace {
+// ~/.cache/ddp/<name>, or "" without a HOME.
+std::string cache_dir(const std::string& name) {
+  const char* home = std::getenv("HOME");
+  return home && *home ? std::string(home) + "/.cache/ddp/" + name : std::string();
+}
+bool is_dir(const std::string& path) {
+  struct stat st {};
+  return !path.empty() && ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+}  // namespace
+
+std::string default_data_dir(const std::string& name, const std::string& system_dir) {
   const char* root = std::getenv("DDP_DATA_DIR");
-  if (root && *root) return std::string(root) + "/" + dataset;
-  return fallback;
+  if (root && *root) return std::string(root) + "/" + name;
+  const std::string cache = cache_dir(name);
+  if (is_dir(cache)) return cache;
+  if (is_dir(system_dir)) return system_dir;
+  return cache.empty() ? "./" + name : cache;
+}
+
+void require_data_dir(const std::string& dir, const std::string& name, const std::string& how_to_get) {
+  if (is_dir(dir)) return;
+  throw InvalidArgument("ddp-train: the " + name + " data set is not at " + dir + " (no such folder; ddp-train looks in " +
+                        "--data-dir DIR, else $DDP_DATA_DIR/" + name + ", else ~/.cache/ddp/" + name + "). To get it: " +
+                        how_to_get);
 }
 
 }  // namespace ddp::train::detail

@@ -3,12 +3,9 @@
 #include <ATen/ATen.h>
 
 #include <functional>
-#include <string>
-#include <type_traits>
-#include <utility>
-
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "ddp/train/recipe.h"
 
@@ -48,24 +45,11 @@ ParamGroup all_parameters(torch::nn::Module& m, double weight_decay);
 // A file's identity for shard freshness: path, size, modification time.
 std::string file_id(const std::string& path);
 
-// Where a recipe's data set is when --data-dir is not given: $DDP_DATA_DIR/<dataset>
-// if DDP_DATA_DIR is set, else `fallback` (docs/training.md lists them).
-std::string default_data_dir(const std::string& dataset, const std::string& fallback);
-
-// Each recipe's defaults for the settings left unset, then its builder.
-void defaults_mlp(TrainConfig& cfg);
-void defaults_fashion_mnist(TrainConfig& cfg);
-void defaults_fashion_mnist_fast(TrainConfig& cfg, int world_size);
-void defaults_cifar10_resnet9(TrainConfig& cfg, int world_size);
-void defaults_cifar10_resnet18(TrainConfig& cfg);
-void defaults_cifar10_airbench(TrainConfig& cfg, int world_size);
-Recipe make_mlp(TrainConfig& cfg, ProcessGroup& group);
-Recipe make_fashion_mnist(TrainConfig& cfg, ProcessGroup& group);
-Recipe make_fashion_mnist_fast(TrainConfig& cfg, ProcessGroup& group);
-Recipe make_cifar10_resnet9(TrainConfig& cfg, ProcessGroup& group);
-Recipe make_cifar10_resnet18(TrainConfig& cfg, ProcessGroup& group);
-Recipe make_cifar10_airbench(TrainConfig& cfg, ProcessGroup& group);
-void defaults_imagefolder(TrainConfig& cfg, int world_size);
-Recipe make_imagefolder(TrainConfig& cfg, ProcessGroup& group);  // imagefolder-resnet18 and -resnet50
+// Where the data set `name` is when --data-dir is not given: $DDP_DATA_DIR/<name> when
+// DDP_DATA_DIR is set; else ~/.cache/ddp/<name> when it exists; else `system_dir` (where a
+// distribution's package puts it) when given and present; else ~/.cache/ddp/<name>.
+std::string default_data_dir(const std::string& name, const std::string& system_dir = "");
+// InvalidArgument unless `dir` is a folder, saying where the set was looked for and how to get it.
+void require_data_dir(const std::string& dir, const std::string& name, const std::string& how_to_get);
 
 }  // namespace ddp::train::detail

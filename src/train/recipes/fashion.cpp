@@ -14,6 +14,9 @@ namespace {
 // The training set (shards or sampler) and this rank's share of the test set, normalized with the
 // training set's mean and std.
 void load_fashion_mnist(Recipe& r, const TrainConfig& cfg, ProcessGroup& group) {
+  require_data_dir(cfg.data_dir, "fashion-mnist",
+                   "install Debian's dataset-fashion-mnist (it puts the set in /usr/share/datasets/fashion-mnist), "
+                   "or put the four *-ubyte.gz files of https://github.com/zalandoresearch/fashion-mnist there");
   auto finish = [](const at::Tensor& images) { return data::normalize(images, {0.2860}, {0.3530}); };
   const std::string id = file_id(cfg.data_dir + "/train-images-idx3-ubyte.gz") + ";" +
                          file_id(cfg.data_dir + "/train-images-idx3-ubyte");
@@ -41,7 +44,6 @@ Recipe fashion_recipe(TrainConfig& cfg, ProcessGroup& group, torch::nn::AnyModul
   }
   return r;
 }
-}  // namespace
 
 // FashionCNN on Fashion-MNIST, normalized with the training set's mean and std.
 void defaults_fashion_mnist(TrainConfig& cfg) {
@@ -57,7 +59,7 @@ void defaults_fashion_mnist(TrainConfig& cfg) {
   fill<int64_t>(cfg.cutout, 0);
   fill<int64_t>(cfg.ema_every, 0);
   fill(cfg.precision, "auto");  // native bf16: 1.29x per epoch, same accuracy (docs/benchmarks.md)
-  fill(cfg.data_dir, default_data_dir("fashion-mnist", "/usr/share/datasets/fashion-mnist"));  // Debian's dataset-fashion-mnist
+  fill(cfg.data_dir, default_data_dir("fashion-mnist", "/usr/share/datasets/fashion-mnist"));  // Debian's package
 }
 
 Recipe make_fashion_mnist(TrainConfig& cfg, ProcessGroup& group) {
@@ -85,4 +87,12 @@ Recipe make_fashion_mnist_fast(TrainConfig& cfg, ProcessGroup& group) {
   return r;
 }
 
+
+[[maybe_unused]] const bool registered =
+    register_recipe({"fashion-mnist", "FashionCNN on Fashion-MNIST (seed 004)",
+                     [](TrainConfig& c, int) { defaults_fashion_mnist(c); }, make_fashion_mnist}) &&
+    register_recipe({"fashion-mnist-fast", "FashionNet on Fashion-MNIST with weight averaging (the demo's)",
+                     defaults_fashion_mnist_fast, make_fashion_mnist_fast});
+
+}  // namespace
 }  // namespace ddp::train::detail

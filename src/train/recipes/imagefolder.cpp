@@ -38,7 +38,6 @@ data::FetchBatch fetcher(std::shared_ptr<data::ImageFolder> folder, data::ImageP
   };
 }
 
-}  // namespace
 
 void defaults_imagefolder(TrainConfig& cfg, int world_size) {
   fill<int64_t>(cfg.epochs, 90);
@@ -54,13 +53,17 @@ void defaults_imagefolder(TrainConfig& cfg, int world_size) {
   fill<int64_t>(cfg.image_size, 224);
   fill(cfg.precision, "auto");
   fill(cfg.data_mode, "sampler");  // files are read per batch: each rank decodes only its sampler's share
-  fill(cfg.data_dir, default_data_dir("imagenet", "../shared/data/imagenet"));
+  fill(cfg.data_dir, default_data_dir("imagenet"));
 }
 
 Recipe make_imagefolder(TrainConfig& cfg, ProcessGroup& group) {
   if (cfg.data_mode != "sampler")
     throw InvalidArgument("ddp-train: " + cfg.recipe + " reads its images per batch through the DistributedSampler; "
                           "--data " + cfg.data_mode + " is not supported (use --data sampler)");
+  require_data_dir(cfg.data_dir, "imagenet",
+                   "put an ImageNet-style folder there: train/<class>/*.jpg and val/<class>/*.jpg (.jpeg and .png "
+                   "too), e.g. ImageNet's ILSVRC2012 with val/ sorted into class folders, or a subset such as "
+                   "Imagenette");
   auto train = open_split(cfg.data_dir, "train");
   auto val = open_split(cfg.data_dir, "val");
   if (train->classes() != val->classes())
@@ -100,4 +103,12 @@ Recipe make_imagefolder(TrainConfig& cfg, ProcessGroup& group) {
   return r;
 }
 
+
+[[maybe_unused]] const bool registered =
+    register_recipe({"imagefolder-resnet18", "torchvision's ResNet-18 on an ImageNet-style folder",
+                     defaults_imagefolder, make_imagefolder}) &&
+    register_recipe({"imagefolder-resnet50", "torchvision's ResNet-50 (v1.5) on an ImageNet-style folder",
+                     defaults_imagefolder, make_imagefolder});
+
+}  // namespace
 }  // namespace ddp::train::detail

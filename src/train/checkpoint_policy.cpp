@@ -1,0 +1,93 @@
+// The checkpoint policy: a checkpoint only of a finite model, every rank taking part;
+// on --resume, the newest checkpoint every rank can read (fit_parts.h, trainer_job.h).
+#include <ATen/ATen.h>
+
+#include "ddp/dist/collectives.h"
+#include "ddp/dist/timeline.h"
+#include "ddp/errors.h"
+#include "finite_check.h"
+#include "fit_parts.h"
+
+namespace ddp::train::detail {
+namespace {
+
+// Every rank checks (its weights are rank 0's): a non-finite model never becomes a checkpoint, so `latest` keeps
+// naming the last finite one.
+void check_finite_before_saving(Job& j, const LoopState& s) {
+  auto bad = first_non_finite(*j.task.model.ptr(), /*gradients=*/false);
+  if (!bad && j.ema) bad = first_non_finite(j.ema->module(), false);
+  if (!bad) return;
+  const std::string when = s.micro == 0 ? "after epoch " + std::to_string(s.epoch) : "in epoch " + std::to_string(s.epoch + 1);
+  throw Error("the model is not finite " + when + ", step " + std::to_string(s.step) + ": " + *bad +
+              "; no checkpoint written, " +
+              (j.last_checkpoint.empty() ? std::string("none was written yet") : "the last one is " + j.last_checkpoint));
+}
+
+}  // namespace
+
+void save_checkpoint(Job& j, const LoopState& s) {
+  timeline::Span span("checkpoint", "checkpoint");
+  check_finite_before_saving(j, s);
+  auto rng = gather_rng_states(*j.group);  // collectives: every rank
+  at::Tensor loss_sums = gather_loss_sums(s, *j.group);
+  std::vector<c10::IValue> hook_states;
+  if (j.hook) hook_states = gather_object(j.hook->state_dict(), 0, j.group);
+  const c10::IValue optimizer = j.strategy->optimizer_state();  // rank 0's: the whole state
+  j.last_checkpoint = j.checkpoints->save(s.epoch, s.step, [&] {
+    c10::IValue c = make_checkpoint(j.cfg, s, *j.task.model.ptr(), optimizer,
+                                            j.ema ? &j.ema->module() : nullptr, rng, loss_sums, j.group->size(),
+                                            j.total_steps);
+    add_comm_hook_state(c, j.cfg.comm_hook, hook_states);
+    return c;
+  });
+}
+
+namespace {
+// Reads a checkpoint on every rank; the ranks agree whether all of them could (the lowest rank that could not
+// prints why). Returns the checkpoint, or None when some rank could not read it.
+c10::IValue read_on_every_rank(Job& j, const std::string& path) {
+  c10::IValue ckpt;
+  std::string error;
+  try {
+    ckpt = load_checkpoint(path);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  const int rank = j.group->rank(), failed = lowest_rank_where(!error.empty(), j.group);
+  if (failed < 0) return ckpt;
+  if (failed == rank) j.logs.console().rank_message("rank " + std::to_string(rank) + ": " + error);
+  return c10::IValue();
+}
+
+}  // namespace
+
+LoopState resume_or_start(Job& j) {
+  LoopState s;
+  if (!j.cfg.resume) return s;
+  const auto candidates = j.checkpoints->candidates();
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const std::string& path = candidates[i];
+    const c10::IValue ckpt = read_on_every_rank(j, path);
+    if (ckpt.isNone()) {
+      if (i + 1 < candidates.size())
+        j.logs.console().warning("checkpoint " + path + " is unusable; trying the one before it, " + candidates[i + 1]);
+      continue;
+    }
+    s = restore_checkpoint(ckpt, path, j.cfg, *j.group, *j.task.model.ptr(), *j.strategy,
+                           j.ema ? &j.ema->module() : nullptr, j.logs.console());
+    if (j.hook) restore_comm_hook(ckpt, path, j.cfg, *j.group, *j.hook, j.logs.console());
+    j.last_checkpoint = path;
+    j.logs.console().line("resumed from " + path + " at epoch " + std::to_string(s.epoch + 1) + ", step " +
+                          std::to_string(s.step) +
+                          (i > 0 ? " (an older checkpoint: the newer ones are corrupt, see above)" : ""));
+    return s;
+  }
+  if (!candidates.empty())
+    throw Error("ddp-train: --resume: none of the " + std::to_string(candidates.size()) + " checkpoint(s) in " +
+                j.checkpoints->options().dir + " is readable (see the errors above); move them away to start " +
+                "from scratch, or restore a good copy");
+  j.logs.console().line("no checkpoint in " + j.cfg.out_dir + "/checkpoints: starting from scratch");
+  return s;
+}
+
+}  // namespace ddp::train::detail

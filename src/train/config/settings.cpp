@@ -1,0 +1,253 @@
+// The table of ddp-train's settings, and the few operations every user of it needs.
+#include "settings.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <type_traits>
+
+#include "ddp/errors.h"
+#include "ddp/parallel/comm_hook.h"
+#include "ddp/train/recipe.h"
+#include "ddp/train/schedule.h"
+#include "train/strategy/strategy.h"
+
+// Entries leave their trailing fields at Setting's defaults.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+namespace ddp::train::detail {
+namespace {
+
+using C = TrainConfig;
+const char* const kRecipe = "the recipe's default";
+
+std::vector<std::string> strategy_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, summary] : strategies()) names.push_back(name);
+  return names;
+}
+
+std::vector<Setting> make_table() {
+  return {
+      {"recipe", &C::recipe, "the recipe to train: ", Range::kAny, kJob, "", {}, nullptr, true},
+      {"epochs", &C::epochs, "epochs to train", Range::kPositive, kJob, kRecipe},
+      {"batch-size", &C::batch_size, "samples per rank per micro-batch", Range::kPositive, kJob, kRecipe},
+      {"lr", &C::lr, "base learning rate (for the mean loss over the global batch)", Range::kPositive, kJob, kRecipe},
+      {"optimizer", &C::optimizer, "sgd | adam | adamw (with adam/adamw, --lr defaults to 1e-3)", Range::kAny, kJob,
+       "", {"sgd", "adam", "adamw"}},
+      {"momentum", &C::momentum, "sgd's momentum", Range::kNonNegative, kJob, kRecipe},
+      {"betas", &C::betas, "adam's and adamw's B1,B2", Range::kUnit},
+      {"eps", &C::eps, "adam's and adamw's epsilon", Range::kPositive},
+      {"weight-decay", &C::weight_decay, "L2 weight decay", Range::kNonNegative, kJob, kRecipe},
+      {"label-smoothing", &C::label_smoothing, "label smoothing of the loss", Range::kNonNegative, kJob, kRecipe},
+      {"schedule", &C::schedule,
+       "learning rate: constant | step:N:G | cosine[:F] | onecycle[:P[:F]] | piecewise:x:y,...", Range::kAny, kJob,
+       kRecipe, {}, [](const std::string& v) { LrSchedule::parse(v); }},
+      {"warmup", &C::warmup, "linear warm-up steps", Range::kNonNegative, kJob, kRecipe},
+      {"accumulate", &C::accumulate, "micro-batches per optimizer step (no_sync between)", Range::kPositive},
+      {"cutout", &C::cutout, "cutout square size (0: off)", Range::kNonNegative, kJob, kRecipe},
+      {"ema-every", &C::ema_every, "steps between weight averages (0: off)", Range::kNonNegative, kJob, kRecipe},
+      {"precision", &C::precision, "fp32 | bf16 | auto (bf16 where the CPU has it natively)", Range::kAny, kJob,
+       kRecipe, {"fp32", "bf16", "auto"}},
+      {"data-dir", &C::data_dir, "the data set's folder (may differ between nodes)", Range::kAny, kRecorded, kRecipe},
+      {"data", &C::data_mode, "shards (each rank loads its own file) | sampler (DistributedSampler)", Range::kAny,
+       kJob, kRecipe, {"shards", "sampler"}},
+      {"image-size", &C::image_size, "imagefolder-*: training crop and evaluation centre crop in pixels",
+       Range::kPositive, kJob, "imagefolder-* recipes only: 224"},
+      {"workers", &C::workers, "imagefolder-*: threads decoding images ahead of training",
+       Range::kPositive},
+      {"limit-train", &C::limit_train, "use only the first N training samples (0: all)", Range::kNonNegative},
+      {"limit-test", &C::limit_test, "use only the first N test samples (0: all)", Range::kNonNegative},
+      {"eval-batch", &C::eval_batch, "samples per evaluation batch", Range::kPositive, kAgreed},
+      {"eval-every", &C::eval_every,
+       "steps between evaluations within an epoch, for time to accuracy (0: after each epoch only)",
+       Range::kNonNegative, kJob, kRecipe},
+      {"out-dir", &C::out_dir, "logs and checkpoints", Range::kAny, kJob, "runs/RECIPE"},
+      {"seed", &C::seed, "seed of every random stream"},
+      {"resume", &C::resume, "continue from the latest checkpoint in --out-dir", Range::kAny, kAgreed},
+      {"checkpoint-every", &C::checkpoint_every, "steps between checkpoints (0: each epoch)", Range::kNonNegative,
+       kAgreed},
+      {"keep-last", &C::keep_last, "checkpoints kept", Range::kPositive, kAgreed},
+      {"stop-after", &C::stop_after, "stop (as if interrupted) after N epochs (0: never)", Range::kNonNegative,
+       kAgreed},
+      {"log-every", &C::log_every, "steps between train-loss logs", Range::kPositive, kAgreed},
+      {"backend", &C::backend, "gloo | mpi | auto (ddprun's choice, else mpi under mpirun, else gloo)"},
+      {"timeline", &C::timeline,
+       "write a Chrome trace (Perfetto) of data wait, forward, backward, each bucket's reduction, optimizer, "
+       "evaluation and checkpoints: FILE.rank{N} per rank, merged into FILE (docs/timeline.md)",
+       Range::kAny, kAgreed, "DDP_TIMELINE, else none"},
+      {"timeout", &C::timeout,
+       "seconds a rendezvous or collective may wait before failing (ddprun --timeout sets DDP_TIMEOUT)",
+       Range::kPositive, kJob, "DDP_TIMEOUT, else 600"},
+      {"strategy", &C::strategy, "how a step is spread over the ranks (Lightning's strategy=)", Range::kAny, kJob,
+       "", {}, nullptr, false, strategy_names},
+      {"comm-hook", &C::comm_hook,
+       "how DDP reduces gradient buckets: allreduce (float32) | fp16 | bf16 (half the bytes, 16-bit rounding) | "
+       "powersgd[:rank=R,start=S,...] | batched_powersgd[:...] (low-rank, docs/ddp.md)",
+       Range::kAny, kJob, "", {}, [](const std::string& v) { make_comm_hook(v); }},
+      {"sync-bn", &C::sync_bn,
+       "BatchNorm statistics over the global batch (SyncBatchNorm; 2 small collectives per layer and step)"},
+      {"progress", &C::progress, "rank 0's progress line", Range::kAny, kLocal},
+      {"nan-check", &C::nan_check,
+       "stop, naming the step and the first parameter, when a gradient becomes NaN or inf (one summing pass "
+       "over the gradients per step)",
+       Range::kAny, kAgreed},
+  };
+}
+
+template <typename T>
+struct Optional : std::false_type {};
+template <typename T>
+struct Optional<std::optional<T>> : std::true_type {};
+
+void check_number(const Setting& s, double v) {
+  const bool ok = s.range == Range::kPositive ? v > 0
+                  : s.range == Range::kNonNegative ? v >= 0
+                  : s.range == Range::kUnit       ? v >= 0 && v < 1
+                                                  : true;
+  if (ok) return;
+  const char* must = s.range == Range::kPositive ? "be positive" : s.range == Range::kNonNegative ? "be >= 0"
+                                                                                                  : "each be in [0, 1)";
+  throw InvalidArgument("ddp-train: " + flag_of(s) + " must " + must + ", got " + shortest(v));
+}
+
+// Integers in decimal (std::from_chars; CLI11 2.1 reads them in base 0, "010" as 8); other numbers by CLI11,
+// finite only.
+template <typename T>
+T convert(const Setting& s, const std::string& text) {
+  T v{};
+  if constexpr (std::is_integral_v<T>) {
+    const char* first = text.c_str() + (text.size() > 1 && text[0] == '+' && text[1] != '-' ? 1 : 0);
+    const char* last = text.c_str() + text.size();
+    auto [end, error] = std::from_chars(first, last, v);
+    if (error == std::errc() && end == last && first != last) return v;
+  } else {
+    if (CLI::detail::lexical_cast(text, v) && std::isfinite(v)) return v;
+  }
+  throw InvalidArgument("ddp-train: " + flag_of(s) + " expects " + (std::is_integral_v<T> ? "an integer" : "a number") +
+                        ", got '" + text + "'");
+}
+
+}  // namespace
+
+const std::vector<Setting>& settings() {
+  static const std::vector<Setting> table = make_table();
+  return table;
+}
+
+const Setting* find_setting(const std::string& name) {
+  for (const auto& s : settings())
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+std::string flag_of(const Setting& s) { return s.positional ? s.name : "--" + s.name; }
+
+std::string key_of(const Setting& s) {
+  std::string k = s.name;
+  for (auto& ch : k) ch = ch == '-' ? '_' : ch;
+  return k;
+}
+
+std::string shortest(double v) {
+  char buf[32];
+  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, res.ptr);
+}
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+bool is_set(const Setting& s, const TrainConfig& c) {
+  return std::visit(
+      [&](auto member) {
+        using T = std::decay_t<decltype(c.*member)>;
+        if constexpr (Optional<T>::value) return (c.*member).has_value();
+        else if constexpr (std::is_same_v<T, std::string>) return !(c.*member).empty() || s.unset.empty();
+        else return true;
+      },
+      s.field);
+}
+
+std::string value_text(const Setting& s, const TrainConfig& c) {
+  if (!is_set(s, c)) return "(" + s.unset + ")";
+  return std::visit(
+      [&](auto member) -> std::string {
+        using T = std::decay_t<decltype(c.*member)>;
+        const auto& v = c.*member;
+        if constexpr (std::is_same_v<T, std::optional<double>>) return shortest(*v);
+        else if constexpr (std::is_same_v<T, std::optional<int64_t>>) return std::to_string(*v);
+        else if constexpr (std::is_same_v<T, double>) return shortest(v);
+        else if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
+        else if constexpr (std::is_same_v<T, std::string>) return v;
+        else if constexpr (std::is_same_v<T, std::pair<double, double>>) return shortest(v.first) + "," + shortest(v.second);
+        else return std::to_string(v);
+      },
+      s.field);
+}
+
+void set_from_text(const Setting& s, TrainConfig& c, const std::string& text) {
+  std::visit(
+      [&](auto member) {
+        using T = std::decay_t<decltype(c.*member)>;
+        auto& v = c.*member;
+        if constexpr (std::is_same_v<T, std::optional<double>>) v = convert<double>(s, text);
+        else if constexpr (std::is_same_v<T, std::optional<int64_t>>) v = convert<int64_t>(s, text);
+        else if constexpr (std::is_same_v<T, uint64_t>) {
+          const int64_t n = convert<int64_t>(s, text);  // CLI11 wraps "-1" into 2^64-1 for unsigned types
+          if (n < 0) throw InvalidArgument("ddp-train: " + flag_of(s) + " must be >= 0, got " + text);
+          v = static_cast<uint64_t>(n);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          v = text;
+        } else if constexpr (std::is_same_v<T, std::pair<double, double>>) {
+          const auto comma = text.find(',');
+          if (comma == std::string::npos)
+            throw InvalidArgument("ddp-train: " + flag_of(s) + " expects two numbers as B1,B2 (e.g. 0.9,0.999), got '" +
+                                  text + "'");
+          v = {convert<double>(s, text.substr(0, comma)), convert<double>(s, text.substr(comma + 1))};
+        } else if constexpr (std::is_same_v<T, bool>) {
+          if (text != "true" && text != "false")
+            throw InvalidArgument("ddp-train: " + flag_of(s) + " expects true or false, got '" + text + "'");
+          v = text == "true";
+        } else {
+          v = convert<T>(s, text);
+        }
+      },
+      s.field);
+}
+
+void copy_value(const Setting& s, const TrainConfig& from, TrainConfig& to) {
+  std::visit([&](auto member) { to.*member = from.*member; }, s.field);
+}
+
+void check_value(const Setting& s, const TrainConfig& c) {
+  if (!is_set(s, c)) return;
+  std::visit(
+      [&](auto member) {
+        using T = std::decay_t<decltype(c.*member)>;
+        const auto& v = c.*member;
+        if constexpr (Optional<T>::value) check_number(s, double(*v));
+        else if constexpr (std::is_same_v<T, std::pair<double, double>>) check_number(s, v.first), check_number(s, v.second);
+        else if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) check_number(s, double(v));
+        else if constexpr (std::is_same_v<T, std::string>) {
+          const auto choices = s.choices_from ? s.choices_from() : s.choices;
+          if (!choices.empty() && std::find(choices.begin(), choices.end(), v) == choices.end())
+            throw InvalidArgument("ddp-train: unknown " + s.name + " '" + v + "'; valid: " + join(choices));
+          if (s.validate) {
+            try {
+              s.validate(v);
+            } catch (const InvalidArgument& e) {
+              throw InvalidArgument("ddp-train: " + flag_of(s) + ": " + e.what());
+            }
+          }
+        }
+      },
+      s.field);
+}
+
+}  // namespace ddp::train::detail

@@ -1,0 +1,19 @@
+#include "console.h"
+
+#include "ddp/train/progress.h"
+
+namespace ddp::train::detail {
+
+void Console::line(const std::string& text) const {
+  if (!leader_) return;
+  if (progress_) progress_->note(text);
+  else *out_ << text << std::endl;
+}
+
+void Console::warning(const std::string& text) const {
+  if (leader_) *err_ << "ddp-train: warning: " << text << std::endl;
+}
+
+void Console::rank_message(const std::string& text) const { *err_ << "ddp-train: " << text << std::endl; }
+
+}  // namespace ddp::train::detail

@@ -1,0 +1,47 @@
+// --strategy ddp: DistributedDataParallel and the optimizer on every rank, each
+// holding the whole optimizer state (PyTorch's DDP).
+#include "ddp.h"
+
+#include "ddp/parallel/optimizer_state.h"
+
+namespace ddp::train::detail {
+
+DdpStrategy::DdpStrategy(StrategyParts parts) {
+  DDPOptions options;
+  options.group = parts.group;
+  model_ = std::make_unique<DistributedDataParallel<Net>>(Net{parts.model}, options);  // rank 0's weights
+  if (parts.hook) model_->register_comm_hook(parts.hook);
+  group_ = parts.group;
+  make_optimizer_ = std::move(parts.make_optimizer);
+}
+
+void DdpStrategy::build_optimizer() { opt_ = make_optimizer_(); }
+
+at::Tensor DdpStrategy::forward(const at::Tensor& x) { return (*model_)(x); }
+
+std::shared_ptr<void> DdpStrategy::no_sync() {
+  return std::make_shared<DistributedDataParallelBase::NoSyncGuard>(*model_);
+}
+
+const DDPStats& DdpStrategy::stats() const { return model_->stats(); }
+torch::optim::Optimizer& DdpStrategy::optimizer() { return *opt_; }
+void DdpStrategy::zero_grad() { opt_->zero_grad(); }
+void DdpStrategy::step() { opt_->step(); }
+
+c10::IValue DdpStrategy::optimizer_state() {
+  return group_->rank() == 0 ? optimizer_state_dict(*opt_) : c10::IValue();
+}
+void DdpStrategy::load_optimizer_state(const c10::IValue& full) { load_optimizer_state_dict(*opt_, full); }
+int64_t DdpStrategy::optimizer_state_bytes() const { return ddp::optimizer_state_bytes(*opt_); }
+
+namespace {
+[[maybe_unused]] const bool registered = register_strategy(
+    "ddp", "DistributedDataParallel: every rank holds the whole optimizer state (PyTorch's DDP)",
+    [](StrategyParts parts) {
+      auto s = std::make_unique<DdpStrategy>(std::move(parts));
+      s->build_optimizer();
+      return std::unique_ptr<Strategy>(std::move(s));
+    });
+}  // namespace
+
+}  // namespace ddp::train::detail

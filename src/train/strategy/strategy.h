@@ -1,0 +1,69 @@
+// How the Trainer spreads a step over the ranks: Lightning's `strategy=`, ddp-train's
+// --strategy. A strategy wraps the model (forward, gradient synchronization) and
+// owns the optimizer and what a checkpoint holds of its state. One file per
+// strategy registers itself (ddp.cpp, zero1.cpp); the Trainer sees only this seam.
+#pragma once
+#include <ATen/core/ivalue.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/optim/optimizer.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ddp/parallel/comm_hook.h"
+#include "ddp/parallel/distributed_data_parallel.h"
+
+namespace ddp::train::detail {
+
+// What DistributedDataParallel needs of a type-erased module: ptr() and ->forward(x).
+struct Net {
+  torch::nn::AnyModule any;
+  std::shared_ptr<torch::nn::Module> ptr() const { return any.ptr(); }
+  Net* operator->() { return this; }
+  at::Tensor forward(const at::Tensor& x) { return any.forward(x); }
+};
+
+// What a strategy is built from: the Task's model (rank 0's weights are every rank's
+// once it is built), the group, the comm hook (null: plain all_reduce) and the
+// optimizer the Task asked for, made over the model's parameters when called.
+struct StrategyParts {
+  torch::nn::AnyModule model;
+  GroupPtr group;
+  std::shared_ptr<CommHook> hook;
+  std::function<std::unique_ptr<torch::optim::Optimizer>()> make_optimizer;
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  // The training forward (gradients synchronized during the backward that follows).
+  virtual at::Tensor forward(const at::Tensor& x) = 0;
+  // While the returned scope lives, backward leaves gradients unsynchronized (accumulation).
+  virtual std::shared_ptr<void> no_sync() = 0;
+  // Each rank's communication numbers (DDPStats: reductions, their exposed time).
+  virtual const DDPStats& stats() const = 0;
+  // The optimizer whose param groups the schedule sets (one per Task group, whatever the strategy).
+  virtual torch::optim::Optimizer& optimizer() = 0;
+  virtual void zero_grad() = 0;
+  virtual void step() = 0;
+  // Collective: the optimizer's whole state in PyTorch's format on rank 0 (None elsewhere).
+  virtual c10::IValue optimizer_state() = 0;
+  // Every rank: a whole state, as optimizer_state() gives it; each rank keeps what it holds.
+  virtual void load_optimizer_state(const c10::IValue& full) = 0;
+  // Bytes of optimizer state this rank holds.
+  virtual int64_t optimizer_state_bytes() const = 0;
+  // "ddp", "zero1": what the first line says.
+  virtual std::string describe() const = 0;
+};
+
+using StrategyFactory = std::function<std::unique_ptr<Strategy>(StrategyParts)>;
+// A strategy's file registers it once, at load time. InvalidArgument on a taken name.
+bool register_strategy(const std::string& name, const std::string& summary, StrategyFactory make);
+// The registered names, sorted, and a line each for --help.
+std::vector<std::pair<std::string, std::string>> strategies();
+// InvalidArgument naming the registered ones for an unknown name.
+std::unique_ptr<Strategy> make_strategy(const std::string& name, StrategyParts parts);
+
+}  // namespace ddp::train::detail
