@@ -27,18 +27,13 @@ std::string type_name(const Setting& s) {
 // The help line: the table's text, a registry's choices, and the default.
 std::string help_of(const Setting& s) {
   if (s.positional) return s.help + detail::join(recipe_names());
-  if (s.choices_from) {
-    Setting listed = s;
-    listed.help += ": " + detail::join(s.choices_from(), " | ");
-    listed.choices_from = nullptr;
-    return help_of(listed);
-  }
+  const std::string help = s.help + (s.choices_from ? ": " + detail::join(s.choices_from(), " | ") : "");
   const TrainConfig defaults;
   if (!detail::is_set(s, defaults))
-    return s.help + (s.unset == "the recipe's default" ? " [the recipe's default]" : " [default: " + s.unset + "]");
+    return help + (s.unset == "the recipe's default" ? " [the recipe's default]" : " [default: " + s.unset + "]");
   if (std::holds_alternative<bool TrainConfig::*>(s.field))
-    return s.help + (defaults.*std::get<bool TrainConfig::*>(s.field) ? " [on by default]" : "");
-  return s.help + " [default: " + detail::value_text(s, defaults) + "]";
+    return help + (defaults.*std::get<bool TrainConfig::*>(s.field) ? " [on by default]" : "");
+  return help + " [default: " + detail::value_text(s, defaults) + "]";
 }
 
 // Every setting as a flag writing into `c`, and --config / --print-config.
