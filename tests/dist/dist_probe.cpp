@@ -21,7 +21,7 @@
 //                     0 or unset) all_reduces of 1024 floats every 10 ms for up
 //                     to 600 s, until a peer is lost; after a restart one
 //                     all_reduce, prints "restarted: world W sum S", exits 0.
-// Surviving ranks ignore SIGTERM so that the error they print is their own,
+// Surviving ranks ignore SIGTERM (from before init) so that the error they print is their own,
 // not the launcher's stop, and exit 17 after printing what they caught
 // (18 for other exceptions). A ddp::Error out of init: printed, exit 1.
 #include <ATen/ATen.h>
@@ -38,10 +38,13 @@
 namespace {
 
 int run(const std::string& mode, int arg) {
+  const bool failure_mode = mode == "kill" || mode == "exit3" || mode == "stall" || mode == "stop";
+  // Ignored from the start: the launcher may stop the job while a survivor is still in init (the
+  // last rank exits right after its own); only the last rank takes SIGTERM again, once it knows it is last.
+  if (failure_mode) std::signal(SIGTERM, SIG_IGN);
   auto g = ddp::init_process_group();
   const int rank = g->rank(), last = g->size() - 1;
-  const bool failure_mode = mode == "kill" || mode == "exit3" || mode == "stall" || mode == "stop";
-  if (failure_mode && rank != last) std::signal(SIGTERM, SIG_IGN);
+  if (failure_mode && rank == last) std::signal(SIGTERM, SIG_DFL);
   if (mode == "sum") {
     at::Tensor t = at::full({4}, rank + 1, at::kLong);
     g->all_reduce(t);
