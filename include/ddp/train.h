@@ -16,6 +16,7 @@
 #include "ddp/train/models/fashion_cnn.h"
 #include "ddp/train/models/mlp.h"
 #include "ddp/train/models/resnet.h"
+#include "ddp/train/models/sequential_net.h"
 #include "ddp/train/progress.h"
 #include "ddp/train/recipe.h"
 #include "ddp/train/report.h"

@@ -155,6 +155,35 @@ void FullyShardedDataParallel::load_full_state_dict(const torch::OrderedDict<std
   }
 }
 
+namespace {
+
+// The units gathered while it lives (summon_full_params); at its end, written back if asked, then at rest.
+struct Summoned {
+  std::vector<std::shared_ptr<detail::ShardedUnit>> units;
+  bool writeback = false;
+  ~Summoned() {
+    at::NoGradGuard no_grad;
+    for (const auto& unit : units) {
+      if (writeback) {
+        std::vector<at::Tensor> flat;
+        for (const auto& p : unit->params()) flat.push_back(p.detach().reshape({-1}));
+        unit->load_flat(at::cat(flat));
+      }
+      unit->rest();
+    }
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<void> FullyShardedDataParallel::summon_full_params(bool writeback) {
+  for (const auto& unit : units_) unit->gather(/*refresh=*/true);
+  auto s = std::make_shared<Summoned>();
+  s->units = units_;
+  s->writeback = writeback;
+  return s;
+}
+
 std::vector<std::vector<std::string>> FullyShardedDataParallel::unit_parameter_names() const {
   std::vector<std::vector<std::string>> out;
   for (const auto& unit : units_) out.push_back(unit->names());

@@ -27,6 +27,7 @@ void check_finite_before_saving(Job& j, const LoopState& s) {
 
 void save_checkpoint(Job& j, const LoopState& s) {
   timeline::Span span("checkpoint", "checkpoint");
+  const auto full = j.strategy->full_model(/*writeback=*/false);  // a sharded model's whole weights
   check_finite_before_saving(j, s);
   auto rng = gather_rng_states(*j.group);  // collectives: every rank
   at::Tensor loss_sums = gather_loss_sums(s, *j.group);
@@ -73,8 +74,11 @@ LoopState resume_or_start(Job& j) {
         j.logs.console().warning("checkpoint " + path + " is unusable; trying the one before it, " + candidates[i + 1]);
       continue;
     }
-    s = restore_checkpoint(ckpt, path, j.cfg, *j.group, *j.task.model.ptr(), *j.strategy,
-                           j.ema ? &j.ema->module() : nullptr, j.logs.console());
+    {
+      const auto full = j.strategy->full_model(/*writeback=*/true);  // a sharded model keeps what is loaded
+      s = restore_checkpoint(ckpt, path, j.cfg, *j.group, *j.task.model.ptr(), *j.strategy,
+                             j.ema ? &j.ema->module() : nullptr, j.logs.console());
+    }
     if (j.hook) restore_comm_hook(ckpt, path, j.cfg, *j.group, *j.hook, j.logs.console());
     j.last_checkpoint = path;
     j.logs.console().line("resumed from " + path + " at epoch " + std::to_string(s.epoch + 1) + ", step " +

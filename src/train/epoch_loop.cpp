@@ -76,13 +76,14 @@ MicroResult forward_backward(Job& j, const data::Batch& batch, bool sync) {
 // --nan-check: after the gradients are reduced and before the step, so a NaN or inf never reaches the weights.
 // The reduced gradients are the same on every rank, so every rank stops at the same step.
 void check_finite_step(Job& j, const LoopState& s, double window_loss) {
-  if (!j.cfg.nan_check || detail::gradients_finite(*j.task.model.ptr())) return;
-  auto bad = first_non_finite(*j.task.model.ptr(), /*gradients=*/true);
+  if (!j.cfg.nan_check) return;
+  const auto bad = j.strategy->non_finite_gradient();
+  if (!bad) return;
   std::ostringstream loss;
   loss << window_loss;
   throw Error("the gradients are not finite at epoch " +
               std::to_string(s.epoch + 1) + ", step " + std::to_string(s.step + 1) + " (this rank's loss " +
-              loss.str() + "); first non-finite gradient: " + (bad ? *bad : std::string("?")) +
+              loss.str() + "); first non-finite gradient: " + *bad +
               "; the weights were not updated and no checkpoint was written (the last: " +
               (j.last_checkpoint.empty() ? std::string("none") : j.last_checkpoint) +
               "). Lower --lr, check the data, or resume from that checkpoint; --no-nan-check trains on regardless");

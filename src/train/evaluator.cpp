@@ -13,6 +13,7 @@ namespace ddp::train::detail {
 EvalResult evaluate_model(Job& j, bool last) {
   timeline::Span span("compute", "evaluation");
   torch::nn::AnyModule& net = j.ema && !j.task.lookahead_rho ? j.shadow : j.task.model;
+  const auto full = j.strategy->full_model(/*writeback=*/false);  // a sharded model's whole weights
   const Tta tta = last ? std::max(j.task.final_tta, j.task.eval_tta) : j.task.eval_tta;
   const auto layout = j.task.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
   net.ptr()->eval();

@@ -65,7 +65,7 @@ void TrainLogs::event(const std::string& kind,
 }
 
 void TrainLogs::write_report() {
-  if (!leader_) return;
+  if (!leader_ || !report_built()) return;
   try {
     ddp::train::write_report({out_dir_}, report_path_);
     report_written_ = true;

@@ -2,6 +2,7 @@
 // train_epoch (epoch_loop.cpp), each evaluated (evaluator.cpp), logged, its
 // callbacks run and checkpointed (checkpoint_policy.cpp); the run's end.
 #include "ddp/train/trainer.h"
+#include "ddp/train/report.h"
 
 #include <ATen/ATen.h>
 
@@ -112,10 +113,11 @@ void print_done(Job& j, const TrainSummary& summary) {
             << "  logs: " << j.logs.tensorboard_dir() << " (tensorboard --logdir " << j.logs.tensorboard_dir() << "), "
             << j.logs.metrics_path() << "\n"
             << "  checkpoint: " << summary.checkpoint << "\n"
-            << "  report: " << j.logs.report_path()
-            << (j.logs.report_written() ? " (open it in a browser)"
-                                        : " NOT written (see the warning above; `ddp-train report " + j.cfg.out_dir +
-                                              "` rebuilds it)");
+            << "  report: "
+            << (!report_built()             ? std::string("none (ddp was built with -DDDP_WITH_REPORT=OFF)")
+                : j.logs.report_written() ? j.logs.report_path() + " (open it in a browser)"
+                                          : j.logs.report_path() + " NOT written (see the warning above; `ddp-train report " +
+                                                j.cfg.out_dir + "` rebuilds it)");
   j.logs.console().line(o.str());
 }
 
@@ -153,7 +155,11 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
     const double throughput = double((s.micro - micro0) * *cfg.batch_size * world) / train_s;
     summary.eval = evaluate_model(j, /*last=*/s.epoch + 1 == *cfg.epochs);
     log_epoch(j, s.epoch, s.step, train_loss, throughput, train_s, summary.eval, seconds_since(start));
-    const auto asked_stop = run_callbacks(j, s.epoch + 1, s.step, train_loss, summary.eval);
+    std::optional<std::string> asked_stop;
+    {
+      const auto full = j.callbacks.empty() ? nullptr : j.strategy->full_model(/*writeback=*/false);
+      asked_stop = run_callbacks(j, s.epoch + 1, s.step, train_loss, summary.eval);
+    }
     s.epoch += 1;
     s.micro = 0;
     s.loss_sum = 0;
@@ -179,6 +185,7 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
             summary);
   else
     log_end(j, summary.stopped.empty() ? "finished" : "stopped", summary.stopped, summary);
+  j.strategy->finish();  // a sharded model's trained weights back in the Task's model
   finish_timeline(j);
   if (!summary.preempted) print_done(j, summary);
   return summary;

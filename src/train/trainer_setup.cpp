@@ -75,7 +75,9 @@ std::unique_ptr<torch::optim::Optimizer> task_optimizer(Job& j) {
 // first checkpoint.
 void set_up_strategy(Job& j) {
   Task& t = j.task;
-  j.strategy = make_strategy(j.cfg.strategy, {t.model, j.group, j.hook, [&j] { return task_optimizer(j); }});
+  const bool averaged = t.make_shadow && *j.cfg.ema_every > 0;
+  j.strategy = make_strategy(j.cfg.strategy,
+                             {t.model, j.group, j.hook, [&j] { return task_optimizer(j); }, averaged, j.cfg.recipe});
   torch::optim::Optimizer& opt = j.strategy->optimizer();
   if (t.make_optimizer) j.train_epochs.assign(opt.param_groups().size(), 0);
   else

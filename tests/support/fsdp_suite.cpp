@@ -242,6 +242,121 @@ void fsdp_sharded_checkpoint(ProcessGroup& g) {
   if (r == 0) std::filesystem::remove_all(dir);
 }
 
+
+// The optimizer's state of the shards in PyTorch's per-parameter format: what DDP's
+// optimizer holds after the same steps (the tolerance of train_side_by_side), and back
+// into shards at this world size and at W-1, bit for bit; a round trip changes nothing.
+void fsdp_full_optimizer_state(ProcessGroup& g) {
+  const int r = g.rank(), w = g.size();
+  for (bool adam : {true, false}) {
+    const std::string what = tag(g, adam ? "Adam" : "SGD momentum");
+    auto plain_net = make_net(8);
+    DDPOptions d;
+    d.group = handle(g);
+    DistributedDataParallel<torch::nn::Sequential> plain(plain_net, d);
+    auto plain_opt = make_optimizer(adam, plain_net->parameters());
+    FSDPOptions f;
+    f.group = handle(g);
+    FullyShardedDataParallel a(make_net(8), f);
+    auto opt_a = make_optimizer(adam, a.parameters());
+    EXPECT_TRUE(a.full_optimizer_state_dict(*opt_a).isNone() == (r != 0)) << what << ": before any step";
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(300 + r);
+    for (int step = 0; step < 3; ++step) {
+      at::Tensor x = at::randn({4, 6}, gen), y = at::randn({4, 1}, gen);
+      plain_opt->zero_grad();
+      torch::mse_loss(plain(x), y).backward();
+      plain_opt->step();
+      opt_a->zero_grad();
+      torch::mse_loss(a(x), y).backward();
+      opt_a->step();
+    }
+    c10::IValue full = broadcast_object(a.full_optimizer_state_dict(*opt_a, 0), 0, handle(g));
+    auto expected = optimizer_state_dict(*plain_opt).toGenericDict();
+    auto got = full.toGenericDict();
+    EXPECT_EQ(got.at("param_groups").toList().get(0).toGenericDict().at("params").toIntVector(),
+              (std::vector<int64_t>{0, 1, 2, 3, 4, 5}))
+        << what;
+    auto es = expected.at("state").toGenericDict(), gs = got.at("state").toGenericDict();
+    EXPECT_EQ(gs.size(), es.size()) << what;
+    for (const auto& item : es) {
+      if (!gs.contains(item.key())) {
+        ADD_FAILURE() << what << ": no state for parameter " << item.key().toInt();
+        continue;
+      }
+      for (const auto& kv : item.value().toGenericDict()) {
+        const at::Tensor want = kv.value().toTensor(), have = gs.at(item.key()).toGenericDict().at(kv.key()).toTensor();
+        EXPECT_EQ(have.sizes(), want.sizes()) << what << ": " << kv.key().toStringRef();
+        if (have.sizes() == want.sizes())
+          EXPECT_TRUE(at::allclose(have, want, 1e-5, 1e-7))
+              << what << ": state[" << item.key().toInt() << "][" << kv.key().toStringRef() << "] differs from DDP's by "
+              << (have - want).abs().max().item<float>();
+      }
+    }
+    // Back into shards: this world, then W-1 ranks; each gives the same whole state again.
+    FullyShardedDataParallel b(make_net(9), f);
+    b.load_full_state_dict(a.full_state_dict());
+    auto opt_b = make_optimizer(adam, b.parameters());
+    b.load_full_optimizer_state_dict(*opt_b, full);
+    expect_same_optimizer_state(*opt_b, *opt_a, what + ": loaded at the same world");
+    std::vector<int> fewer;
+    for (int k = 0; k < std::max(1, w - 1); ++k) fewer.push_back(k);
+    GroupPtr sub = g.new_group(fewer);
+    if (sub) {
+      FSDPOptions fs;
+      fs.group = sub;
+      FullyShardedDataParallel c(make_net(10), fs);
+      auto opt_c = make_optimizer(adam, c.parameters());
+      c.load_full_optimizer_state_dict(*opt_c, full);
+      c10::IValue again = broadcast_object(c.full_optimizer_state_dict(*opt_c, 0), 0, sub);
+      auto as = again.toGenericDict().at("state").toGenericDict();
+      for (const auto& item : gs)
+        for (const auto& kv : item.value().toGenericDict())
+          EXPECT_TRUE(at::equal(as.at(item.key()).toGenericDict().at(kv.key()).toTensor(), kv.value().toTensor()))
+              << what << ": through " << fewer.size() << " rank(s), state[" << item.key().toInt() << "]["
+              << kv.key().toStringRef() << "]";
+    }
+    // Another model's state, and two param groups, are refused by name.
+    FullyShardedDataParallel other(torch::nn::Sequential(Linear(6, 2)), f);
+    auto opt_o = make_optimizer(adam, other.parameters());
+    try {
+      other.load_full_optimizer_state_dict(*opt_o, full);
+      ADD_FAILURE() << what << ": another model's state loaded";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("covers 6 parameters, the model has 2"), std::string::npos) << e.what();
+    }
+    auto two = got.copy();
+    auto groups = two.at("param_groups").toList().copy();
+    groups.push_back(groups.get(0));
+    two.insert_or_assign("param_groups", groups);
+    EXPECT_THROW(b.load_full_optimizer_state_dict(*opt_b, two), InvalidArgument) << what << ": two groups";
+  }
+}
+
+// summon_full_params: the Sequential's own parameters hold the full values while it
+// lives; written values become the shards only with writeback; after it, at rest.
+void fsdp_summon_full_params(ProcessGroup& g) {
+  FSDPOptions f;
+  f.group = handle(g);
+  FullyShardedDataParallel a(make_net(11), f);
+  const auto reference = make_net(11)->named_parameters();
+  {
+    auto full = a.summon_full_params();
+    for (const auto& p : a.module()->named_parameters())
+      EXPECT_TRUE(at::equal(p.value(), reference[p.key()])) << tag(g, "summoned " + p.key());
+    at::NoGradGuard no_grad;
+    a.module()->named_parameters()["0.bias"].fill_(5);  // lost: no writeback
+  }
+  for (const auto& p : a.module()->parameters()) EXPECT_EQ(p.numel(), 0) << tag(g, "at rest");
+  EXPECT_TRUE(at::equal(a.full_state_dict()["0.bias"], reference["0.bias"])) << tag(g, "without writeback");
+  {
+    auto full = a.summon_full_params(/*writeback=*/true);
+    at::NoGradGuard no_grad;
+    a.module()->named_parameters()["2.weight"].fill_(-3);
+  }
+  EXPECT_TRUE(at::equal(a.full_state_dict()["2.weight"], at::full({5, 9}, -3.0))) << tag(g, "with writeback");
+  EXPECT_TRUE(at::equal(a.full_state_dict()["0.weight"], reference["0.weight"])) << tag(g, "others kept");
+}
+
 }  // namespace
 
 const std::vector<SuiteCase>& fsdp_suite() {
@@ -249,6 +364,8 @@ const std::vector<SuiteCase>& fsdp_suite() {
       {"FsdpEqualsDdp", fsdp_equals_ddp},
       {"FsdpFullStateDict", fsdp_full_state_dict},
       {"FsdpShardedCheckpoint", fsdp_sharded_checkpoint},
+      {"FsdpFullOptimizerState", fsdp_full_optimizer_state},
+      {"FsdpSummonFullParams", fsdp_summon_full_params},
   };
   return cases;
 }

@@ -1,12 +1,22 @@
 // The Trainer's parts on their own (src/train/fit_parts.h): the evaluator on three
-// ranks, against the closed-form result over the whole test set.
+// ranks, against the closed-form result over the whole test set; the epoch loop and the
+// checkpoint policy on Jobs that set_up builds, under ddp and fsdp-full.
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
 
+#include <fstream>
+#include <mutex>
+
+#include "ddp/errors.h"
 #include "ddp/train/ema.h"
+#include "ddp/train/models/sequential_net.h"
 #include "support/rank_threads.h"
 #include "train/fit_parts.h"
+#include "train/test_files.h"
 
 namespace ddp::train::detail {
 namespace {
@@ -28,6 +38,11 @@ Job job_of(ProcessGroup& g, const at::Tensor& x, const at::Tensor& y, const at::
   j.task.test_x = x.slice(0, begin[g.rank()], begin[g.rank() + 1]);
   j.task.test_y = y.slice(0, begin[g.rank()], begin[g.rank() + 1]);
   j.task.model = torch::nn::AnyModule(linear(weight));
+  StrategyParts parts{j.task.model, j.group, nullptr, [&j] {
+                        return std::make_unique<torch::optim::SGD>(j.task.model.ptr()->parameters(),
+                                                                   torch::optim::SGDOptions(0.1));
+                      }};
+  j.strategy = make_strategy("ddp", std::move(parts));
   return j;
 }
 
@@ -61,6 +76,156 @@ TEST(Evaluator, EveryRanksShareMakesTheWholeSetsResult) {
     EXPECT_NEAR(r.loss, shadow_loss, 1e-5 * std::abs(shadow_loss));
     EXPECT_NE(eval_text(r).find("acc1 " + percent(shadow_acc1)), std::string::npos) << eval_text(r);
   });
+}
+
+// 4 classes of Gaussian blobs in 8 dimensions.
+std::pair<at::Tensor, at::Tensor> blobs(int64_t n, uint64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  at::Tensor y = at::randint(4, {n}, gen, at::kLong);
+  return {at::eye(4, 8).mul(3).index_select(0, y) + at::randn({n, 8}, gen), y};
+}
+
+// What Trainer::fit does before its loop, on a 2-layer SequentialNet: 192 samples, batch 16 on 2 ranks,
+// so 6 steps an epoch.
+void make_job(Job& j, ProcessGroup& g, const std::string& dir, const std::string& strategy) {
+  TrainConfig cfg;
+  cfg.out_dir = dir;
+  cfg.epochs = 2;
+  cfg.batch_size = 16;
+  cfg.lr = 0.1;
+  cfg.momentum = 0.9;
+  cfg.progress = false;
+  cfg.strategy = strategy;
+  Task t;
+  t.name = "blobs";
+  {
+    static std::mutex generator;  // the ranks' threads share the global generator
+    std::lock_guard<std::mutex> lock(generator);
+    at::manual_seed(3);
+    t.model = torch::nn::AnyModule(
+        models::SequentialNet(torch::nn::Linear(8, 6), torch::nn::Tanh(), torch::nn::Linear(6, 4)));
+  }
+  std::tie(t.train_x, t.train_y) = blobs(192, 1);
+  std::tie(t.test_x, t.test_y) = blobs(40, 2);
+  fill_task_defaults(cfg, t);
+  check_settings(cfg);
+  j.precision = decide_precision(cfg.precision, false, g);
+  j.cfg = cfg;
+  j.group = g.shared_from_this();
+  j.logs.console().set_leader(g.rank() == 0);
+  set_up(j, std::move(t));
+}
+
+at::Tensor weights_of(Job& j) {
+  auto full = j.strategy->full_model(false);
+  std::vector<at::Tensor> ps;
+  for (const auto& p : j.task.model.ptr()->parameters()) ps.push_back(p.detach().flatten().clone());
+  return at::cat(ps);
+}
+
+const char* const kStrategies[] = {"ddp", "fsdp-full"};
+
+// An epoch run from a mid-epoch checkpoint (resume_or_start: the micro-batch to go on from) ends with the
+// uninterrupted epoch's weights, bit for bit: the loop skips what was done, the policy restores everything.
+TEST(EpochLoop, AnEpochResumedMidWayEndsAsTheWholeEpoch) {
+  for (const std::string strategy : kStrategies) {
+    test::TempDir whole, split;
+    std::vector<at::Tensor> expected(2), got(2);
+    testing::run_ranks("gloo", 2, [&](ProcessGroup& g) {
+      Job j;
+      make_job(j, g, whole / "run", strategy);
+      LoopState s = resume_or_start(j);
+      train_epoch(j, s);
+      EXPECT_EQ(s.step, 6) << strategy;
+      EXPECT_EQ(s.micro, 6) << strategy;
+      expected[size_t(g.rank())] = weights_of(j);
+    });
+    testing::run_ranks("gloo", 2, [&](ProcessGroup& g) {
+      {
+        Job j;
+        make_job(j, g, split / "run", strategy);
+        j.cfg.checkpoint_every = 4;  // a checkpoint after step 4 of 6 (the epoch's end is the fit loop's)
+        LoopState s = resume_or_start(j);
+        train_epoch(j, s);
+      }
+      Job j;
+      make_job(j, g, split / "run", strategy);
+      j.cfg.resume = true;
+      LoopState s = resume_or_start(j);
+      EXPECT_EQ(s.step, 4) << strategy;
+      EXPECT_EQ(s.micro, 4) << strategy;
+      train_epoch(j, s);
+      EXPECT_EQ(s.step, 6) << strategy;
+      got[size_t(g.rank())] = weights_of(j);
+    });
+    for (int r = 0; r < 2; ++r)
+      EXPECT_TRUE(at::equal(got[size_t(r)], expected[size_t(r)]))
+          << strategy << " rank " << r << ": " << (got[size_t(r)] - expected[size_t(r)]).abs().max().item<double>();
+  }
+}
+
+// The checkpoint policy: a resume takes the newest checkpoint every rank can read (a corrupt newest one is
+// skipped for the one before), restoring the weights; a non-finite model is never saved.
+TEST(CheckpointPolicy, ACorruptNewestIsSkippedAndANonFiniteModelNeverSaved) {
+  for (const std::string strategy : kStrategies) {
+    test::TempDir dir;
+    std::vector<at::Tensor> saved(2);
+    std::string older, newer;
+    testing::run_ranks("gloo", 2, [&](ProcessGroup& g) {
+      Job j;
+      make_job(j, g, dir / "run", strategy);
+      LoopState s = resume_or_start(j);
+      train_epoch(j, s);
+      s.epoch = 1;  // as the fit loop leaves it after the epoch
+      s.micro = 0;
+      save_checkpoint(j, s);
+      saved[size_t(g.rank())] = weights_of(j);
+      if (g.rank() == 0) older = j.last_checkpoint;
+      s.epoch = 2;  // a second checkpoint of other weights, made corrupt below
+      {
+        auto full = j.strategy->full_model(/*writeback=*/true);
+        at::NoGradGuard no_grad;
+        j.task.model.ptr()->parameters()[0].add_(1.0);
+      }
+      save_checkpoint(j, s);
+      if (g.rank() == 0) newer = j.last_checkpoint;
+      // A NaN weight (on every rank: FSDP's whole model, DDP's copies): refused before anything is written.
+      {
+        auto full = j.strategy->full_model(/*writeback=*/true);
+        at::NoGradGuard no_grad;
+        j.task.model.ptr()->parameters()[0].view(-1)[1] = std::nan("");
+      }
+      s.step = 7;
+      try {
+        save_checkpoint(j, s);
+        ADD_FAILURE() << strategy << ": a non-finite model was saved";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("the model is not finite after epoch 2, step 7: 0.weight (nan); no "
+                                             "checkpoint written, the last one is " + j.last_checkpoint),
+                  std::string::npos)
+            << e.what();
+      }
+    });
+    {
+      std::ifstream in(dir / "run/checkpoints/latest");
+      std::string latest;
+      in >> latest;
+      EXPECT_NE(newer.find(latest), std::string::npos) << strategy << ": latest is " << latest << ", not " << newer;
+      std::fstream f(newer, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(60);
+      f << "corrupt";  // inside the first record: the zip's CRC-32 no longer matches
+    }
+    testing::run_ranks("gloo", 2, [&](ProcessGroup& g) {
+      Job j;
+      make_job(j, g, dir / "run", strategy);
+      j.cfg.resume = true;
+      LoopState s = resume_or_start(j);
+      EXPECT_EQ(s.epoch, 1) << strategy;
+      EXPECT_EQ(s.step, 6) << strategy;
+      EXPECT_EQ(j.last_checkpoint, older) << strategy;
+      EXPECT_TRUE(at::equal(weights_of(j), saved[size_t(g.rank())])) << strategy << " rank " << g.rank();
+    });
+  }
 }
 
 }  // namespace

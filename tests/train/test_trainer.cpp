@@ -7,17 +7,20 @@
 
 #include <torch/data/datasets/base.h>
 #include <torch/data/example.h>
+#include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "ddp/data/distributed_sampler.h"
 #include "ddp/errors.h"
 #include "ddp/train/losses.h"
+#include "ddp/train/models/sequential_net.h"
 #include "ddp/train/trainer.h"
 #include "support/rank_threads.h"
 #include "train/test_files.h"
@@ -404,6 +407,50 @@ TEST(TrainerRanks, WorldThreeEqualsWorldOneWithThreeTimesTheBatch) {
   // a wrong average (e.g. a sum instead of a mean) is off by O(1).
   EXPECT_TRUE(at::allclose(weights[0], w1, 1e-5, 1e-6)) << (weights[0] - w1).abs().max().item<double>();
   EXPECT_DOUBLE_EQ(results[0].eval.acc1, r1.eval.acc1);
+}
+
+// Every strategy trains a Sequential Task to the same weights at world 2 (two-term sums and elementwise updates:
+// bit for bit), and leaves them in the Task's model after fit, also where they were sharded (fsdp-*). A callback
+// sees the whole model at each epoch's end.
+TEST(TrainerRanks, EveryStrategyLeavesTheSameTrainedWeightsInTheTasksModel) {
+  std::map<std::string, std::vector<at::Tensor>> weights;
+  std::map<std::string, double> acc;
+  for (const std::string strategy : {"ddp", "zero1", "fsdp-full", "fsdp-grad"}) {
+    test::TempDir dir;
+    std::vector<at::Tensor> mine(2);
+    std::vector<int64_t> seen(2, 0);
+    // Built here: the ranks' threads share the global generator, which each Trainer seeds.
+    std::vector<Task> tasks;
+    std::vector<models::SequentialNet> nets;
+    for (int r = 0; r < 2; ++r) {
+      tasks.push_back(blob_task());
+      at::manual_seed(5);
+      nets.emplace_back(torch::nn::Linear(8, 6), torch::nn::Tanh(), torch::nn::Linear(6, 4));
+      tasks.back().model = torch::nn::AnyModule(nets.back());
+    }
+    testing::run_ranks("gloo", 2, [&](ProcessGroup& g) {
+      Task t = std::move(tasks[size_t(g.rank())]);
+      models::SequentialNet net = nets[size_t(g.rank())];
+      TrainConfig s = quiet(dir, 2);
+      s.lr = 0.1;
+      s.momentum = 0.9;
+      s.strategy = strategy;
+      Trainer trainer(s, g.shared_from_this());
+      trainer.on_epoch_end([&, r = g.rank()](EpochEnd&) { seen[size_t(r)] = flat_weights(*net).numel(); });
+      const auto summary = trainer.fit(std::move(t));
+      mine[size_t(g.rank())] = flat_weights(*net);
+      if (g.rank() == 0) acc[strategy] = summary.eval.acc1;
+    });
+    EXPECT_TRUE(at::equal(mine[1], mine[0])) << strategy << ": rank 1 differs from rank 0";
+    EXPECT_EQ(seen, (std::vector<int64_t>{82, 82})) << strategy << ": the callback's model";
+    weights[strategy] = mine;
+  }
+  for (const auto& [strategy, w] : weights) {
+    ASSERT_EQ(w[0].numel(), 82) << strategy;
+    EXPECT_TRUE(at::equal(w[0], weights["ddp"][0]))
+        << strategy << " differs from ddp by " << (w[0] - weights["ddp"][0]).abs().max().item<double>();
+    EXPECT_DOUBLE_EQ(acc[strategy], acc["ddp"]) << strategy;
+  }
 }
 
 TEST(TrainerRanks, ACallbackOnOneRankOnlyNeitherHangsNorStops) {

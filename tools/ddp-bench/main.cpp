@@ -38,7 +38,9 @@ int main(int argc, char** argv) {
   ddp::bench::add_collectives_command(app, run);
   ddp::bench::add_ddp_command(app, run);
   ddp::bench::add_memory_command(app, run);
+#ifdef DDP_WITH_IMAGE_FOLDER  // an optional part (src/CMakeLists.txt)
   ddp::bench::add_decode_command(app, run);
+#endif
   ddp::bench::add_compute_command(app, run);
   ddp::bench::add_save_command(app, run);
   CLI11_PARSE(app, argc, argv);

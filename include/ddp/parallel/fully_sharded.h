@@ -20,6 +20,7 @@
 // Between steps the Sequential's own parameters are empty tensors: read them
 // through full_state_dict(). Parameters of one unit must share a dtype.
 #pragma once
+#include <ATen/core/ivalue.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/optim/optimizer.h>
 #include <torch/ordered_dict.h>
@@ -81,6 +82,21 @@ class FullyShardedDataParallel {
   // Every rank: loads a full state dict (this rank keeps its shards); names and
   // shapes must match the Sequential's.
   void load_full_state_dict(const torch::OrderedDict<std::string, at::Tensor>& state);
+
+  // Collective: while the returned guard lives, module()'s parameters hold their full
+  // values on every rank (PyTorch's summon_full_params): to evaluate, inspect or load
+  // the plain model. With writeback, what was written into them becomes the shards
+  // when the guard ends; without, changes are lost. Every rank ends it, in the same order.
+  std::shared_ptr<void> summon_full_params(bool writeback = false);
+
+  // Collective: the state of `optimizer` (built over parameters(), one param group) as
+  // PyTorch's optimizer.state_dict() of the same optimizer over module()'s parameters
+  // (indices in the Sequential's order) on rank dst, None elsewhere; PyTorch's
+  // FSDP.full_optim_state_dict(rank0_only=True). What a DDP run's optimizer saves.
+  c10::IValue full_optimizer_state_dict(const torch::optim::Optimizer& optimizer, int dst = 0);
+  // Every rank: loads such a whole state (from a DDP or an FSDP run, any world size):
+  // each rank keeps its shards' part. InvalidArgument on another model or group count.
+  void load_full_optimizer_state_dict(torch::optim::Optimizer& optimizer, const c10::IValue& full);
 
   // Collective: each rank writes its shards (and `optimizer`'s state of them,
   // if given) to dir/shard-<rank>-of-<world>.pt, atomically; returns when all are written.

@@ -50,7 +50,7 @@ struct TrainConfig {
   std::optional<int64_t> ema_every;  // steps between weight averages (0: off)
   std::string precision;          // fp32 | bf16 | auto (bf16 where the CPU has it natively; see precision.h)
   bool progress = true;           // rank 0's progress line
-  std::string strategy = "ddp";    // how a step is spread over the ranks: ddp | zero1 (Lightning's strategy=)
+  std::string strategy = "ddp";    // how a step is spread over the ranks: ddp | zero1 | fsdp-full | fsdp-grad (Lightning's strategy=)
   std::string comm_hook = "allreduce";  // how DDP reduces buckets: allreduce | fp16 | bf16 (comm_hook.h)
   bool sync_bn = false;           // BatchNorm statistics over all ranks (SyncBatchNorm, sync_batch_norm.h)
   bool nan_check = true;          // stop when the reduced gradients hold NaN or inf, before the step

@@ -23,4 +23,8 @@ std::string render_report(const std::vector<std::string>& run_dirs);
 // with the path and errno text when it cannot write.
 void write_report(const std::vector<std::string>& run_dirs, const std::string& out_path);
 
+// False where ddp was configured with -DDDP_WITH_REPORT=OFF (no Chart.js to embed): then the two
+// functions above throw ddp::InvalidArgument saying so, and runs write no report.html.
+bool report_built();
+
 }  // namespace ddp::train

@@ -41,7 +41,8 @@ Recipe make_mlp(TrainConfig& cfg, ProcessGroup& group) {
                  [&] { return std::make_pair(data.x.narrow(0, 0, 9000), data.y.narrow(0, 0, 9000)); }, identity);
   set_test_data(r, cfg, group, data.x.narrow(0, 9000, 1000), data.y.narrow(0, 9000, 1000));
 
-  models::MLP net(models::MLPOptions{4, 1024, 256, 32});
+  // A Sequential, so that every strategy (FSDP's too) trains it; MLP's weights for the seed.
+  models::SequentialNet net = models::mlp_sequential(models::MLPOptions{4, 1024, 256, 32});
   r.groups.push_back(all_parameters(*net, *cfg.weight_decay));
   r.model = torch::nn::AnyModule(net);
   return r;

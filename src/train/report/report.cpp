@@ -84,6 +84,8 @@ void replace_once(std::string& text, const std::string& placeholder, const std::
 
 }  // namespace
 
+bool report_built() { return true; }
+
 std::string render_report(const std::vector<std::string>& run_dirs) {
   if (run_dirs.empty()) throw InvalidArgument("report: no run directory given");
   json runs = json::array();

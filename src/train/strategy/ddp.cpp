@@ -3,6 +3,7 @@
 #include "ddp.h"
 
 #include "ddp/parallel/optimizer_state.h"
+#include "train/finite_check.h"
 
 namespace ddp::train::detail {
 
@@ -33,6 +34,13 @@ c10::IValue DdpStrategy::optimizer_state() {
 }
 void DdpStrategy::load_optimizer_state(const c10::IValue& full) { load_optimizer_state_dict(*opt_, full); }
 int64_t DdpStrategy::optimizer_state_bytes() const { return ddp::optimizer_state_bytes(*opt_); }
+
+// The reduced gradients are the same on every rank: each checks its own.
+std::optional<std::string> DdpStrategy::non_finite_gradient() {
+  const torch::nn::Module& m = *model_->module().ptr();
+  if (gradients_finite(m)) return std::nullopt;
+  return first_non_finite(m, /*gradients=*/true);
+}
 
 namespace {
 [[maybe_unused]] const bool registered = register_strategy(

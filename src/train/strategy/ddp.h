@@ -20,6 +20,7 @@ class DdpStrategy : public Strategy {
   void load_optimizer_state(const c10::IValue& full) override;
   int64_t optimizer_state_bytes() const override;
   std::string describe() const override { return "ddp"; }
+  std::optional<std::string> non_finite_gradient() override;
 
  protected:
   std::unique_ptr<DistributedDataParallel<Net>> model_;

@@ -1,7 +1,7 @@
 // How the Trainer spreads a step over the ranks: Lightning's `strategy=`, ddp-train's
 // --strategy. A strategy wraps the model (forward, gradient synchronization) and
 // owns the optimizer and what a checkpoint holds of its state. One file per
-// strategy registers itself (ddp.cpp, zero1.cpp); the Trainer sees only this seam.
+// strategy registers itself (ddp.cpp, zero1.cpp, fsdp.cpp); the Trainer sees only this seam.
 #pragma once
 #include <ATen/core/ivalue.h>
 #include <torch/nn/modules/container/any.h>
@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,8 @@ struct StrategyParts {
   GroupPtr group;
   std::shared_ptr<CommHook> hook;
   std::function<std::unique_ptr<torch::optim::Optimizer>()> make_optimizer;
+  bool averaged = false;  // the Task keeps a weight average of the model (EMA, lookahead)
+  std::string recipe;     // for messages: the recipe or Task whose model it is
 };
 
 class Strategy {
@@ -56,6 +59,18 @@ class Strategy {
   virtual int64_t optimizer_state_bytes() const = 0;
   // "ddp", "zero1": what the first line says.
   virtual std::string describe() const = 0;
+  // After a step's backward, every rank: the first non-finite gradient as "name (nan)", the same on every
+  // rank; nullopt when all are finite.
+  virtual std::optional<std::string> non_finite_gradient() = 0;
+  // Collective: while the returned scope lives, the Task's model holds its full parameters on every rank (to
+  // evaluate, check or checkpoint it); with writeback, what is loaded into them is trained on. Null where the
+  // model always holds them.
+  virtual std::shared_ptr<void> full_model(bool writeback) {
+    (void)writeback;
+    return nullptr;
+  }
+  // Collective, at the end of fit: the Task's model holds the trained weights on every rank.
+  virtual void finish() {}
 };
 
 using StrategyFactory = std::function<std::unique_ptr<Strategy>(StrategyParts)>;

@@ -6,6 +6,8 @@
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/pimpl.h>
 
+#include "ddp/train/models/sequential_net.h"
+
 namespace ddp::models {
 
 struct MLPOptions {
@@ -26,5 +28,9 @@ class MLPImpl : public torch::nn::Module {
   torch::nn::ModuleList layers_;
 };
 TORCH_MODULE(MLP);
+
+// The same network as a SequentialNet (Linear children 0, 2, 4, ...; Tanh between), which FSDP can shard;
+// the same initial weights as MLP's for the same seed.
+SequentialNet mlp_sequential(const MLPOptions& options = {});
 
 }  // namespace ddp::models
