@@ -1,5 +1,6 @@
 #include "dist/env.h"
 
+#include <cmath>
 #include <cstdlib>
 
 #include "ddp/dist/errors.h"
@@ -49,11 +50,28 @@ Milliseconds resolve_timeout(const InitOptions& opts, const EnvFn& env) {
   if (auto v = env("DDP_TIMEOUT"); v && !v->empty()) {
     char* end = nullptr;
     double s = std::strtod(v->c_str(), &end);
-    if (end != v->c_str() + v->size() || !(s > 0))
-      bad("DDP_TIMEOUT='" + *v + "' must be a positive number of seconds");
+    if (end != v->c_str() + v->size() || !(s > 0) || !std::isfinite(s) || s > 1e7)
+      bad("DDP_TIMEOUT='" + *v + "' must be a positive number of seconds (at most 1e7)");
     return Milliseconds(static_cast<int64_t>(s * 1000));
   }
   return std::chrono::minutes(10);
+}
+
+void resolve_connect_timeout(const InitOptions& opts, const EnvFn& env, Rendezvous& r) {
+  if (auto v = env("DDP_RDZV_TIMEOUT"); v && !v->empty()) {
+    char* end = nullptr;
+    double s = std::strtod(v->c_str(), &end);
+    if (end != v->c_str() + v->size() || !(s > 0) || !std::isfinite(s) || s > 1e7)
+      bad("DDP_RDZV_TIMEOUT='" + *v + "' must be a positive number of seconds (at most 1e7)");
+    r.connect_timeout = Milliseconds(static_cast<int64_t>(s * 1000));
+    r.connect_source = "DDP_RDZV_TIMEOUT";
+  } else if (r.timeout < kRdzvTimeout) {
+    r.connect_timeout = r.timeout;
+    r.connect_source = opts.timeout.count() > 0 ? "InitOptions::timeout" : "DDP_TIMEOUT";
+  } else {
+    r.connect_timeout = kRdzvTimeout;
+    r.connect_source = "the first-contact deadline";
+  }
 }
 
 bool launched_by_mpi(const EnvFn& env) {
@@ -73,6 +91,7 @@ EnvFn process_env() {
 Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mpi_available) {
   Rendezvous r;
   r.timeout = resolve_timeout(opts, env);
+  resolve_connect_timeout(opts, env, r);
   r.backend = opts.backend;
   r.backend_reason = "InitOptions::backend \"" + opts.backend + "\"";
   if (r.backend == "auto") {
@@ -97,6 +116,9 @@ Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mp
   else rank = first_int(env, {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"});
   if (opts.world_size >= 0) world = opts.world_size;
   else world = first_int(env, {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
+  if (world && *world < 1)  // before any check that names the world's size
+    bad("world_size " + std::to_string(*world) + " must be at least 1 (InitOptions::world_size, or WORLD_SIZE: the "
+        "number of ranks in the job)");
 
   const std::string& m = opts.init_method;
   if (opts.store) {

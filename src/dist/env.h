@@ -23,7 +23,15 @@ struct Rendezvous {
   int port = 0;
   std::string path;
   Milliseconds timeout{0};
+  // How long a rank other than 0 waits for rank 0's store to listen (first contact): DDP_RDZV_TIMEOUT, else the
+  // shorter of kRdzvTimeout and `timeout`. `connect_source` names which, for messages.
+  Milliseconds connect_timeout{0};
+  std::string connect_source;
 };
+
+// The first-contact deadline without DDP_RDZV_TIMEOUT: a wrong MASTER_ADDR fails in two minutes, not in the
+// collective timeout's ten.
+constexpr Milliseconds kRdzvTimeout{120000};
 
 // `mpi_available` tells whether auto may pick mpi. Throws std::invalid_argument
 // naming the variable or option at fault.

@@ -146,8 +146,11 @@ void Heartbeat::State::monitor_loop() {
       ++k;
       std::string late = late_peers(now, 3 * period());
       std::string timeout = w.timeout.count() > 0 ? format_seconds(w.timeout.count() / 1000.0) + " s" : "none";
-      std::fprintf(stderr, "%swaiting for %s s in collective #%lld (%s; timeout %s); %s\n", w.prefix.c_str(),
-                   format_seconds(std::floor(waited * 10) / 10).c_str(), static_cast<long long>(w.seq),
+      const std::string where = w.seq > 0 ? "in collective #" + std::to_string(w.seq)
+                                : w.p2p   ? std::string("in this point-to-point call")
+                                          : std::string("queued behind this group's continuations (not issued yet)");
+      std::fprintf(stderr, "%swaiting for %s s %s (%s; timeout %s); %s\n", w.prefix.c_str(),
+                   format_seconds(std::floor(waited * 10) / 10).c_str(), where.c_str(),
                    format_bytes(w.bytes).c_str(), timeout.c_str(),
                    late.empty() ? "every peer's heartbeat is current" : ("late heartbeats: " + late).c_str());
       std::fflush(stderr);
@@ -243,7 +246,7 @@ double wait_report_interval_s() {
   if (!v || !*v) return 30;
   char* end = nullptr;
   double s = std::strtod(v, &end);
-  if (end != v + std::strlen(v) || !(s > 0))
+  if (end != v + std::strlen(v) || !(s > 0) || !std::isfinite(s))
     throw InvalidArgument(std::string("[init] DDP_WAIT_REPORT_INTERVAL='") + v + "' must be a positive number of seconds");
   return s;
 }

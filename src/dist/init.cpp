@@ -50,16 +50,18 @@ StorePtr open_tcp_store(const detail::Rendezvous& r) {
   if (r.rank != 0) {
     const auto interval = std::chrono::duration_cast<Milliseconds>(
         std::chrono::duration<double>(detail::wait_report_interval_s()));
-    auto report = [&](Milliseconds waited) {
-      std::fprintf(stderr, "%swaiting for rank 0's store at %s: %s of the %s timeout (DDP_TIMEOUT)\n",
-                   ctx.prefix().c_str(), where.c_str(), seconds_text(Milliseconds(waited.count() / 100 * 100)).c_str(),
-                   seconds_text(r.timeout).c_str());
+    auto report = [&](Milliseconds waited, const std::string& why) {
+      std::fprintf(stderr, "%swaiting for rank 0's store at %s: %s of %s (%s): %s\n", ctx.prefix().c_str(),
+                   where.c_str(), seconds_text(Milliseconds(waited.count() / 100 * 100)).c_str(),
+                   seconds_text(r.connect_timeout).c_str(), r.connect_source.c_str(), why.c_str());
       std::fflush(stderr);
     };
-    if (!detail::wait_until_listening(r.host, r.port, r.timeout, interval, report))
-      throw Error(ctx.prefix() + "cannot reach rank 0's store at " + where + " within " + seconds_text(r.timeout) +
-                  " (DDP_TIMEOUT): nothing answered there; is rank 0 running, and are MASTER_ADDR and "
-                  "MASTER_PORT right?");
+    const std::string why = detail::wait_until_listening(r.host, r.port, r.connect_timeout, interval, report);
+    if (!why.empty())
+      throw Error(ctx.prefix() + "cannot reach rank 0's store at " + where + " within " +
+                  seconds_text(r.connect_timeout) + " (" + r.connect_source + "): " + why +
+                  ". Is rank 0 running, and are MASTER_ADDR and MASTER_PORT the ones it was given? (to wait "
+                  "longer for a rank 0 that starts late: ddprun --rdzv-timeout SECONDS, or DDP_RDZV_TIMEOUT)");
   }
   try {
     return make_tcp_store(r.host, r.port, r.rank == 0, r.world_size, r.timeout);

@@ -10,9 +10,10 @@
 
 namespace ddp::detail {
 
-// Tries TCP connections to host:port until one is accepted (true) or `timeout`
-// has passed (false). Calls report(elapsed) every `interval` while waiting.
-bool wait_until_listening(const std::string& host, int port, Milliseconds timeout, Milliseconds interval,
-                          const std::function<void(Milliseconds)>& report);
+// Tries TCP connections to host:port until one is accepted ("") or `timeout` has
+// passed (why the last try failed: the name does not resolve, connections are refused,
+// nothing answers). Calls report(elapsed, why) every `interval` while waiting.
+std::string wait_until_listening(const std::string& host, int port, Milliseconds timeout, Milliseconds interval,
+                                 const std::function<void(Milliseconds, const std::string&)>& report);
 
 }  // namespace ddp::detail

@@ -19,7 +19,8 @@ std::map<int64_t, PendingWait>& waits() {
 WaitScope::WaitScope(const Call& c) {
   std::lock_guard<std::mutex> lock(g_mu);
   id_ = g_next++;
-  waits()[id_] = PendingWait{id_, c.ctx.prefix(), c.seq, c.bytes, c.timeout, std::chrono::steady_clock::now()};
+  waits()[id_] = PendingWait{id_,     c.ctx.prefix(), c.seq, is_p2p(c.op), c.bytes, c.timeout,
+                             std::chrono::steady_clock::now()};
 }
 
 WaitScope::~WaitScope() {

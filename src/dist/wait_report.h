@@ -14,7 +14,8 @@ namespace ddp::detail {
 struct PendingWait {
   int64_t id = 0;        // unique per wait
   std::string prefix;    // "[gloo] rank 0/4 all_reduce: "
-  int64_t seq = 0;
+  int64_t seq = 0;       // 0: a send or recv, or a collective queued behind continuations (not numbered yet)
+  bool p2p = false;
   int64_t bytes = 0;
   Milliseconds timeout;  // kNoTimeout: none
   std::chrono::steady_clock::time_point start;

@@ -1,4 +1,5 @@
 // PowerSGD's state in checkpoints, and its options from a --comm-hook spec.
+#include <cmath>
 #include <ATen/ATen.h>
 
 #include <sstream>
@@ -48,10 +49,10 @@ double to_double(const std::string& key, const std::string& value, const std::st
   try {
     size_t used = 0;
     const double v = std::stod(value, &used);
-    if (used == value.size()) return v;
+    if (used == value.size() && std::isfinite(v)) return v;
   } catch (const std::exception&) {
   }
-  throw InvalidArgument("comm hook '" + spec + "': " + key + "=" + value + " is not a number");
+  throw InvalidArgument("comm hook '" + spec + "': " + key + "=" + value + " is not a finite number");
 }
 
 bool to_bool(const std::string& key, const std::string& value, const std::string& spec) {

@@ -22,10 +22,10 @@ double number(const std::string& spec, const std::string& text) {
   try {
     size_t used = 0;
     double v = std::stod(text, &used);
-    if (used == text.size()) return v;
+    if (used == text.size() && std::isfinite(v)) return v;
   } catch (const std::exception&) {
   }
-  throw InvalidArgument("learning-rate schedule '" + spec + "': '" + text + "' is not a number; " + kForms);
+  throw InvalidArgument("learning-rate schedule '" + spec + "': '" + text + "' is not a finite number; " + kForms);
 }
 
 std::string fmt(double v) {

@@ -222,7 +222,8 @@ TEST(Heartbeat, LongWaitIsReported) {
 }
 
 // Nothing listens at the master address: the rank says every interval what it
-// waits for, then fails with ddp::Error at DDP_TIMEOUT (0.5 s: not "0 s"), exit 1.
+// waits for and why, then fails with ddp::Error at DDP_TIMEOUT (0.5 s: not "0 s") or
+// DDP_RDZV_TIMEOUT, exit 1. A name that does not resolve is named as such.
 TEST(Rendezvous, UnreachableMasterFailsClearlyAtTheTimeout) {
   const std::string port = std::to_string(free_port());
   const std::string env = "RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.2 MASTER_PORT=" + port + " ";
@@ -231,15 +232,25 @@ TEST(Rendezvous, UnreachableMasterFailsClearlyAtTheTimeout) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_LT(r.seconds, 10.0 * kSlowdown);
   EXPECT_TRUE(has(r.output, "ddp::Error: [gloo] rank 1/2 init: cannot reach rank 0's store at 127.0.0.2:" + port +
-                                " within 0.5 s (DDP_TIMEOUT): nothing answered there; is rank 0 running, and are "
-                                "MASTER_ADDR and MASTER_PORT right?"));
-  Result slow = run(env + "DDP_TIMEOUT=3 DDP_WAIT_REPORT_INTERVAL=1 " + DIST_PROBE_PATH + " sum");
+                                " within 0.5 s (DDP_TIMEOUT): connections are refused: nothing listens on port " +
+                                port + " there (yet). Is rank 0 running, and are MASTER_ADDR and MASTER_PORT the "
+                                "ones it was given? (to wait longer for a rank 0 that starts late: ddprun "
+                                "--rdzv-timeout SECONDS, or DDP_RDZV_TIMEOUT)"));
+  // The first-contact deadline apart from the collectives' (DDP_TIMEOUT 600 s here).
+  Result slow = run(env + "DDP_TIMEOUT=600 DDP_RDZV_TIMEOUT=3 DDP_WAIT_REPORT_INTERVAL=1 " + DIST_PROBE_PATH + " sum");
   SCOPED_TRACE(slow.output);
   EXPECT_EQ(slow.exit_code, 1);
   EXPECT_LT(slow.seconds, 30.0 * kSlowdown);
   EXPECT_TRUE(has(slow.output, "[gloo] rank 1/2 init: waiting for rank 0's store at 127.0.0.2:" + port + ": "));
-  EXPECT_TRUE(has(slow.output, " of the 3 s timeout (DDP_TIMEOUT)"));
-  EXPECT_TRUE(has(slow.output, "within 3 s (DDP_TIMEOUT)"));
+  EXPECT_TRUE(has(slow.output, " of 3 s (DDP_RDZV_TIMEOUT): connections are refused"));
+  EXPECT_TRUE(has(slow.output, "within 3 s (DDP_RDZV_TIMEOUT)"));
+  Result unknown = run("RANK=1 WORLD_SIZE=2 MASTER_ADDR=no-such-host.invalid MASTER_PORT=" + port +
+                       " DDP_RDZV_TIMEOUT=1 " + DIST_PROBE_PATH + " sum");
+  SCOPED_TRACE(unknown.output);
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_TRUE(has(unknown.output, "cannot reach rank 0's store at no-such-host.invalid:" + port +
+                                      " within 1 s (DDP_RDZV_TIMEOUT): 'no-such-host.invalid' does not resolve to "
+                                      "an address ("));
 }
 
 // Two jobs started at once on one --master-port: the one whose rank 0 listens

@@ -127,6 +127,31 @@ TEST(Resolve, TimeoutFromOptionsOrEnvironment) {
   EXPECT_EQ(resolve({{"DDP_TIMEOUT", "2.5"}}, o).timeout, Milliseconds(700));
   EXPECT_NE(invalid_message([] { resolve({{"DDP_TIMEOUT", "soon"}}); }).find("DDP_TIMEOUT='soon'"),
             std::string::npos);
+  EXPECT_NE(invalid_message([] { resolve({{"DDP_TIMEOUT", "inf"}}); }).find("DDP_TIMEOUT='inf'"), std::string::npos);
+}
+
+// First contact: DDP_RDZV_TIMEOUT, else the shorter of two minutes and the collective timeout.
+TEST(Resolve, FirstContactHasItsOwnShorterDeadline) {
+  const Env tcp = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}};
+  auto with = [&](std::vector<std::pair<std::string, std::string>> more) {
+    Env e = tcp;
+    for (auto& [k, v] : more) e[k] = v;
+    return resolve(e);
+  };
+  auto r = with({});
+  EXPECT_EQ(r.timeout, std::chrono::minutes(10));
+  EXPECT_EQ(r.connect_timeout, std::chrono::minutes(2));
+  EXPECT_EQ(r.connect_source, "the first-contact deadline");
+  r = with({{"DDP_TIMEOUT", "30"}});
+  EXPECT_EQ(r.connect_timeout, std::chrono::seconds(30));
+  EXPECT_EQ(r.connect_source, "DDP_TIMEOUT");
+  r = with({{"DDP_TIMEOUT", "30"}, {"DDP_RDZV_TIMEOUT", "900"}});
+  EXPECT_EQ(r.connect_timeout, std::chrono::seconds(900));
+  EXPECT_EQ(r.connect_source, "DDP_RDZV_TIMEOUT");
+  for (const char* bad : {"0", "-1", "inf", "nan", "soon"})
+    EXPECT_NE(invalid_message([&] { with({{"DDP_RDZV_TIMEOUT", bad}}); }).find("DDP_RDZV_TIMEOUT='" + std::string(bad)),
+              std::string::npos)
+        << bad;
 }
 
 TEST(Resolve, BadEnvironmentNamesTheVariable) {
@@ -149,6 +174,9 @@ TEST(Resolve, BadEnvironmentNamesTheVariable) {
               resolve({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
             }).find("rank 2 is out of range [0, 2)"),
             std::string::npos);
+  // A world of 0 is named as such, before MASTER_ADDR is asked for "a world of 0".
+  const std::string zero = invalid_message([] { resolve({{"RANK", "0"}, {"WORLD_SIZE", "0"}}); });
+  EXPECT_NE(zero.find("world_size 0 must be at least 1"), std::string::npos) << zero;
 }
 
 TEST(Resolve, BadInitMethodsAreExplained) {

@@ -115,6 +115,11 @@ TEST(MpiOutput, ParsesTaggedLines) {
   EXPECT_FALSE(parse_tagged_line("[1,x]<stdout>:a").has_value());
   EXPECT_FALSE(parse_tagged_line("[1,2]<other>:a").has_value());
   EXPECT_FALSE(parse_tagged_line("  Process name: [[31146,1],1]").has_value());
+  // A line written in pieces: mpirun tags each piece, inside the line and at its end.
+  t = parse_tagged_line("[7,1]<stderr>:ddp-train: warning: [7,1]<stderr>:resuming x with [y] [2,1]<stderr>:z[7,1]<stderr>:");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->rank, 1);
+  EXPECT_EQ(t->text, "ddp-train: warning: resuming x with [y] [2,1]<stderr>:z");  // another job's text is kept
 }
 
 TEST(MpiOutput, FailureFromExitCodeBlock) {
@@ -194,10 +199,12 @@ TEST(RankEnv, VariablesOfEachRank) {
                                        "TORCHELASTIC_RUN_ID=none-10.1.2.3:4000", "DDP_HEARTBEAT_TIMEOUT=30"};
   EXPECT_EQ(env, expected);
   o.timeout = "7.5";
+  o.rdzv_timeout = "900";
   o.heartbeat_timeout = "0";
   env = merge_env(base, rank_env_vars(o, 4000, base, 16, 3));
   expected.back() = "DDP_HEARTBEAT_TIMEOUT=0";
   expected.push_back("DDP_TIMEOUT=7.5");
+  expected.push_back("DDP_RDZV_TIMEOUT=900");
   EXPECT_EQ(env, expected);
 }
 

@@ -112,7 +112,8 @@ TEST(Options, Help) {
   const std::string usage = ddprun::usage_text();
   for (const char* flag : {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port",
                            "--standalone", "--backend", "--kill-grace", "--timeout", "DDP_TIMEOUT",
-                           "--heartbeat-timeout", "DDP_HEARTBEAT_TIMEOUT", "[--] program [program args...]", "exit status"})
+                           "--heartbeat-timeout", "DDP_HEARTBEAT_TIMEOUT", "--rdzv-timeout", "DDP_RDZV_TIMEOUT",
+                           "--oversubscribe", "[--] program [program args...]", "exit status"})
     EXPECT_NE(usage.find(flag), std::string::npos) << flag << " missing from:\n" << usage;
 }
 
@@ -141,6 +142,10 @@ TEST(Options, BadNumbers) {
             "invalid value 'soon' for --kill-grace: expected a number of seconds >= 0 (e.g. 5 or 0.5)");
   EXPECT_EQ(parse_error({"--master-addr", "", "prog"}),
             "invalid value '' for --master-addr: expected a host name or IP address");
+  for (const char* bad : {"inf", "nan", "0", "-5"})
+    EXPECT_EQ(parse_error({"--rdzv-timeout", bad, "prog"}),
+              std::string("invalid value '") + bad + "' for --rdzv-timeout: expected a number of seconds > 0 (e.g. 600)");
+  EXPECT_EQ(parse_ok({"--rdzv-timeout", "900", "prog"}).rdzv_timeout, "900");
 }
 
 TEST(Options, Timeouts) {
@@ -265,7 +270,7 @@ TEST(Options, MpiWithSeveralNodes) {
 
 TEST(Options, UnknownFlag) {
   EXPECT_EQ(parse_error({"--nproc", "2", "prog"}), "unknown option '--nproc' (see ddprun --help)");
-  EXPECT_EQ(parse_error({"--rdzv-timeout=3", "prog"}), "unknown option '--rdzv-timeout' (see ddprun --help)");
+  EXPECT_EQ(parse_error({"--rdzv-timeut=3", "prog"}), "unknown option '--rdzv-timeut' (see ddprun --help)");
   EXPECT_EQ(parse_error({"-n", "prog"}), "unknown option '-n' (see ddprun --help)");
 }
 
@@ -310,4 +315,17 @@ TEST(Options, RestartFlags) {
             "--tee needs --log-dir DIR: the directory the ranks' log files are written to");
   EXPECT_EQ(parse_error({"--role", "a b", "prog"}),
             "invalid value 'a b' for --role: expected a non-empty name without spaces or '='");
+}
+
+TEST(Options, MoreThanFourRanksPerCoreNeedOversubscribe) {
+  EXPECT_EQ(parse_ok({"--nproc-per-node", "24", "prog"}).nproc_per_node, 4 * kCpus);
+  const std::string e = parse_error({"--nproc-per-node", "1000", "prog"});
+  EXPECT_NE(e.find("--nproc-per-node 1000 starts that many ranks on 6 online core(s), more than 4 per core"),
+            std::string::npos) << e;
+  EXPECT_NE(e.find("--oversubscribe"), std::string::npos) << e;
+  Options o = parse_ok({"--nproc-per-node", "25", "--oversubscribe", "prog", "--x"});
+  EXPECT_EQ(o.nproc_per_node, 25);
+  EXPECT_TRUE(o.oversubscribe);
+  EXPECT_EQ(o.program_args, (std::vector<std::string>{"--x"}));
+  EXPECT_FALSE(parse_ok({"prog"}).oversubscribe);
 }

@@ -76,7 +76,7 @@ TEST(Schedule, Shapes) {
 }
 
 TEST(Schedule, BadSpecsNameTheSpecAndTheValidForms) {
-  for (std::string bad : {"", "linear", "step:10", "cosine:x", "piecewise:0.5:1,0.2:0", "onecycle:1.5"})
+  for (std::string bad : {"", "linear", "step:10", "cosine:x", "piecewise:0.5:1,0.2:0", "onecycle:1.5", "cosine:inf", "step:30:nan", "piecewise:0:1,1:inf"})
     EXPECT_THROW(LrSchedule::parse(bad), std::invalid_argument) << "accepted '" << bad << "'";
   try {
     LrSchedule::parse("linear");

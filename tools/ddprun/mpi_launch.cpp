@@ -33,6 +33,7 @@ std::vector<std::string> build_mpirun_argv(const Options& options, const std::st
   if (as_root) argv.push_back("--allow-run-as-root");
   std::vector<std::string> vars = mpi_exported_vars();
   if (!options.timeout.empty()) vars.push_back("DDP_TIMEOUT");
+  if (!options.rdzv_timeout.empty()) vars.push_back("DDP_RDZV_TIMEOUT");
   if (!options.backend_reason.empty()) vars.push_back("DDP_BACKEND_REASON");
   vars.push_back("TORCHELASTIC_ERROR_FILE");
   vars.push_back("DDP_TTY");

@@ -27,22 +27,45 @@ bool consume(std::string_view line, size_t* pos, std::string_view what) {
 
 }  // namespace
 
+namespace {
+
+// "[job,rank]<stdout>:", "<stderr>:" or "<stddiag>:" at line[*pos]; advances *pos past it.
+bool read_tag(std::string_view line, size_t* pos, long* job, TaggedLine* out) {
+  long rank = 0;
+  size_t p = *pos;
+  if (!consume(line, &p, "[") || !read_number(line, &p, job) || !consume(line, &p, ",") ||
+      !read_number(line, &p, &rank) || !consume(line, &p, "]<"))
+    return false;
+  if (consume(line, &p, "stdout>:")) out->is_stderr = false;
+  else if (consume(line, &p, "stderr>:") || consume(line, &p, "stddiag>:")) out->is_stderr = true;
+  else return false;
+  out->rank = static_cast<int>(rank);
+  *pos = p;
+  return true;
+}
+
+}  // namespace
+
+// mpirun tags each chunk a rank writes, so a line written in pieces carries more tags of the same job inside
+// it ("[1,0]<stderr>:ddp-train: warning: [1,0]<stderr>:resuming ..."): every one is removed.
 std::optional<TaggedLine> parse_tagged_line(std::string_view line) {
   size_t pos = 0;
-  long job = 0, rank = 0;
-  if (!consume(line, &pos, "[") || !read_number(line, &pos, &job) || !consume(line, &pos, ",") ||
-      !read_number(line, &pos, &rank) || !consume(line, &pos, "]<"))
-    return std::nullopt;
+  long job = 0;
   TaggedLine out;
-  out.rank = static_cast<int>(rank);
-  if (consume(line, &pos, "stdout>:")) {
-    out.is_stderr = false;
-  } else if (consume(line, &pos, "stderr>:") || consume(line, &pos, "stddiag>:")) {
-    out.is_stderr = true;
-  } else {
-    return std::nullopt;
+  if (!read_tag(line, &pos, &job, &out)) return std::nullopt;
+  for (size_t at = line.find('[', pos); at != std::string_view::npos; at = line.find('[', pos)) {
+    out.text.append(line.substr(pos, at - pos));
+    long inner_job = 0;
+    TaggedLine inner;
+    size_t after = at;
+    if (read_tag(line, &after, &inner_job, &inner) && inner_job == job) {
+      pos = after;
+    } else {
+      out.text.push_back('[');
+      pos = at + 1;
+    }
   }
-  out.text = line.substr(pos);
+  out.text.append(line.substr(pos));
   return out;
 }
 

@@ -10,11 +10,12 @@ namespace ddprun {
 struct TaggedLine {
   int rank = -1;
   bool is_stderr = false;  // <stderr> or <stddiag>
-  std::string_view text;
+  std::string text;  // without any of mpirun's tags
 };
 
 // Parses "[jobid,rank]<stdout>:text" / "<stderr>" / "<stddiag>"; nullopt for
-// lines without such a tag (mpirun's own messages).
+// lines without such a tag (mpirun's own messages). Tags of the same job within
+// the text (a line the rank wrote in pieces) are removed too.
 std::optional<TaggedLine> parse_tagged_line(std::string_view line);
 
 struct MpiFailure {

@@ -178,6 +178,9 @@ void define(CLI::App& app, Options& o, int online_cpus, Given* given) {
     given->master = true;
   });
   app.add_flag("--standalone", o.standalone, "single node: use 127.0.0.1 and a free port")->disable_flag_override();
+  app.add_flag("--oversubscribe", o.oversubscribe,
+               "start more than " + std::to_string(kRanksPerCore) + " ranks per online core (refused without it)")
+      ->disable_flag_override();
   value_flag(app, "--backend",
              "gloo | mpi | auto [default auto]; exported as DDP_BACKEND. 'mpi' launches the ranks through "
              "mpirun. auto: mpi on one node when mpirun is found and the program links ddp, else gloo (or an "
@@ -201,6 +204,15 @@ void define(CLI::App& app, Options& o, int online_cpus, Given* given) {
                if (!parse_seconds(v, &s) || s <= 0)
                  throw invalid("--timeout", v, "expected a number of seconds > 0 (e.g. 60 or 0.5)");
                o.timeout = v;
+             });
+  value_flag(app, "--rdzv-timeout,--rdzv_timeout",
+             "seconds a rank waits for rank 0's store to answer (first contact: a wrong --master-addr fails "
+             "then); exported as DDP_RDZV_TIMEOUT [default: the ranks' own, 120, or --timeout if shorter]",
+             [&o](auto& v) {
+               double s = 0;
+               if (!parse_seconds(v, &s) || s <= 0)
+                 throw invalid("--rdzv-timeout", v, "expected a number of seconds > 0 (e.g. 600)");
+               o.rdzv_timeout = v;
              });
   value_flag(app, "--heartbeat-timeout,--heartbeat_timeout",
              "seconds after which a rank that stopped answering fails the job: a rank stopped by a signal "
@@ -329,7 +341,7 @@ ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus
       ours[i].pop_back();
       ours.insert(ours.begin() + static_cast<long>(i) + 1, "");
       ++i;
-    } else if (a.find('=') == std::string::npos && a != "--standalone" && a != "-h" && a != "--help") {
+    } else if (a.find('=') == std::string::npos && a != "--standalone" && a != "--oversubscribe" && a != "-h" && a != "--help") {
       ++i;  // its value
     }
   }
@@ -356,6 +368,11 @@ ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus
   out.options.program_args.assign(rest.begin() + 1, rest.end());
 
   Options& o = out.options;
+  if (online_cpus > 0 && o.nproc_per_node > kRanksPerCore * online_cpus && !o.oversubscribe)
+    return fail("--nproc-per-node " + std::to_string(o.nproc_per_node) + " starts that many ranks on " +
+                std::to_string(online_cpus) + " online core(s), more than " + std::to_string(kRanksPerCore) +
+                " per core: each would get a sliver of a core and memory of its own; give a smaller number (auto: "
+                "one per core), or add --oversubscribe to start them anyway");
   if (given.rdzv_backend.empty() && (o.nnodes_min != o.nnodes_max || given.endpoint)) o.rdzv_backend = Rdzv::kC10d;
   if (o.rdzv_backend == Rdzv::kC10d) {
     const std::string why = given.rdzv_backend.empty() ? " (c10d is the default with --nnodes MIN:MAX or --rdzv-endpoint)"

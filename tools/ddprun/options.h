@@ -15,6 +15,10 @@ enum class Rdzv { kStatic, kC10d };
 // "auto", "gloo" or "mpi".
 const char* backend_name(Backend backend);
 
+// More ranks per online core than this is refused without --oversubscribe: each rank would get a sliver of a
+// core (and its own memory), which is a typo more often than a plan.
+constexpr int kRanksPerCore = 4;
+
 struct Options {
   int nproc_per_node = 1;
   int nnodes = 1;
@@ -22,6 +26,8 @@ struct Options {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   bool standalone = false;
+  bool oversubscribe = false;
+  std::string rdzv_timeout;  // --rdzv-timeout: exported as DDP_RDZV_TIMEOUT; empty when not given  // --oversubscribe: more than kRanksPerCore ranks per online core
   Backend backend = Backend::Auto;
   // Why `backend` (after main resolved auto, see backend_choice.h); exported as DDP_BACKEND_REASON.
   std::string backend_reason;

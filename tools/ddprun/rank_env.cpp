@@ -68,6 +68,7 @@ std::vector<std::pair<std::string, std::string>> node_env_vars(const Options& op
                                                                    : options.rdzv_id);
   vars.emplace_back("DDP_HEARTBEAT_TIMEOUT", options.heartbeat_timeout);
   if (!options.timeout.empty()) vars.emplace_back("DDP_TIMEOUT", options.timeout);
+  if (!options.rdzv_timeout.empty()) vars.emplace_back("DDP_RDZV_TIMEOUT", options.rdzv_timeout);
   return vars;
 }
 
