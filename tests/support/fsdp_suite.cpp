@@ -48,6 +48,33 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(bool adam, std::vector<a
   return std::make_unique<torch::optim::SGD>(std::move(params), torch::optim::SGDOptions(0.1).momentum(0.9));
 }
 
+// The same net (seed) under DDP and under FSDP, each with its optimizer.
+struct SideBySide {
+  torch::nn::Sequential plain_net;
+  std::unique_ptr<DistributedDataParallel<torch::nn::Sequential>> plain;
+  std::unique_ptr<torch::optim::Optimizer> plain_opt;
+  std::unique_ptr<FullyShardedDataParallel> sharded;
+  std::unique_ptr<torch::optim::Optimizer> sharded_opt;
+
+  SideBySide(ProcessGroup& g, uint64_t seed, bool adam, FSDPOptions f) : plain_net(make_net(seed)) {
+    DDPOptions d;
+    d.group = handle(g);
+    plain = std::make_unique<DistributedDataParallel<torch::nn::Sequential>>(plain_net, d);
+    plain_opt = make_optimizer(adam, plain_net->parameters());
+    f.group = handle(g);
+    sharded = std::make_unique<FullyShardedDataParallel>(make_net(seed), f);
+    sharded_opt = make_optimizer(adam, sharded->parameters());
+  }
+  // One step of DDP's (the whole step) and the loss's backward of FSDP's (its step is the caller's).
+  void step_plain_backward_sharded(const at::Tensor& x, const at::Tensor& y) {
+    plain_opt->zero_grad();
+    torch::mse_loss((*plain)(x), y).backward();
+    plain_opt->step();
+    sharded_opt->zero_grad();
+    torch::mse_loss((*sharded)(x), y).backward();
+  }
+};
+
 // Ten steps on rank-dependent data, DDP and FSDP side by side. Tolerance:
 // both compute the same per-rank gradients from the same parameters; only the
 // order of the W-term sums differs (all_reduce vs reduce_scatter) and Adam's
@@ -59,17 +86,12 @@ void train_side_by_side(ProcessGroup& g, ShardingStrategy strategy, int64_t min_
   const int r = g.rank(), w = g.size();
   const std::string what = tag(g, strategy_name(strategy) + " min_unit_params " + std::to_string(min_params) +
                                       (adam ? " Adam" : " SGD"));
-  auto plain_net = make_net(7);
-  DDPOptions d;
-  d.group = handle(g);
-  DistributedDataParallel<torch::nn::Sequential> plain(plain_net, d);
-  auto plain_opt = make_optimizer(adam, plain_net->parameters());
   FSDPOptions f;
-  f.group = handle(g);
   f.sharding_strategy = strategy;
   f.min_unit_params = min_params;
-  FullyShardedDataParallel sharded(make_net(7), f);
-  auto sharded_opt = make_optimizer(adam, sharded.parameters());
+  SideBySide both(g, 7, adam, f);
+  auto& plain_net = both.plain_net;
+  FullyShardedDataParallel& sharded = *both.sharded;
   // The wrap policy: 60 groups {Linear 63}, {Linear 50, Tanh, Linear 15}, {Linear 3}.
   const std::vector<int64_t> units = min_params == 0 ? kUnitNumel : std::vector<int64_t>{63, 65, 3};
   EXPECT_EQ(sharded.num_units(), units.size()) << what;
@@ -77,17 +99,12 @@ void train_side_by_side(ProcessGroup& g, ShardingStrategy strategy, int64_t min_
   for (int64_t n : units) shard_bytes += 4 * ceil_div(n, w);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(100 + r);
   for (int step = 0; step < 10; ++step) {
-    at::Tensor x = at::randn({4, 6}, gen), y = at::randn({4, 1}, gen);
-    plain_opt->zero_grad();
-    torch::mse_loss(plain(x), y).backward();
-    plain_opt->step();
-    sharded_opt->zero_grad();
-    torch::mse_loss(sharded(x), y).backward();
+    both.step_plain_backward_sharded(at::randn({4, 6}, gen), at::randn({4, 1}, gen));
     // Between backward and step: shards of parameters and of gradients only.
     FSDPMemory m = sharded.memory();
     EXPECT_EQ(m.parameter_bytes, shard_bytes) << what << " step " << step;
     EXPECT_EQ(m.gradient_bytes, shard_bytes) << what << " step " << step;
-    sharded_opt->step();
+    both.sharded_opt->step();
   }
   // Full parameters held at once: one unit at a time (FullShard: backward frees
   // a unit before it gathers the one below), every unit (ShardGradOp: all stay
@@ -97,7 +114,7 @@ void train_side_by_side(ProcessGroup& g, ShardingStrategy strategy, int64_t min_
   EXPECT_EQ(sharded.memory().peak_parameter_bytes,
             shard_bytes + (strategy == ShardingStrategy::FullShard ? largest : all))
       << what << ": peak parameter bytes";
-  EXPECT_EQ(optimizer_state_bytes(*sharded_opt), (adam ? 2 : 1) * shard_bytes)
+  EXPECT_EQ(optimizer_state_bytes(*both.sharded_opt), (adam ? 2 : 1) * shard_bytes)
       << what << ": the optimizer's state of the shards (Adam: two moments; SGD: momentum)";
   auto full = sharded.full_state_dict();
   auto named = plain_net->named_parameters();
@@ -250,28 +267,17 @@ void fsdp_full_optimizer_state(ProcessGroup& g) {
   const int r = g.rank(), w = g.size();
   for (bool adam : {true, false}) {
     const std::string what = tag(g, adam ? "Adam" : "SGD momentum");
-    auto plain_net = make_net(8);
-    DDPOptions d;
-    d.group = handle(g);
-    DistributedDataParallel<torch::nn::Sequential> plain(plain_net, d);
-    auto plain_opt = make_optimizer(adam, plain_net->parameters());
-    FSDPOptions f;
-    f.group = handle(g);
-    FullyShardedDataParallel a(make_net(8), f);
-    auto opt_a = make_optimizer(adam, a.parameters());
-    EXPECT_TRUE(a.full_optimizer_state_dict(*opt_a).isNone() == (r != 0)) << what << ": before any step";
+    SideBySide both(g, 8, adam, {});
+    FullyShardedDataParallel& a = *both.sharded;
+    torch::optim::Optimizer& opt_a = *both.sharded_opt;
+    EXPECT_TRUE(a.full_optimizer_state_dict(opt_a).isNone() == (r != 0)) << what << ": before any step";
     auto gen = at::make_generator<at::CPUGeneratorImpl>(300 + r);
     for (int step = 0; step < 3; ++step) {
-      at::Tensor x = at::randn({4, 6}, gen), y = at::randn({4, 1}, gen);
-      plain_opt->zero_grad();
-      torch::mse_loss(plain(x), y).backward();
-      plain_opt->step();
-      opt_a->zero_grad();
-      torch::mse_loss(a(x), y).backward();
-      opt_a->step();
+      both.step_plain_backward_sharded(at::randn({4, 6}, gen), at::randn({4, 1}, gen));
+      opt_a.step();
     }
-    c10::IValue full = broadcast_object(a.full_optimizer_state_dict(*opt_a, 0), 0, handle(g));
-    auto expected = optimizer_state_dict(*plain_opt).toGenericDict();
+    c10::IValue full = broadcast_object(a.full_optimizer_state_dict(opt_a, 0), 0, handle(g));
+    auto expected = optimizer_state_dict(*both.plain_opt).toGenericDict();
     auto got = full.toGenericDict();
     EXPECT_EQ(got.at("param_groups").toList().get(0).toGenericDict().at("params").toIntVector(),
               (std::vector<int64_t>{0, 1, 2, 3, 4, 5}))
@@ -293,11 +299,13 @@ void fsdp_full_optimizer_state(ProcessGroup& g) {
       }
     }
     // Back into shards: this world, then W-1 ranks; each gives the same whole state again.
+    FSDPOptions f;
+    f.group = handle(g);
     FullyShardedDataParallel b(make_net(9), f);
     b.load_full_state_dict(a.full_state_dict());
     auto opt_b = make_optimizer(adam, b.parameters());
     b.load_full_optimizer_state_dict(*opt_b, full);
-    expect_same_optimizer_state(*opt_b, *opt_a, what + ": loaded at the same world");
+    expect_same_optimizer_state(*opt_b, opt_a, what + ": loaded at the same world");
     std::vector<int> fewer;
     for (int k = 0; k < std::max(1, w - 1); ++k) fewer.push_back(k);
     GroupPtr sub = g.new_group(fewer);

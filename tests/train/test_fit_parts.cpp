@@ -116,6 +116,13 @@ void make_job(Job& j, ProcessGroup& g, const std::string& dir, const std::string
   set_up(j, std::move(t));
 }
 
+// A Job as a --resume run makes it, and where it resumes.
+LoopState resume(Job& j, ProcessGroup& g, const std::string& dir, const std::string& strategy) {
+  make_job(j, g, dir, strategy);
+  j.cfg.resume = true;
+  return resume_or_start(j);
+}
+
 at::Tensor weights_of(Job& j) {
   auto full = j.strategy->full_model(false);
   std::vector<at::Tensor> ps;
@@ -149,9 +156,7 @@ TEST(EpochLoop, AnEpochResumedMidWayEndsAsTheWholeEpoch) {
         train_epoch(j, s);
       }
       Job j;
-      make_job(j, g, split / "run", strategy);
-      j.cfg.resume = true;
-      LoopState s = resume_or_start(j);
+      LoopState s = resume(j, g, split / "run", strategy);
       EXPECT_EQ(s.step, 4) << strategy;
       EXPECT_EQ(s.micro, 4) << strategy;
       train_epoch(j, s);
@@ -217,9 +222,7 @@ TEST(CheckpointPolicy, ACorruptNewestIsSkippedAndANonFiniteModelNeverSaved) {
     }
     testing::run_ranks("gloo", 2, [&](ProcessGroup& g) {
       Job j;
-      make_job(j, g, dir / "run", strategy);
-      j.cfg.resume = true;
-      LoopState s = resume_or_start(j);
+      const LoopState s = resume(j, g, dir / "run", strategy);
       EXPECT_EQ(s.epoch, 1) << strategy;
       EXPECT_EQ(s.step, 6) << strategy;
       EXPECT_EQ(j.last_checkpoint, older) << strategy;
