@@ -35,7 +35,7 @@ case $mode in
     rc=$?
     [ $rc -eq 1 ] || fail "ddprun exited with $rc, expected 1"
     grep -q "^ddprun: root cause: rank [01] (pid [0-9]*) reported the first error, at " "$out" || fail "no root cause"
-    grep -qx "ddprun:   | \[init\] DDP_TIMEOUT='abc' must be a positive number of seconds" "$out" || fail "message missing"
+    grep -qx "ddprun:   | \[init\] DDP_TIMEOUT='abc' must be a positive number of seconds (at most 1e7)" "$out" || fail "message missing"
     grep -q "core dumped\|Aborted\|terminate called" "$out" && fail "aborted"
     ;;
   timeout)
