@@ -23,4 +23,12 @@ set +e
 rc=$?
 set -e
 [ "$rc" = 2 ] && grep -q epochz "$work/err" || { echo "FAIL: rc $rc, $(cat "$work/err")"; exit 1; }
+# Before any group, an error names the launcher's rank: mpirun's OMPI_COMM_WORLD_RANK too (ddprun --backend mpi sets
+# no RANK), not "rank 0" on every rank.
+set +e
+OMPI_COMM_WORLD_RANK=1 "$train" mlp --epochs 0 2> "$work/err"
+rc=$?
+set -e
+[ "$rc" = 2 ] && grep -qx 'ddp-train: rank 1: --epochs must be positive, got 0' "$work/err" ||
+  { echo "FAIL: rc $rc, $(cat "$work/err")"; exit 1; }
 echo "config ok"

@@ -30,12 +30,9 @@ const char* strip(const char* what) {
   const char prefix[] = "ddp-train: ";
   return std::strncmp(what, prefix, sizeof(prefix) - 1) == 0 ? what + sizeof(prefix) - 1 : what;
 }
-// This process's rank: the group's, else the launcher's RANK (before or without a group), else 0.
-std::string rank_label() {
-  if (ddp::is_initialized()) return std::to_string(ddp::get_rank());
-  const char* env = std::getenv("RANK");
-  return env && *env ? env : "0";
-}
+// This process's rank: the group's, else the launcher's (RANK, or mpirun's OMPI_COMM_WORLD_RANK: before or
+// without a group), else 0.
+std::string rank_label() { return std::to_string(std::max(0, ddp::error_rank())); }
 // The world the recipe's defaults are resolved for: the launcher's, else 1.
 int launcher_world_size() {
   const char* env = std::getenv("WORLD_SIZE");
