@@ -5,7 +5,11 @@
 //                cleans up for 30 s; rank 1 fails as soon as rank 0's error file
 //                exists ("Connection reset by peer") and so exits first; other
 //                ranks sleep 60 s.
+//   killed       the ranks join a group (ddprun's environment); rank 1 kills itself
+//                with SIGKILL, the others all_reduce until they notice it is gone.
 //   throw MSG    every rank throws MSG through ddp::run_main (exit code 1).
+#include <ATen/ATen.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -14,6 +18,7 @@
 #include <thread>
 
 #include "ddp/dist/error_file.h"
+#include "ddp/dist/init.h"
 #include "ddp/errors.h"
 
 namespace {
@@ -57,13 +62,24 @@ int root_cause() {
   return 0;
 }
 
+int killed() {
+  auto group = ddp::init_process_group();
+  if (group->rank() == 1) {
+    sleep_s(0.3);
+    ::raise(SIGKILL);
+  }
+  at::Tensor t = at::ones({1024});
+  for (;;) group->all_reduce(t);  // ends by an error once rank 1 is gone
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   return ddp::run_main("ddprun_error_probe", argc, argv, [](int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "root-cause") return root_cause();
+    if (mode == "killed") return killed();
     if (mode == "throw" && argc > 2) throw ddp::Error(argv[2]);
-    throw ddp::InvalidArgument("usage: ddprun_error_probe root-cause | throw MSG");
+    throw ddp::InvalidArgument("usage: ddprun_error_probe root-cause | killed | throw MSG");
   });
 }

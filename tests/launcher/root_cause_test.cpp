@@ -178,6 +178,35 @@ TEST(RootCause, ExitsAfterTheFailureOrAloneAreNotEarly) {
   EXPECT_TRUE(root_cause_lines(in).empty());
 }
 
+// A rank killed from outside is the root cause, though its peer recorded "connection reset" before ddprun reaped
+// it; not when it recorded an error of its own, nor when another error came well before the kill.
+TEST(RootCause, AKilledRankIsTheCauseNotThePeerThatLostIt) {
+  RootCauseInput in;
+  in.ranks = {rank(0, exited(1), 3.3, 3300000), rank(1, SIGKILL, 3.2, 3200500)};
+  in.errors = {{0, 100, 3200100, 1, "[gloo] rank 0/2 all_reduce: Connection reset by peer", {}}};
+  in.failure_wall_us = 3200500;
+  std::vector<std::string> lines = root_cause_lines(in);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], "root cause: rank 1 (pid 101) was killed by SIGKILL after 3.2 s (it reported no error; something "
+                      "outside the job, e.g. kill or the OOM killer, ended it)");
+  EXPECT_EQ(lines[1], "then rank 0 (pid 100) reported, at " + wall_time_text(3200100) + ":");
+  EXPECT_EQ(lines[2], "  | [gloo] rank 0/2 all_reduce: Connection reset by peer");
+  // Its own error (an abort after it): that error is the cause.
+  in.errors.push_back({1, 101, 3200000, 1, "std::bad_alloc", {}});
+  EXPECT_EQ(root_cause_lines(in)[0], "root cause: rank 1 (pid 101) reported the first error, at " +
+                                         wall_time_text(3200000) + ":");
+  // Another rank's error 2 s before the kill: the kill followed it.
+  in.errors = {{0, 100, 1200000, 1, "disk full", {}}};
+  EXPECT_EQ(root_cause_lines(in)[0], "root cause: rank 0 (pid 100) reported the first error, at " +
+                                         wall_time_text(1200000) + ":");
+  // ddprun's own SIGTERM after the failure is not a cause.
+  in.ranks = {rank(0, exited(1), 3.3, 3300000), rank(1, SIGTERM, 3.4, 3400000)};
+  in.errors = {{0, 100, 3200100, 1, "boom", {}}};
+  in.failure_wall_us = 3300000;
+  EXPECT_EQ(root_cause_lines(in)[0], "root cause: rank 0 (pid 100) reported the first error, at " +
+                                         wall_time_text(3200100) + ":");
+}
+
 TEST(RootCause, StoppedRankOverridesEverything) {
   RootCauseInput in;
   in.ranks = {rank(0, SIGTERM, 31, 3), rank(1, SIGTERM, 31, 3)};

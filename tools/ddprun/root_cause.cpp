@@ -70,6 +70,24 @@ int earliest_early_exit(const RootCauseInput& in, std::vector<int>* still_runnin
   return best;
 }
 
+// A survivor may record "Connection reset by peer" a moment before ddprun reaps the killed peer; an error
+// recorded more than this before the kill is one of its own.
+constexpr long long kReapLagUs = 1000000;
+
+// The rank whose death by a signal was the job's first failure (ddprun sends its signals only after it), if it
+// left no error of its own and no other rank recorded one well before it died; else null.
+const RankOutcome* killed_first(const RootCauseInput& in, const ErrorRecord* error) {
+  if (in.failure_wall_us <= 0) return nullptr;
+  for (const RankOutcome& r : in.ranks) {
+    if (!r.exited || !WIFSIGNALED(r.status) || r.exit_wall_us > in.failure_wall_us) continue;
+    for (const ErrorRecord& e : in.errors)
+      if (e.rank == r.rank) return nullptr;  // it said why itself (e.g. an abort after an error)
+    if (error != nullptr && error->timestamp_us + kReapLagUs < r.exit_wall_us) return nullptr;
+    return &r;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::string wall_time_text(long long wall_us) {
@@ -90,6 +108,18 @@ std::vector<std::string> root_cause_lines(const RootCauseInput& in) {
     lines.push_back("root cause: " + in.stalled_who + " was stopped (" +
                     (in.stalled_signal > 0 ? signal_name(in.stalled_signal) : std::string("by a signal")) + ") for " +
                     seconds_text(in.stalled_for_s) + " and did not answer (--heartbeat-timeout)");
+    return lines;
+  }
+  // Decided by evidence, not by whose error came first: a killed rank's peers only report losing it.
+  if (const RankOutcome* killed = killed_first(in, error)) {
+    lines.push_back("root cause: " + who(killed->rank, killed->pid) + " was killed by " +
+                    signal_name(WTERMSIG(killed->status)) + " after " + seconds_text(killed->exit_after_s) +
+                    " (it reported no error; something outside the job, e.g. kill or the OOM killer, ended it)");
+    if (error != nullptr) {
+      lines.push_back("then " + who(error->rank, error->pid) + " reported, at " + wall_time_text(error->timestamp_us) +
+                      ":");
+      add_message(lines, error->message);
+    }
     return lines;
   }
   std::vector<int> running;
