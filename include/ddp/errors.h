@@ -20,4 +20,23 @@ class InvalidArgument : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// What an error is when a rank stops because another rank failed (the ranks agreed on it): that rank's own
+// error is the cause. record_error writes the rank, and ddprun's summary names that rank's error first.
+class PeerFailure {
+ public:
+  explicit PeerFailure(int rank) : rank_(rank) {}
+  virtual ~PeerFailure() = default;
+  int failed_rank() const { return rank_; }
+
+ private:
+  int rank_;
+};
+
+// An Error or InvalidArgument (Base) that is a PeerFailure: `throw PeerFailed<Error>("rank 0 failed to ...", 0);`
+template <class Base>
+class PeerFailed : public Base, public PeerFailure {
+ public:
+  PeerFailed(const std::string& what, int rank) : Base(what), PeerFailure(rank) {}
+};
+
 }  // namespace ddp

@@ -1,5 +1,6 @@
 // Error files for the launcher (TORCHELASTIC_ERROR_FILE), see error_file.h.
 #include "ddp/dist/error_file.h"
+#include "ddp/errors.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -50,7 +51,8 @@ int error_rank() {
 
 namespace {
 
-bool record(const std::string& message, int exit_code, const std::vector<std::string>& backtrace) {
+bool record(const std::string& message, int exit_code, const std::vector<std::string>& backtrace,
+            int caused_by_rank = -1) {
   try {
     const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
     if (path == nullptr || *path == '\0') return false;
@@ -63,6 +65,7 @@ bool record(const std::string& message, int exit_code, const std::vector<std::st
         {"exit_code", exit_code},
     };
     if (!backtrace.empty()) record["backtrace"] = backtrace;
+    if (caused_by_rank >= 0) record["caused_by_rank"] = caused_by_rank;  // a PeerFailure
     // O_EXCL: the first error of the process is the one that counts.
     int fd = ::open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -89,7 +92,8 @@ bool record_error(const std::exception& error, int exit_code) {
     backtrace = detail::throw_backtrace(error);
   } catch (...) {
   }
-  return record(error.what(), exit_code, backtrace);
+  const auto* peer = dynamic_cast<const PeerFailure*>(&error);
+  return record(error.what(), exit_code, backtrace, peer ? peer->failed_rank() : -1);
 }
 
 int run_main(const char* tool, int argc, char** argv, const std::function<int(int, char**)>& fn) {

@@ -88,8 +88,9 @@ std::optional<std::string> run_callbacks(Job& j, int64_t epoch, int64_t step, do
   const int failed = lowest_rank_where(error != nullptr, j.group);
   if (error) std::rethrow_exception(error);
   if (failed >= 0)
-    throw Error("Trainer: an on_epoch_end callback threw on rank " + std::to_string(failed) + " after epoch " +
-                std::to_string(epoch) + " (its error is in that rank's output)");
+    throw PeerFailed<Error>("Trainer: an on_epoch_end callback threw on rank " + std::to_string(failed) +
+                                " after epoch " + std::to_string(epoch) + " (its error is in that rank's output)",
+                            failed);
   if (lowest_rank_where(e.stop, j.group) < 0) return std::nullopt;
   if (!e.stop) return std::string("an on_epoch_end callback on another rank asked to stop");
   return "stopped by an on_epoch_end callback after epoch " + std::to_string(epoch) +

@@ -224,8 +224,8 @@ void on_every_rank(Job& j, const std::string& what, const std::function<void()>&
   const int failed = lowest_rank_where(error != nullptr, j.group);
   if (failed < 0) return;
   if (error) std::rethrow_exception(error);
-  throw InvalidArgument("Trainer: " + what + " failed on rank " + std::to_string(failed) +
-                        " (its error is in that rank's output)");
+  throw PeerFailed<InvalidArgument>(
+      "Trainer: " + what + " failed on rank " + std::to_string(failed) + " (its error is in that rank's output)", failed);
 }
 
 // The run's first JSON line: what, where and how it runs (for the report).

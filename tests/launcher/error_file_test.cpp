@@ -17,6 +17,7 @@
 #include "ddp/dist/error_file.h"
 #include "ddp/dist/init.h"
 #include "ddp/errors.h"
+#include "error_files.h"  // ddprun's reader
 
 namespace {
 
@@ -61,6 +62,19 @@ TEST_F(ErrorFile, RecordsOneJsonObject) {
   EXPECT_EQ(j["exit_code"], 4);
   EXPECT_GE(j["timestamp_us"].get<long long>(), before);
   EXPECT_LT(j["timestamp_us"].get<long long>(), before + 60000000LL);
+}
+
+// A rank that stopped because rank 0 failed says so; ddprun reads it back.
+TEST_F(ErrorFile, APeerFailureRecordsTheRankThatFailed) {
+  EXPECT_TRUE(ddp::record_error(ddp::PeerFailed<ddp::InvalidArgument>("setting up failed on rank 0", 0)));
+  const std::string text = read(path_);
+  EXPECT_EQ(nlohmann::json::parse(text)["caused_by_rank"], 0);
+  auto r = ddprun::parse_error_record(text);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->caused_by_rank, 0);
+  EXPECT_EQ(r->message, "setting up failed on rank 0");
+  EXPECT_FALSE(nlohmann::json::parse(R"({"message": "x", "timestamp_us": 1})").contains("caused_by_rank"));
+  EXPECT_EQ(ddprun::parse_error_record(R"({"message": "x", "timestamp_us": 1})")->caused_by_rank, -1);
 }
 
 TEST_F(ErrorFile, KeepsTheFirstError) {

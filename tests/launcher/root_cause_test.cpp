@@ -207,6 +207,25 @@ TEST(RootCause, AKilledRankIsTheCauseNotThePeerThatLostIt) {
                                          wall_time_text(3200100) + ":");
 }
 
+// A rank that stopped because another failed (ddp::PeerFailure) often records first; the failed rank's own
+// error is the cause (the disk-full case: rank 1's "rank 0 failed to save" headlined).
+TEST(RootCause, APeerFailureDefersToTheRankItNames) {
+  RootCauseInput in;
+  in.ranks = {rank(0, exited(1), 2.0, 2000000), rank(1, exited(1), 1.9, 1900000)};
+  ErrorRecord peer{1, 101, 1500000, 1, "CheckpointManager: rank 0 failed to save x (its error is reported on rank 0)", {}};
+  peer.caused_by_rank = 0;
+  in.errors = {peer, {0, 100, 1600000, 1, "cannot write x: No space left on device", {}}};
+  in.failure_wall_us = 1900000;
+  std::vector<std::string> lines = root_cause_lines(in);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], "root cause: rank 0 (pid 100) reported the first error, at " + wall_time_text(1600000) + ":");
+  EXPECT_EQ(lines[1], "  | cannot write x: No space left on device");
+  // Without the named rank's record, the peer's is what there is.
+  in.errors = {peer};
+  EXPECT_EQ(root_cause_lines(in)[0], "root cause: rank 1 (pid 101) reported the first error, at " +
+                                         wall_time_text(1500000) + ":");
+}
+
 TEST(RootCause, StoppedRankOverridesEverything) {
   RootCauseInput in;
   in.ranks = {rank(0, SIGTERM, 31, 3), rank(1, SIGTERM, 31, 3)};

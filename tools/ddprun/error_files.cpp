@@ -27,6 +27,8 @@ std::optional<ErrorRecord> parse_error_record(const std::string& text) {
   if (j.contains("rank") && j["rank"].is_number_integer()) r.rank = j["rank"].get<int>();
   if (j.contains("pid") && j["pid"].is_number_integer()) r.pid = j["pid"].get<long>();
   if (j.contains("exit_code") && j["exit_code"].is_number_integer()) r.exit_code = j["exit_code"].get<int>();
+  if (j.contains("caused_by_rank") && j["caused_by_rank"].is_number_integer())
+    r.caused_by_rank = j["caused_by_rank"].get<int>();
   if (j.contains("backtrace") && j["backtrace"].is_array())
     for (const auto& frame : j["backtrace"])
       if (frame.is_string()) r.backtrace.push_back(frame.get<std::string>());

@@ -42,11 +42,19 @@ void add_backtrace(std::vector<std::string>& lines, const std::vector<std::strin
     lines.push_back("    ... " + std::to_string(frames.size() - kMaxFrames) + " more in the rank's error file");
 }
 
-// The earliest error record, or nullptr.
+// The earliest error record, or nullptr; where it says its rank stopped because another failed (a
+// PeerFailure, often recorded first), that rank's own record when there is one.
 const ErrorRecord* earliest_error(const std::vector<ErrorRecord>& errors) {
   const ErrorRecord* best = nullptr;
   for (const ErrorRecord& e : errors)
     if (best == nullptr || e.timestamp_us < best->timestamp_us) best = &e;
+  for (size_t hops = 0; best != nullptr && best->caused_by_rank >= 0 && hops < errors.size(); ++hops) {
+    const ErrorRecord* cause = nullptr;
+    for (const ErrorRecord& e : errors)
+      if (e.rank == best->caused_by_rank && &e != best) cause = &e;
+    if (cause == nullptr) break;
+    best = cause;
+  }
   return best;
 }
 

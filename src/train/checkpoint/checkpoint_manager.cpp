@@ -118,7 +118,7 @@ std::string CheckpointManager::save(int64_t epoch, int64_t step, const std::func
     group->broadcast(ok);
     if (ok.item<int64_t>() != 1) {
       if (error) std::rethrow_exception(error);
-      throw Error("CheckpointManager: rank 0 failed to save " + path + " (its error is reported on rank 0)");
+      throw PeerFailed<Error>("CheckpointManager: rank 0 failed to save " + path + " (its error is reported on rank 0)", 0);
     }
     group->barrier();
   }
