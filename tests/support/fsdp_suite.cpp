@@ -173,6 +173,13 @@ void fsdp_full_state_dict(ProcessGroup& g) {
   }
 }
 
+// Ranks 0..W-2 as a group (W = 1: rank 0 itself); null on the rank left out.
+GroupPtr fewer_ranks(ProcessGroup& g) {
+  std::vector<int> fewer;
+  for (int k = 0; k < std::max(1, g.size() - 1); ++k) fewer.push_back(k);
+  return g.new_group(fewer);
+}
+
 // Every tensor of two optimizer states is equal, bit for bit.
 void expect_same_optimizer_state(const torch::optim::Optimizer& a, const torch::optim::Optimizer& b,
                                  const std::string& what) {
@@ -226,9 +233,7 @@ void fsdp_sharded_checkpoint(ProcessGroup& g) {
   for (const auto& item : sa) EXPECT_TRUE(at::equal(sb[item.key()], item.value())) << tag(g, "resumed " + item.key());
   // Through world W-1 and back (W = 1: through world 1 itself).
   a.save_sharded(dir + "/w2", opt_a.get());
-  std::vector<int> fewer;
-  for (int k = 0; k < std::max(1, w - 1); ++k) fewer.push_back(k);
-  GroupPtr sub = g.new_group(fewer);
+  GroupPtr sub = fewer_ranks(g);
   if (sub) {
     FSDPOptions fs;
     fs.group = sub;
@@ -306,9 +311,7 @@ void fsdp_full_optimizer_state(ProcessGroup& g) {
     auto opt_b = make_optimizer(adam, b.parameters());
     b.load_full_optimizer_state_dict(*opt_b, full);
     expect_same_optimizer_state(*opt_b, opt_a, what + ": loaded at the same world");
-    std::vector<int> fewer;
-    for (int k = 0; k < std::max(1, w - 1); ++k) fewer.push_back(k);
-    GroupPtr sub = g.new_group(fewer);
+    GroupPtr sub = fewer_ranks(g);
     if (sub) {
       FSDPOptions fs;
       fs.group = sub;
@@ -320,7 +323,7 @@ void fsdp_full_optimizer_state(ProcessGroup& g) {
       for (const auto& item : gs)
         for (const auto& kv : item.value().toGenericDict())
           EXPECT_TRUE(at::equal(as.at(item.key()).toGenericDict().at(kv.key()).toTensor(), kv.value().toTensor()))
-              << what << ": through " << fewer.size() << " rank(s), state[" << item.key().toInt() << "]["
+              << what << ": through " << sub->size() << " rank(s), state[" << item.key().toInt() << "]["
               << kv.key().toStringRef() << "]";
     }
     // Another model's state, and two param groups, are refused by name.
