@@ -1,5 +1,5 @@
-# Finds LibTorch, Gloo (through c10d) and OpenMPI. Defines the imported targets ddp::torch and
-# ddp::c10d_gloo and DDP_HAVE_GLOO / DDP_HAVE_MPI. Shared with ddpConfig.cmake.
+# Finds LibTorch, Gloo (through c10d), OpenMPI, and CUDA and NCCL where LibTorch has them. Defines the
+# imported targets ddp::torch, ddp::c10d_gloo, ddp::torch_cuda, ddp::c10d_nccl and DDP_HAVE_GLOO / _MPI / _CUDA / _NCCL. Shared with ddpConfig.cmake.
 #
 # LibTorch is found as every LibTorch user finds it: find_package(Torch), so
 # -DCMAKE_PREFIX_PATH=<unpacked LibTorch> or =$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
@@ -111,6 +111,49 @@ if(DDP_WITH_MPI)
   endif()
 endif()
 
+# CUDA and NCCL inside LibTorch (PyPI's default torch wheel, LibTorch's cu* builds). ddp::torch_cuda links
+# libtorch_cuda.so and libc10_cuda.so and gives the CUDA runtime's headers; ddp::c10d_nccl adds NCCL's header
+# for c10d's ProcessGroupNCCL.hpp. Headers: the wheel's own (site-packages/nvidia/*/include, the versions its
+# libraries are), else CUDA's toolkit. Nothing else of ddp names CUDA: device code is c10's device-generic API.
+set(DDP_HAVE_CUDA OFF)
+set(DDP_HAVE_NCCL OFF)
+if(DDP_WITH_CUDA)
+  ddp_torch_library(DDP_TORCH_CUDA_LIB torch_cuda)
+  ddp_torch_library(DDP_C10_CUDA_LIB c10_cuda)
+  if(DDP_TORCH_CUDA_LIB AND DDP_C10_CUDA_LIB)
+    file(GLOB _nv_includes "${DDP_TORCH_PREFIX}/../nvidia/*/include")
+    find_package(CUDAToolkit QUIET)
+    find_path(DDP_CUDA_INCLUDE_DIR cuda_runtime_api.h HINTS ${_nv_includes} ${CUDAToolkit_INCLUDE_DIRS} NO_CACHE)
+    find_path(DDP_NCCL_INCLUDE_DIR nccl.h HINTS ${_nv_includes} ${CUDAToolkit_INCLUDE_DIRS} NO_CACHE)
+  endif()
+  if(DDP_CUDA_INCLUDE_DIR)
+    set(DDP_HAVE_CUDA ON)
+    set(DDP_CUDA_INCLUDE_DIR_NOTE " (headers: ${DDP_CUDA_INCLUDE_DIR})")
+    if(NOT TARGET ddp::torch_cuda)
+      add_library(ddp::torch_cuda INTERFACE IMPORTED)
+      set_target_properties(ddp::torch_cuda PROPERTIES
+        INTERFACE_INCLUDE_DIRECTORIES "${DDP_CUDA_INCLUDE_DIR}"
+        INTERFACE_LINK_LIBRARIES "ddp::torch;${DDP_TORCH_CUDA_LIB};${DDP_C10_CUDA_LIB}"
+        INTERFACE_COMPILE_OPTIONS "-Wno-interference-size")  # c10/cuda/CUDAEvent.h's alignas
+    endif()
+    if(DDP_NCCL_INCLUDE_DIR AND EXISTS "${DDP_TORCH_INCLUDE_DIR}/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp")
+      set(DDP_HAVE_NCCL ON)
+      if(NOT TARGET ddp::c10d_nccl)
+        add_library(ddp::c10d_nccl INTERFACE IMPORTED)
+        set_target_properties(ddp::c10d_nccl PROPERTIES
+          INTERFACE_INCLUDE_DIRECTORIES "${DDP_NCCL_INCLUDE_DIR}"
+          INTERFACE_LINK_LIBRARIES ddp::torch_cuda
+          INTERFACE_COMPILE_DEFINITIONS "USE_C10D_NCCL")
+      endif()
+    else()
+      message(STATUS "ddp: NCCL backend disabled (need nccl.h and c10d's ProcessGroupNCCL.hpp)")
+    endif()
+  elseif(DDP_TORCH_CUDA_LIB)
+    message(STATUS "ddp: CUDA parts disabled: LibTorch has CUDA, but no cuda_runtime_api.h was found "
+                   "(CUDA's toolkit, or the wheel's nvidia-cuda-runtime)")
+  endif()
+endif()
+
 # The process-group backends this build has, in the order ddp_BACKENDS lists them.
 set(DDP_BACKENDS_LIST local)
 if(DDP_HAVE_GLOO)
@@ -118,4 +161,7 @@ if(DDP_HAVE_GLOO)
 endif()
 if(DDP_HAVE_MPI)
   list(APPEND DDP_BACKENDS_LIST mpi)
+endif()
+if(DDP_HAVE_NCCL)
+  list(APPEND DDP_BACKENDS_LIST nccl)
 endif()

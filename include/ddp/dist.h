@@ -2,6 +2,7 @@
 #pragma once
 #include "ddp/dist/backend.h"
 #include "ddp/dist/collectives.h"
+#include "ddp/dist/device.h"
 #include "ddp/dist/errors.h"
 #include "ddp/dist/init.h"
 #include "ddp/dist/process_group.h"

@@ -28,17 +28,26 @@ inline OptimizerStateKey optimizer_state_key(const at::Tensor& p) { return c10::
 // std::shared_ptr<Node> up to 2.11, c10::intrusive_ptr<Node> in 2.15. Taken from the function itself.
 using AutogradNodePtr = decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
 
-// CPU autocast: 1.13 has per-CPU functions, which 2.4+ deprecates for the per-device ones.
+// Autocast of the CPU or CUDA: 1.13 has per-device-type functions (CUDA's unprefixed), which 2.4+ deprecates
+// for the ones taking the device type.
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-inline bool cpu_autocast_enabled() { return at::autocast::is_autocast_enabled(at::kCPU); }
-inline void set_cpu_autocast_enabled(bool on) { at::autocast::set_autocast_enabled(at::kCPU, on); }
-inline at::ScalarType cpu_autocast_dtype() { return at::autocast::get_autocast_dtype(at::kCPU); }
-inline void set_cpu_autocast_dtype(at::ScalarType t) { at::autocast::set_autocast_dtype(at::kCPU, t); }
+inline bool autocast_enabled(at::DeviceType d) { return at::autocast::is_autocast_enabled(d); }
+inline void set_autocast_enabled(at::DeviceType d, bool on) { at::autocast::set_autocast_enabled(d, on); }
+inline at::ScalarType autocast_dtype(at::DeviceType d) { return at::autocast::get_autocast_dtype(d); }
+inline void set_autocast_dtype(at::DeviceType d, at::ScalarType t) { at::autocast::set_autocast_dtype(d, t); }
 #else
-inline bool cpu_autocast_enabled() { return at::autocast::is_cpu_enabled(); }
-inline void set_cpu_autocast_enabled(bool on) { at::autocast::set_cpu_enabled(on); }
-inline at::ScalarType cpu_autocast_dtype() { return at::autocast::get_autocast_cpu_dtype(); }
-inline void set_cpu_autocast_dtype(at::ScalarType t) { at::autocast::set_autocast_cpu_dtype(t); }
+inline bool autocast_enabled(at::DeviceType d) {
+  return d == at::kCPU ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled();
+}
+inline void set_autocast_enabled(at::DeviceType d, bool on) {
+  d == at::kCPU ? at::autocast::set_cpu_enabled(on) : at::autocast::set_enabled(on);
+}
+inline at::ScalarType autocast_dtype(at::DeviceType d) {
+  return d == at::kCPU ? at::autocast::get_autocast_cpu_dtype() : at::autocast::get_autocast_gpu_dtype();
+}
+inline void set_autocast_dtype(at::DeviceType d, at::ScalarType t) {
+  d == at::kCPU ? at::autocast::set_autocast_cpu_dtype(t) : at::autocast::set_autocast_gpu_dtype(t);
+}
 #endif
 
 }  // namespace ddp::compat

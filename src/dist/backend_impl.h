@@ -5,7 +5,8 @@
 // back, supplies what a backend lacks (AVG as SUM then a division, reductions
 // of dtypes it cannot reduce in float32, reduce_scatter through all_to_all),
 // and waits for synchronous calls. A backend receives only valid, contiguous,
-// non-empty CPU buffers and makes its raw calls (c10d, MPI) on them.
+// non-empty buffers on the device it named for the op (device_for; staging.h
+// copies the others there and back) and makes its raw calls (c10d, MPI) on them.
 //
 // A new backend (e.g. nccl/) lives in src/dist/<name>/, defines a subclass of
 // Backend and the two entry points
@@ -14,6 +15,7 @@
 // and is listed in registry.cpp.
 #pragma once
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <memory>
 #include <string>
@@ -49,6 +51,8 @@ class Backend {
   virtual bool has_avg() const { return false; }             // else SUM, then / size()
   virtual bool has_reduce_scatter() const { return false; }  // else all_to_all + local reduction
   virtual int max_tag() const { return 1 << 30; }            // tags of send/recv lie in [0, max_tag]
+  // Where it runs `op` on a buffer that lives on `where`: `where`, or the device the front stages it on.
+  virtual at::Device device_for(OpType op, const at::Device& where) const { return at::Device(at::kCPU); }
 
   // Buffers: contiguous, non-empty, of one dtype. `op` is never AVG unless has_avg().
   virtual Work broadcast(at::Tensor& buf, int root, const Call& c) = 0;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "ddp/dist/device.h"
 #include "ddp/dist/errors.h"
 
 namespace ddp::detail {
@@ -88,17 +89,24 @@ EnvFn process_env() {
   };
 }
 
-Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mpi_available) {
+Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mpi_available, bool nccl_available) {
   Rendezvous r;
+  if (opts.device != "cpu") r.device = resolve_device(opts.device);
   r.timeout = resolve_timeout(opts, env);
   resolve_connect_timeout(opts, env, r);
   r.backend = opts.backend;
   r.backend_reason = "InitOptions::backend \"" + opts.backend + "\"";
   if (r.backend == "auto") {
-    if (auto b = env("DDP_BACKEND"); b && !b->empty() && *b != "auto") {
+    auto b = env("DDP_BACKEND");
+    auto why = env("DDP_BACKEND_REASON");  // ddprun's, e.g. "auto: one node, OpenMPI 4.1.4"
+    // ddprun's own auto choice for a gloo launch yields to a GPU device: the rank takes nccl.
+    const bool launcher_auto = b && *b == "gloo" && why && why->rfind("auto:", 0) == 0;
+    if (b && !b->empty() && *b != "auto" && !(launcher_auto && nccl_available && r.device.is_cuda())) {
       r.backend = *b;
-      auto why = env("DDP_BACKEND_REASON");  // ddprun's, e.g. "auto: one node, OpenMPI 4.1.4"
       r.backend_reason = why && !why->empty() ? *why : "DDP_BACKEND=" + *b;
+    } else if (nccl_available && r.device.is_cuda()) {
+      r.backend = "nccl";
+      r.backend_reason = "auto: the job's device is " + r.device.str();
     } else if (mpi_available && launched_by_mpi(env)) {
       r.backend = "mpi";
       r.backend_reason = "auto: started by mpirun";

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include <c10/core/Device.h>
+
 #include "ddp/dist/init.h"
 
 namespace ddp::detail {
@@ -14,7 +16,7 @@ using EnvFn = std::function<std::optional<std::string>(const std::string&)>;
 EnvFn process_env();
 
 struct Rendezvous {
-  std::string backend;   // gloo | mpi | local
+  std::string backend;   // gloo | mpi | nccl | local
   std::string backend_reason;  // why: "InitOptions::backend", "auto: started by mpirun", ...
   std::string method;    // env | tcp | file | store | none | mpi
   int rank = 0;          // -1 with mpi when MPI decides
@@ -27,14 +29,16 @@ struct Rendezvous {
   // shorter of kRdzvTimeout and `timeout`. `connect_source` names which, for messages.
   Milliseconds connect_timeout{0};
   std::string connect_source;
+  at::Device device{at::kCPU};  // InitOptions::device, resolved
 };
 
 // The first-contact deadline without DDP_RDZV_TIMEOUT: a wrong MASTER_ADDR fails in two minutes, not in the
 // collective timeout's ten.
 constexpr Milliseconds kRdzvTimeout{120000};
 
-// `mpi_available` tells whether auto may pick mpi. Throws std::invalid_argument
-// naming the variable or option at fault.
-Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mpi_available);
+// `mpi_available` and `nccl_available` tell whether auto may pick mpi or nccl. Throws
+// std::invalid_argument naming the variable or option at fault.
+Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mpi_available,
+                              bool nccl_available = false);
 
 }  // namespace ddp::detail

@@ -121,8 +121,10 @@ GroupPtr with_heartbeat(GroupPtr group, const detail::Rendezvous& r, Millisecond
 }  // namespace
 
 GroupPtr create_process_group(const InitOptions& opts) {
-  auto r = detail::resolve_rendezvous(opts, detail::process_env(), is_backend_available("mpi"));
+  auto r = detail::resolve_rendezvous(opts, detail::process_env(), is_backend_available("mpi"),
+                                      is_backend_available("nccl"));
   BackendOptions b;
+  if (r.device.is_cuda()) b.cuda_device = r.device.index();
   b.rank = r.rank;
   b.world_size = r.world_size;
   b.timeout = r.timeout;

@@ -10,6 +10,7 @@
 #include "dist/backend_impl.h"
 #include "dist/pack.h"
 #include "dist/sequencer.h"
+#include "dist/staging.h"
 #include "dist/validate.h"
 #include "dist/wait_report.h"
 
@@ -19,7 +20,7 @@ using detail::Call;
 using detail::Flat;
 
 ProcessGroup::ProcessGroup(std::unique_ptr<detail::Backend> backend, Milliseconds timeout)
-    : impl_(std::move(backend)), timeout_(timeout), rank_(impl_->rank()), size_(impl_->size()),
+    : impl_(detail::with_staging(std::move(backend))), timeout_(timeout), rank_(impl_->rank()), size_(impl_->size()),
       name_(impl_->name()), check_agreement_(detail::agreement_checks_enabled()),
       sequencer_(detail::sequencer_enabled() ? std::make_shared<detail::Sequencer>() : nullptr) {}
 

@@ -7,6 +7,7 @@
 #include "dist/gloo/gloo.h"
 #include "dist/local/local.h"
 #include "dist/mpi/mpi.h"
+#include "dist/nccl/nccl.h"
 
 namespace ddp {
 namespace {
@@ -16,6 +17,8 @@ struct Entry {
   bool built;
   bool (*is_available)();
   std::unique_ptr<detail::Backend> (*create)(const BackendOptions&);
+  const char* needs = "install its dependency and rebuild";  // what a build without it lacks
+  const char* unusable = "";                                   // why a built one may not run
 };
 
 const std::vector<Entry>& entries() {
@@ -29,6 +32,12 @@ const std::vector<Entry>& entries() {
       {"mpi", true, &mpi::is_available, &mpi::create},
 #else
       {"mpi", false, nullptr, nullptr},
+#endif
+#ifdef DDP_HAVE_NCCL
+      {"nccl", true, &nccl::is_available, &nccl::create, "", "no GPU is visible to this process"},
+#else
+      {"nccl", false, nullptr, nullptr,
+       "build it against a LibTorch with CUDA and NCCL (PyPI's torch wheel: DDP_TORCH=2 ./scripts/build.sh)"},
 #endif
       {"local", true, &local::is_available, &local::create},
   };
@@ -65,9 +74,12 @@ bool is_backend_available(const std::string& name) {
 GroupPtr create_backend(const std::string& name, const BackendOptions& opts) {
   for (const auto& e : entries()) {
     if (name != e.name) continue;
-    if (!e.built || !e.is_available())
-      throw Error("backend '" + name + "' is not available in this build (available: " +
-                  join(available_backends()) + "); install its dependency and rebuild");
+    if (!e.built)
+      throw Error("backend '" + name + "' is not built into this ddp (available: " + join(available_backends()) +
+                  "); " + e.needs);
+    if (!e.is_available())
+      throw Error("backend '" + name + "' is built but cannot run here (available: " +
+                  join(available_backends()) + "): " + e.unusable);
     return std::make_shared<ProcessGroup>(e.create(opts), opts.timeout);
   }
   throw InvalidArgument("unknown backend '" + name + "'; valid backends: " +

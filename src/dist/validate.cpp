@@ -24,8 +24,8 @@ bool is_supported_dtype(at::ScalarType t) {
 
 void check_tensor(const ErrorContext& ctx, const at::Tensor& t, const std::string& name) {
   if (!t.defined()) throw_invalid(ctx, name + " is an undefined tensor");
-  if (!t.device().is_cpu())
-    throw_invalid(ctx, name + " is on " + t.device().str() + "; this backend needs CPU tensors");
+  if (!t.device().is_cpu() && !t.device().is_cuda())
+    throw_invalid(ctx, name + " is on " + t.device().str() + "; process groups take CPU and CUDA tensors");
   if (t.is_sparse() || t.layout() != at::kStrided)
     throw_invalid(ctx, name + " must be a dense (strided) tensor");
   if (!is_supported_dtype(t.scalar_type())) {
@@ -59,12 +59,20 @@ void check_rank(const ErrorContext& ctx, int r, const std::string& name) {
                            std::to_string(ctx.size) + ")");
 }
 
+void check_same_device(const ErrorContext& ctx, const at::Tensor& t, const std::string& name,
+                       const at::Tensor& like, const std::string& like_name) {
+  if (t.device() != like.device())
+    throw_invalid(ctx, name + " is on " + t.device().str() + " but " + like_name + " is on " + like.device().str() +
+                           "; one call's tensors must be on one device");
+}
+
 void check_like(const ErrorContext& ctx, const at::Tensor& t, const std::string& name,
                 const at::Tensor& like, const std::string& like_name) {
   check_tensor(ctx, t, name);
   if (t.scalar_type() != like.scalar_type() || t.sizes() != like.sizes())
     throw_invalid(ctx, name + " is " + describe(t) + " but " + like_name + " is " +
                            describe(like) + "; they must match in dtype and shape");
+  check_same_device(ctx, t, name, like, like_name);
 }
 
 void check_list(const ErrorContext& ctx, const std::vector<at::Tensor>& list,
@@ -87,6 +95,7 @@ void check_list_dtype(const ErrorContext& ctx, const std::vector<at::Tensor>& li
   for (size_t i = 0; i < list.size(); ++i) {
     std::string n = name + "[" + std::to_string(i) + "]";
     check_tensor(ctx, list[i], n);
+    check_same_device(ctx, list[i], n, dtype_from, dtype_from_name);
     if (list[i].scalar_type() != dtype) {
       std::ostringstream s;
       s << n << " has dtype " << list[i].scalar_type() << " but " << dtype_from_name << " has " << dtype;

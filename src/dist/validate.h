@@ -15,13 +15,16 @@ using ddp::throw_invalid;
 
 // dtypes every backend supports.
 bool is_supported_dtype(at::ScalarType t);
-// Defined, dense, CPU, contiguous, supported dtype.
+// Defined, dense, on the CPU or a GPU, contiguous, supported dtype.
 void check_tensor(const ErrorContext& ctx, const at::Tensor& t, const std::string& name);
 // BAND/BOR/BXOR need integer dtypes; AVG needs floating ones.
 void check_op(const ErrorContext& ctx, ReduceOp op, at::ScalarType dtype);
 // 0 <= r < ctx.size.
 void check_rank(const ErrorContext& ctx, int r, const std::string& name);
-// Same dtype and shape as `like`.
+// On like's device.
+void check_same_device(const ErrorContext& ctx, const at::Tensor& t, const std::string& name,
+                       const at::Tensor& like, const std::string& like_name);
+// Same dtype, shape and device as `like`.
 void check_like(const ErrorContext& ctx, const at::Tensor& t, const std::string& name,
                 const at::Tensor& like, const std::string& like_name);
 // A list of exactly `count` tensors, each valid and like `like`.

@@ -59,7 +59,7 @@ at::Tensor state_tensor(const GenericDict& s, const std::string& key, const std:
   if (t.sizes() != param.sizes())
     bad_optimizer_state(where + "[\"" + key + "\"] has shape " + c10::str(t.sizes()) + ", its parameter " +
                         c10::str(param.sizes()));
-  return t.detach().to(param.scalar_type()).clone(at::MemoryFormat::Contiguous);
+  return t.detach().to(param.device(), param.scalar_type()).clone(at::MemoryFormat::Contiguous);
 }
 
 OptimizerCodec sgd_codec() {

@@ -224,7 +224,7 @@ Work PowerSGDHook::run_layerwise(ProcessGroup& group, GradBucket& bucket) {
   } else {
     at::Generator gen = seeded_generator(*st);  // drawn even when no matrix needs it, as PyTorch
     for (at::Tensor& q : qs) {
-      q.copy_(at::randn(q.sizes(), gen, q.options()));
+      q.copy_(at::randn(q.sizes(), gen, q.options().device(at::kCPU)));  // drawn on the CPU, as PyTorch's
       orthogonalize(q, o.orthogonalization_epsilon);
     }
   }
@@ -298,7 +298,7 @@ Work PowerSGDHook::run_batched(ProcessGroup& group, GradBucket& bucket) {
   if (!o.warm_start || !st->p.count(b)) {
     st->p[b] = at::empty({side, r}, padded.options());
     at::Generator gen = seeded_generator(*st);
-    st->q[b] = at::randn({side, r}, gen, padded.options());
+    st->q[b] = at::randn({side, r}, gen, padded.options().device(at::kCPU)).to(padded.device());  // as PyTorch's
   } else {
     check_size(st->p[b], side * r, "P", b);
     check_size(st->q[b], side * r, "Q", b);

@@ -71,7 +71,7 @@ struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> 
     const double n = double(x.size(0) * x.size(2));
     // This rank's [mean, M2, n] (ATen's per-channel kernel, float64 accumulators);
     // an empty batch sends zeros and weighs nothing.
-    at::Tensor local = at::zeros({2 * c + 1}, at::kDouble);
+    at::Tensor local = at::zeros({2 * c + 1}, input.options().dtype(at::kDouble));  // on the input's device
     if (n > 0) {
       auto [mean, var] = at::batch_norm_update_stats(in, {}, {}, 0.0);  // var: biased
       local.narrow(0, 0, c).copy_(mean);
@@ -124,7 +124,7 @@ struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> 
     const at::Tensor mean_t = mean.to(type), invstd_t = invstd.to(type);
     // This rank's sums of dy and dy (x - mean) (zero for an empty batch): ATen's
     // per-channel kernel, which returns them as grad_bias and grad_weight = sum_dy_xmu invstd.
-    at::Tensor sum_dy = at::zeros({c}, at::kDouble), sum_dy_x_hat = at::zeros({c}, at::kDouble);
+    at::Tensor sum_dy = at::zeros({c}, in.options().dtype(at::kDouble)), sum_dy_x_hat = at::zeros_like(sum_dy);
     if (x.numel() > 0) {
       auto sums = at::native_batch_norm_backward(dy_in, in, at::ones({c}, in.options()), {}, {}, mean_t, invstd_t,
                                                  /*train=*/true, 0.0, {false, true, true});

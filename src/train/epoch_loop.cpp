@@ -55,17 +55,19 @@ MicroResult forward_backward(Job& j, const data::Batch& batch, bool sync) {
   const std::shared_ptr<void> no_sync = sync ? nullptr : j.strategy->no_sync();
   at::Tensor logits;
   timeline::Span forward("compute", "forward");
+  const at::Tensor target = batch.target.to(j.device);
   {
-    Autocast autocast(j.precision.precision);  // bf16: the forward pass only
-    logits = j.strategy->forward(batch.data).to(at::kFloat);  // in NHWC already where the Task asks (set_up_data)
+    Autocast autocast(j.precision.precision, j.device.type());  // bf16: the forward pass only
+    // in NHWC already where the Task asks (set_up_data)
+    logits = j.strategy->forward(batch.data.to(j.device)).to(at::kFloat);
   }
-  at::Tensor loss = j.loss(logits, batch.target);
+  at::Tensor loss = j.loss(logits, target);
   if (loss.numel() != 1)
     throw InvalidArgument("Trainer: the Task's loss gave " + std::to_string(loss.numel()) +
                           " values for a batch; it must return the batch's mean, one value");
   MicroResult r;
-  if (is_classification(logits, batch.target))
-    r.hits = logits.detach().argmax(1).eq(batch.target).sum().item<double>();
+  if (is_classification(logits, target))
+    r.hits = logits.detach().argmax(1).eq(target).sum().item<double>();
   forward.end();
   timeline::Span backward("compute", "backward");  // the buckets' reductions overlap it (tracks "bucket N")
   (loss / double(j.cfg.accumulate)).backward();

@@ -17,9 +17,12 @@ EvalResult evaluate_model(Job& j, bool last) {
   const Tta tta = last ? std::max(j.task.final_tta, j.task.eval_tta) : j.task.eval_tta;
   const auto layout = j.task.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
   net.ptr()->eval();
-  auto logits = [&](const at::Tensor& x) { return net.forward(x.contiguous(layout)).to(at::kFloat); };
+  // On the model's device; the logits come back to the CPU, where the metrics are counted.
+  auto logits = [&](const at::Tensor& x) {
+    return net.forward(x.to(j.device).contiguous(layout)).to(at::kCPU, at::kFloat);
+  };
   auto forward = [&](const at::Tensor& x) {
-    Autocast autocast(j.precision.precision);
+    Autocast autocast(j.precision.precision, j.device.type());
     return tta_logits(logits, x, tta);
   };
   EvalResult r;

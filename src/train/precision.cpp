@@ -3,6 +3,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 
 #include <algorithm>
 #include <cctype>
@@ -87,19 +88,25 @@ PrecisionChoice choose_precision(const std::string& name, const Bf16Support& cpu
   return {cpu.native ? Precision::BF16 : Precision::FP32, "auto: " + cpu.why};
 }
 
-Autocast::Autocast(Precision p) : active_(p == Precision::BF16) {
+Bf16Support gpu_bf16_support(const at::Device& device) {
+  const bool native = at::detail::getCUDAHooks().supportsBFloat16ConvolutionWithCuDNNv8();
+  return {native, native ? device.str() + " computes in bfloat16 natively"
+                         : device.str() + " has no native bfloat16 (compute capability below 8.0)"};
+}
+
+Autocast::Autocast(Precision p, at::DeviceType device) : active_(p == Precision::BF16), device_(device) {
   if (!active_) return;
-  avoid_capped_onednn_for_bf16();
-  was_enabled_ = compat::cpu_autocast_enabled();
-  previous_dtype_ = compat::cpu_autocast_dtype();
-  compat::set_cpu_autocast_dtype(at::kBFloat16);
-  compat::set_cpu_autocast_enabled(true);
+  if (device_ == at::kCPU) avoid_capped_onednn_for_bf16();
+  was_enabled_ = compat::autocast_enabled(device_);
+  previous_dtype_ = compat::autocast_dtype(device_);
+  compat::set_autocast_dtype(device_, at::kBFloat16);
+  compat::set_autocast_enabled(device_, true);
 }
 
 Autocast::~Autocast() {
   if (!active_) return;
-  compat::set_cpu_autocast_enabled(was_enabled_);
-  compat::set_cpu_autocast_dtype(previous_dtype_);
+  compat::set_autocast_enabled(device_, was_enabled_);
+  compat::set_autocast_dtype(device_, previous_dtype_);
   if (!was_enabled_) at::autocast::clear_cache();  // casts of weights are cached per forward
 }
 

@@ -214,6 +214,7 @@ Trainer::Trainer(TrainConfig settings, GroupPtr group) : impl_(std::make_unique<
   } else {
     InitOptions init;
     init.backend = t.cfg.backend;
+    init.device = t.cfg.device;  // a GPU device makes backend auto nccl
     if (t.cfg.timeout)  // else InitOptions reads DDP_TIMEOUT
       init.timeout = Milliseconds(std::max<int64_t>(1, static_cast<int64_t>(*t.cfg.timeout * 1000 + 0.5)));
     t.backend_reason = t.cfg.backend == "auto" ? choose_backend(init).reason : "--backend " + t.cfg.backend;
@@ -252,7 +253,8 @@ TrainSummary Trainer::fit(Task task) {
   detail::fill_task_defaults(t.cfg, task);
   check_config_agreement(t.cfg, *t.group);  // again: settings() may have changed them, the Task fills some
   check_settings(t.cfg);
-  j.precision = detail::decide_precision(t.cfg.precision, t.precision_asked, *t.group);
+  j.device = detail::resolve_job_device(t.cfg.device, *t.group);
+  j.precision = detail::decide_precision(t.cfg.precision, t.precision_asked, *t.group, j.device);
   t.cfg.precision = to_string(j.precision.precision);  // logs and checkpoints record what ran
   j.cfg = t.cfg;
   j.group = t.group;

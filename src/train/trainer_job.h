@@ -27,7 +27,8 @@ struct Job {
   TrainConfig cfg;  // every field set
   GroupPtr group;
   Task task;        // its test data this rank's share
-  PrecisionChoice precision;  // fp32 or bf16 and why (auto resolves by the CPU)
+  at::Device device{at::kCPU};  // where the model trains (--device, resolved on this rank)
+  PrecisionChoice precision;  // fp32 or bf16 and why (auto resolves by the CPU, or the GPU)
   LrSchedule schedule = LrSchedule::constant();
   LossFn loss;
   EvalOptions eval_options;
@@ -56,8 +57,10 @@ uint64_t stream_seed(uint64_t seed, Stream stream, int rank, int64_t epoch = 0);
 
 // The settings a Task leaves to the Trainer: unset ones take general defaults (a recipe has filled its own).
 void fill_task_defaults(TrainConfig& cfg, const Task& task);
-// "auto" takes bf16 only where every rank's CPU has it natively (a collective).
-PrecisionChoice decide_precision(const std::string& name, bool asked, ProcessGroup& group);
+// "auto" takes bf16 only where every rank's device (its CPU, or its GPU) has it natively (a collective).
+PrecisionChoice decide_precision(const std::string& name, bool asked, ProcessGroup& group, const at::Device& device);
+// --device on this rank; a rank that cannot have it fails every rank, naming it (a collective).
+at::Device resolve_job_device(const std::string& spec, ProcessGroup& group);
 // Everything before the first step, in j: the task's checks and evaluation share, optimizer, DDP, EMA,
 // loader, logs, checkpoints. j.cfg, j.group, j.precision are set.
 void set_up(Job& j, Task task);

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "ddp/dist/collectives.h"
+#include "ddp/dist/device.h"
 #include "ddp/errors.h"
 #include "ddp/parallel/optimizer_state.h"
 #include "ddp/parallel/sync_batch_norm.h"
@@ -276,12 +277,32 @@ void fill_task_defaults(TrainConfig& cfg, const Task& task) {
   if (cfg.precision.empty()) cfg.precision = "fp32";
 }
 
-PrecisionChoice decide_precision(const std::string& name, bool asked, ProcessGroup& group) {
+at::Device resolve_job_device(const std::string& spec, ProcessGroup& group) {
+  at::Device device(at::kCPU);
+  std::string error;
+  try {
+    device = resolve_device(spec);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  // The lowest failing rank's message, on every rank.
+  at::Tensor failed = at::tensor({error.empty() ? group.size() : group.rank()}, at::kInt);
+  group.all_reduce(failed, op(ReduceOp::MIN)).wait();
+  const int first = failed.item<int>();
+  if (first == group.rank())
+    throw InvalidArgument("ddp-train: --device " + spec + " on rank " + std::to_string(first) + ": " + error);
+  if (first < group.size())
+    throw PeerFailed<InvalidArgument>("ddp-train: --device " + spec + " failed on rank " + std::to_string(first) +
+                                      " (its log says why)", first);
+  return device;
+}
+
+PrecisionChoice decide_precision(const std::string& name, bool asked, ProcessGroup& group, const at::Device& device) {
   if (name != "auto") return {parse_precision(name), asked ? "as asked" : "the recipe's default"};
-  Bf16Support cpu = bf16_support();
+  Bf16Support cpu = device.is_cuda() ? gpu_bf16_support(device) : bf16_support();
   at::Tensor native = at::tensor({cpu.native ? 1 : 0}, at::kInt);
   group.all_reduce(native, op(ReduceOp::MIN)).wait();
-  if (cpu.native && native.item<int>() == 0) cpu = {false, "another rank's CPU has no native bfloat16"};
+  if (cpu.native && native.item<int>() == 0) cpu = {false, "another rank's device has no native bfloat16"};
   return choose_precision(name, cpu);
 }
 
@@ -308,10 +329,12 @@ void set_up(Job& j, Task task) {
   j.eval_options.metrics = j.task.metrics;
 
   if (cfg.sync_bn) use_sync_batch_norm(j);
+  j.task.model.ptr()->to(j.device);  // before DDP: its buckets live where the gradients do
   if (cfg.comm_hook != "allreduce") j.hook = make_comm_hook(cfg.comm_hook);  // else the built-in path
   on_every_rank(j, "making the strategy and optimizer", [&] { set_up_strategy(j); });  // rank 0's weights
   if (j.task.make_shadow && *cfg.ema_every > 0) {
     j.shadow = j.task.make_shadow();
+    j.shadow.ptr()->to(j.device);
     j.ema = std::make_unique<ModelEma>(j.shadow.ptr(), j.task.ema_rho);
     j.ema->copy_from(*j.task.model.ptr());  // rank 0's weights, after DDP's broadcast
   }
@@ -321,7 +344,8 @@ void set_up(Job& j, Task task) {
   {
     std::ostringstream o;
     o << "ddp-train " << cfg.recipe << ": " << j.group->size() << " rank(s) on " << j.group->backend()
-              << (j.backend_reason.empty() ? std::string() : " (" + j.backend_reason + ")") << ", strategy "
+              << (j.backend_reason.empty() ? std::string() : " (" + j.backend_reason + ")")
+              << (j.device.is_cpu() ? std::string() : ", device " + j.device.str()) << ", strategy "
               << j.strategy->describe() << ", "
               << j.task.train_total << " training samples (" << (j.task.train_sharded ? "shards" : "sampler")
               << "), " << j.task.test_total << " test samples, batch " << *cfg.batch_size << " per rank"

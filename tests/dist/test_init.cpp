@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "ddp/dist.h"
+#include "ddp/dist/device.h"
 #include "dist/env.h"
 #include "support/free_port.h"
 
@@ -195,18 +196,30 @@ TEST(Resolve, BadInitMethodsAreExplained) {
 }
 
 TEST(Backends, UnknownNameListsTheValidOnes) {
-  std::string msg = invalid_message([] { create_backend("nccl", {}); });
-  EXPECT_NE(msg.find("unknown backend 'nccl'"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("gloo, mpi, local"), std::string::npos) << msg;
+  std::string msg = invalid_message([] { create_backend("nvlink", {}); });
+  EXPECT_NE(msg.find("unknown backend 'nvlink'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("gloo, mpi, nccl, local"), std::string::npos) << msg;
   InitOptions o;
-  o.backend = "nccl";
+  o.backend = "nvlink";
   msg = invalid_message([&] { create_process_group(o); });
   EXPECT_NE(msg.find("valid backends"), std::string::npos) << msg;
 }
 
+// nccl where it cannot run: not built (a LibTorch without CUDA) or no GPU visible, each said so.
+TEST(Backends, NcclWithoutAGpuSaysWhy) {
+  if (is_backend_available("nccl")) GTEST_SKIP() << "a GPU is visible: the cuda tests cover nccl";
+  try {
+    create_backend("nccl", {});
+    ADD_FAILURE() << "expected ddp::Error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(cuda_built() ? "no GPU is visible" : "not built into this ddp"), std::string::npos) << msg;
+  }
+}
+
 TEST(Backends, RegistryListsWhatWasBuilt) {
   auto names = backend_names();
-  EXPECT_EQ(names, (std::vector<std::string>{"gloo", "mpi", "local"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"gloo", "mpi", "nccl", "local"}));
   EXPECT_TRUE(is_backend_available("local"));
   auto avail = available_backends();
   EXPECT_NE(std::find(avail.begin(), avail.end(), "local"), avail.end());

@@ -72,6 +72,25 @@ TEST(BackendChoice, AutoPicksGlooAcrossNodes) {
   EXPECT_EQ(c.error, "");
 }
 
+TEST(BackendChoice, AutoLaunchesForNcclOnANodeWithGpus) {
+  MpiProbe p = usable();
+  p.nccl_built = true;
+  p.gpus = 2;
+  BackendChoice c = choose_backend(Options(), p);
+  EXPECT_EQ(c.backend, Backend::Gloo);  // gloo's launch: the store nccl meets on; the rank's device decides
+  EXPECT_EQ(c.reason, "auto: 2 GPUs on this node: a rank on a GPU takes nccl, one on the CPU gloo");
+  p.nccl_built = false;  // Debian's LibTorch: no nccl to take
+  EXPECT_EQ(choose_backend(Options(), p).backend, Backend::Mpi);
+  p.nccl_built = true;
+  p.gpus = 0;
+  EXPECT_EQ(choose_backend(Options(), p).backend, Backend::Mpi);
+  Options o;
+  o.backend = Backend::Nccl;
+  c = choose_backend(o, usable());
+  EXPECT_EQ(c.backend, Backend::Nccl);
+  EXPECT_EQ(c.reason, "--backend nccl");
+}
+
 TEST(BackendChoice, GivenBackendIsKept) {
   Options o;
   o.backend = Backend::Gloo;

@@ -170,8 +170,8 @@ TEST(Options, Timeouts) {
 }
 
 TEST(Options, BadBackend) {
-  EXPECT_EQ(parse_error({"--backend", "nccl", "prog"}),
-            "invalid value 'nccl' for --backend: expected one of gloo, mpi, auto");
+  EXPECT_EQ(parse_error({"--backend", "nvlink", "prog"}),
+            "invalid value 'nvlink' for --backend: expected one of gloo, mpi, nccl, auto");
 }
 
 TEST(Options, NodeRankMustBeBelowNnodes) {

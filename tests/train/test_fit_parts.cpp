@@ -14,6 +14,7 @@
 #include "ddp/errors.h"
 #include "ddp/train/ema.h"
 #include "ddp/train/models/sequential_net.h"
+#include "support/blobs.h"
 #include "support/rank_threads.h"
 #include "train/fit_parts.h"
 #include "train/test_files.h"
@@ -78,12 +79,7 @@ TEST(Evaluator, EveryRanksShareMakesTheWholeSetsResult) {
   });
 }
 
-// 4 classes of Gaussian blobs in 8 dimensions.
-std::pair<at::Tensor, at::Tensor> blobs(int64_t n, uint64_t seed) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  at::Tensor y = at::randint(4, {n}, gen, at::kLong);
-  return {at::eye(4, 8).mul(3).index_select(0, y) + at::randn({n, 8}, gen), y};
-}
+using testing::blobs;
 
 // What Trainer::fit does before its loop, on a 2-layer SequentialNet: 192 samples, batch 16 on 2 ranks,
 // so 6 steps an epoch.
@@ -109,7 +105,8 @@ void make_job(Job& j, ProcessGroup& g, const std::string& dir, const std::string
   std::tie(t.test_x, t.test_y) = blobs(40, 2);
   fill_task_defaults(cfg, t);
   check_settings(cfg);
-  j.precision = decide_precision(cfg.precision, false, g);
+  j.device = resolve_job_device(cfg.device, g);
+  j.precision = decide_precision(cfg.precision, false, g, j.device);
   j.cfg = cfg;
   j.group = g.shared_from_this();
   j.logs.console().set_leader(g.rank() == 0);

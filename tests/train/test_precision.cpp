@@ -96,10 +96,10 @@ TEST(Precision, Bf16AutocastScopesTheForwardPass) {
   at::Tensor bf16;
   {
     Autocast autocast(Precision::BF16);
-    EXPECT_TRUE(compat::cpu_autocast_enabled());
+    EXPECT_TRUE(compat::autocast_enabled(at::kCPU));
     bf16 = net->forward(x);
   }
-  EXPECT_FALSE(compat::cpu_autocast_enabled());
+  EXPECT_FALSE(compat::autocast_enabled(at::kCPU));
   EXPECT_EQ(fp32.scalar_type(), at::kFloat);
   EXPECT_EQ(bf16.scalar_type(), at::kBFloat16);
   EXPECT_FALSE(at::equal(bf16.to(at::kFloat), fp32)) << "autocast changed nothing";
@@ -115,7 +115,7 @@ TEST(Precision, Bf16AutocastScopesTheForwardPass) {
     if (p.grad().defined()) EXPECT_EQ(p.grad().scalar_type(), at::kFloat);
   }
   Autocast off(Precision::FP32);
-  EXPECT_FALSE(compat::cpu_autocast_enabled());
+  EXPECT_FALSE(compat::autocast_enabled(at::kCPU));
 }
 
 TEST(Precision, ParseNamesTheFlag) {

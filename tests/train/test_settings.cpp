@@ -118,6 +118,16 @@ TEST(TrainConfig, BadCommandLines) {
     EXPECT_NE(usage().find(flag), std::string::npos) << flag;
 }
 
+// --device: checked as read; whether the GPU is there is the Trainer's (TrainerRanks.ADeviceThatIsNotThere...).
+TEST(TrainConfig, Device) {
+  EXPECT_EQ(parse_line({"mlp"}).config.device, "auto");
+  EXPECT_EQ(parse_line({"mlp", "--device", "cuda:3"}).config.device, "cuda:3");
+  EXPECT_NE(error_of({"mlp", "--device", "gpu"}).find("device 'gpu': expected auto, cpu, cuda or cuda:N"),
+            std::string::npos)
+      << error_of({"mlp", "--device", "gpu"});
+  EXPECT_NE(error_of({"mlp", "--device", "cuda:x"}).find("expected cuda:N"), std::string::npos);
+}
+
 // --timeout: the rendezvous/collective timeout (else DDP_TIMEOUT, which ddprun --timeout sets).
 TEST(TrainConfig, Timeout) {
   EXPECT_FALSE(parse_line({"mlp"}).config.timeout.has_value());
@@ -146,7 +156,7 @@ TEST(Settings, EverySettingIsAFlagAKeyAndReadsBack) {
       "--warmup=4", "--accumulate=2", "--cutout=3", "--ema-every=5", "--precision=bf16",
       "--data-dir=/data/it's \"here\"", "--data=shards", "--image-size=96", "--workers=3", "--limit-train=100",
       "--limit-test=50", "--eval-batch=64", "--eval-every=9", "--out-dir=/tmp/x", "--seed=42", "--resume",
-      "--checkpoint-every=10", "--keep-last=2", "--stop-after=1", "--log-every=3", "--backend=mpi",
+      "--checkpoint-every=10", "--keep-last=2", "--stop-after=1", "--log-every=3", "--backend=mpi", "--device=cuda:1",
       "--timeline=t.json", "--timeout=30.5", "--strategy=zero1", "--comm-hook=powersgd:rank=2", "--sync-bn", "--no-progress",
       "--no-nan-check"};
   args.insert(args.end(), values.begin(), values.end());

@@ -18,23 +18,19 @@
 #include <sstream>
 
 #include "ddp/data/distributed_sampler.h"
+#include "ddp/dist/device.h"
 #include "ddp/errors.h"
 #include "ddp/train/losses.h"
 #include "ddp/train/models/sequential_net.h"
 #include "ddp/train/trainer.h"
+#include "support/blobs.h"
 #include "support/rank_threads.h"
 #include "train/test_files.h"
 
 namespace ddp::train {
 namespace {
 
-// 4 classes of Gaussian blobs in 8 dimensions, the same for a given seed.
-std::pair<at::Tensor, at::Tensor> blobs(int64_t n, uint64_t seed) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  at::Tensor y = at::randint(4, {n}, gen, at::kLong);
-  at::Tensor centres = at::eye(4, 8) * 3;
-  return {centres.index_select(0, y) + at::randn({n, 8}, gen), y};
-}
+using testing::blobs;
 
 TrainConfig quiet(const test::TempDir& dir, int64_t epochs) {
   TrainConfig s;
@@ -451,6 +447,33 @@ TEST(TrainerRanks, EveryStrategyLeavesTheSameTrainedWeightsInTheTasksModel) {
         << strategy << " differs from ddp by " << (w[0] - weights["ddp"][0]).abs().max().item<double>();
     EXPECT_DOUBLE_EQ(acc[strategy], acc["ddp"]) << strategy;
   }
+}
+
+// --device cuda where no GPU is visible: every rank stops before training, rank 0 saying why and what to use.
+TEST(TrainerRanks, ADeviceThatIsNotThereStopsEveryRankBeforeTraining) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a GPU is visible: the cuda tests train on it";
+  test::TempDir dir;
+  std::vector<std::string> errors(2);
+  testing::run_ranks("gloo", 2, [&](ProcessGroup& g) {
+    TrainConfig s = quiet(dir, 1);
+    s.device = "cuda";
+    try {
+      Trainer(s, g.shared_from_this()).fit(blob_task());
+      ADD_FAILURE() << "rank " << g.rank() << " trained";
+    } catch (const InvalidArgument& e) {
+      errors[size_t(g.rank())] = e.what();
+    }
+  });
+  const std::string why = cuda_built() ? "no GPU is visible" : "this ddp was built against a LibTorch without CUDA";
+  EXPECT_NE(errors[0].find("--device cuda on rank 0: device 'cuda': " + why), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("use --device cpu or auto"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("--device cuda failed on rank 0"), std::string::npos) << errors[1];
+  // auto is the CPU here, and trains.
+  testing::run_ranks("gloo", 2, [&](ProcessGroup& g) {
+    TrainConfig s = quiet(dir, 1);
+    s.device = "auto";
+    EXPECT_EQ(Trainer(s, g.shared_from_this()).fit(blob_task()).epochs_done, 1);
+  });
 }
 
 TEST(TrainerRanks, ACallbackOnOneRankOnlyNeitherHangsNorStops) {

@@ -1,6 +1,7 @@
 #include "backend_choice.h"
 
 #include <elf.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +32,9 @@ BackendChoice choose_backend(const Options& o, const MpiProbe& p) {
                "(ssh); gloo needs only TCP";
   } else if (!p.program_links_ddp) {
     c.reason = "auto: the program does not link ddp (a libddp_* library), so only RANK/MASTER_ADDR can reach it";
+  } else if (p.gpus > 0 && p.nccl_built) {
+    c.reason = "auto: " + std::to_string(p.gpus) + " GPU" + (p.gpus == 1 ? "" : "s") +
+               " on this node: a rank on a GPU takes nccl, one on the CPU gloo";
   } else if (!p.built) {
     c.reason = "auto: this build has no mpi backend";
   } else if (!p.mpirun_found) {
@@ -92,6 +96,15 @@ std::string mpirun_version(const std::string& mpirun) {
   return "OpenMPI " + version;
 }
 
+// NVIDIA's device files, as the driver makes them; CUDA_VISIBLE_DEVICES="" or -1 hides them all.
+[[maybe_unused]] int count_gpus() {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (visible && (std::string(visible).empty() || std::string(visible) == "-1")) return 0;
+  int n = 0;
+  while (n < 64 && access(("/dev/nvidia" + std::to_string(n)).c_str(), F_OK) == 0) ++n;
+  return n;
+}
+
 }  // namespace
 
 MpiProbe probe_mpi(const Options& options, const std::string& program_path) {
@@ -101,6 +114,10 @@ MpiProbe probe_mpi(const Options& options, const std::string& program_path) {
 #endif
   if (const char* env = std::getenv("DDP_BACKEND")) p.inherited = env;
   if (options.backend != Backend::Auto) return p;
+#ifdef DDP_HAVE_NCCL
+  p.nccl_built = true;
+  p.gpus = count_gpus();
+#endif
   p.program_links_ddp = elf_needs(program_path, "libddp_");  // any layer: each links libddp_dist
   ProgramLookup mpirun = find_program("mpirun", std::getenv("PATH"));
   p.mpirun_found = mpirun.found;

@@ -15,6 +15,8 @@ struct MpiProbe {
   std::string version;          // "OpenMPI 4.1.4", or empty when unknown
   bool program_links_ddp = false;  // an ELF program needing a libddp_* library (each links libddp_dist, the mpi backend's home)
   std::string inherited;        // DDP_BACKEND in ddprun's environment ("" when unset)
+  bool nccl_built = false;      // this build has the nccl backend (DDP_HAVE_NCCL)
+  int gpus = 0;                 // NVIDIA GPUs on this node (/dev/nvidiaN), 0 when CUDA_VISIBLE_DEVICES hides them
 };
 
 struct BackendChoice {
@@ -23,9 +25,11 @@ struct BackendChoice {
   std::string error;   // non-empty: the choice cannot run (one line, for report())
 };
 
-// The rule. --backend gloo|mpi is kept. auto: an inherited DDP_BACKEND=gloo|mpi is
+// The rule. --backend gloo|mpi|nccl is kept. auto: an inherited DDP_BACKEND=gloo|mpi is
 // kept; else gloo for several nodes, the c10d rendezvous, a program that is not a
-// ddp binary, or no usable OpenMPI; else mpi.
+// ddp binary, a node with GPUs and an nccl build (each rank on a GPU then takes nccl:
+// the reason starts "auto:", which InitOptions' device rule may override), or no
+// usable OpenMPI; else mpi.
 BackendChoice choose_backend(const Options& options, const MpiProbe& probe);
 
 // Looks at PATH (mpirun and its --version), the program's ELF dependencies

@@ -18,6 +18,7 @@ const char* backend_name(Backend backend) {
   switch (backend) {
     case Backend::Gloo: return "gloo";
     case Backend::Mpi: return "mpi";
+    case Backend::Nccl: return "nccl";
     case Backend::Auto: break;
   }
   return "auto";
@@ -182,14 +183,16 @@ void define(CLI::App& app, Options& o, int online_cpus, Given* given) {
                "start more than " + std::to_string(kRanksPerCore) + " ranks per online core (refused without it)")
       ->disable_flag_override();
   value_flag(app, "--backend",
-             "gloo | mpi | auto [default auto]; exported as DDP_BACKEND. 'mpi' launches the ranks through "
-             "mpirun. auto: mpi on one node when mpirun is found and the program links ddp, else gloo (or an "
-             "inherited DDP_BACKEND); the choice is printed first",
+             "gloo | mpi | nccl | auto [default auto]; exported as DDP_BACKEND. 'mpi' launches the ranks through "
+             "mpirun. auto: on a node with GPUs, gloo's launch, and each rank on a GPU takes nccl; else mpi on "
+             "one node when mpirun is found and the program links ddp, else gloo (or an inherited DDP_BACKEND); "
+             "the choice is printed first",
              [&o](auto& v) {
                if (v == "auto") o.backend = Backend::Auto;
                else if (v == "gloo") o.backend = Backend::Gloo;
                else if (v == "mpi") o.backend = Backend::Mpi;
-               else throw invalid("--backend", v, "expected one of gloo, mpi, auto");
+               else if (v == "nccl") o.backend = Backend::Nccl;
+               else throw invalid("--backend", v, "expected one of gloo, mpi, nccl, auto");
              });
   value_flag(app, "--kill-grace,--kill_grace", "seconds between SIGTERM and SIGKILL when stopping ranks [default 5]",
              [&o](auto& v) {

@@ -6,7 +6,7 @@
 
 namespace ddprun {
 
-enum class Backend { Auto, Gloo, Mpi };
+enum class Backend { Auto, Gloo, Mpi, Nccl };  // nccl: launched as gloo's ranks are
 
 // --rdzv-backend: static = fixed --node-rank and --master-addr (no restarts
 // across nodes); c10d = the agents meet at --rdzv-endpoint each round (see rendezvous.h).

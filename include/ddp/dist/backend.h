@@ -15,9 +15,10 @@ struct BackendOptions {
   int world_size = 1;      // -1: likewise
   Milliseconds timeout{std::chrono::minutes(10)};
   std::string host;        // address peers reach us on (gloo picks a device)
+  int cuda_device = -1;    // nccl: this process's GPU (-1: LOCAL_RANK's, modulo the GPUs visible)
 };
 
-// All backend names ddp knows, built or not: {"gloo", "mpi", "local"}.
+// All backend names ddp knows, built or not: {"gloo", "mpi", "nccl", "local"}.
 std::vector<std::string> backend_names();
 // Names of the backends compiled into this build and usable.
 std::vector<std::string> available_backends();

@@ -7,7 +7,7 @@
 namespace ddp {
 
 struct BackendChoice {
-  std::string backend;  // gloo | mpi | local
+  std::string backend;  // gloo | mpi | nccl | local
   // "InitOptions::backend \"gloo\"", "auto: one node, OpenMPI 4.1.4" (ddprun's, via
   // DDP_BACKEND_REASON), "DDP_BACKEND=gloo", "auto: started by mpirun", ...
   std::string reason;

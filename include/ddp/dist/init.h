@@ -13,9 +13,14 @@
 namespace ddp {
 
 struct InitOptions {
-  // gloo | mpi | local | auto. auto: DDP_BACKEND if set; mpi under mpirun or
-  // Slurm when built; local for a world of one; else gloo.
+  // gloo | mpi | nccl | local | auto. auto: DDP_BACKEND if set; nccl for a GPU
+  // `device` when built; mpi under mpirun or Slurm when built; local for a world
+  // of one; else gloo.
   std::string backend = "auto";
+  // The job's tensors: cpu | cuda (the rank's GPU, LOCAL_RANK's) | cuda:N | auto
+  // (resolve_device in ddp/dist/device.h). nccl's GPU; CPU tensors still work on
+  // every backend (nccl stages them through its GPU).
+  std::string device = "cpu";
   // env:// (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE) | tcp://host:port |
   // file:///path. Ignored when `store` is given.
   std::string init_method = "env://";

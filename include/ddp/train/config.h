@@ -36,6 +36,7 @@ struct TrainConfig {
   uint64_t seed = 0;
   bool resume = false;
   std::string backend = "auto";
+  std::string device = "auto";    // cpu | cuda | cuda:N | auto (the rank's GPU where CUDA is available): ddp/dist/device.h
   std::string timeline;           // Chrome trace JSON of the run (ddp/dist/timeline.h); empty: DDP_TIMELINE or off
   std::optional<double> timeout;  // seconds a rendezvous/collective may wait; unset: DDP_TIMEOUT, else 600
   int64_t checkpoint_every = 0;   // steps; 0: at the end of each epoch only

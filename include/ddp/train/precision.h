@@ -12,6 +12,7 @@
 // times faster (ResNet-9: 2.6x per step); elsewhere bfloat16 is emulated and
 // slower than float32 (docs/benchmarks.md), so "auto" picks it only where native.
 #pragma once
+#include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
 #include <string>
@@ -32,6 +33,8 @@ struct Bf16Support {
 // `cpu_flags`: the "flags" line of /proc/cpuinfo; `onednn_max_isa`: ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA), "" if unset.
 Bf16Support bf16_support(const std::string& cpu_flags, const std::string& onednn_max_isa);
 Bf16Support bf16_support();  // this machine's
+// A GPU's: native where cuDNN's bfloat16 convolutions run on it (compute capability 8.0 and up).
+Bf16Support gpu_bf16_support(const at::Device& device);
 
 struct PrecisionChoice {
   Precision precision = Precision::FP32;
@@ -41,20 +44,21 @@ struct PrecisionChoice {
 PrecisionChoice choose_precision(const std::string& name, const Bf16Support& cpu = bf16_support(),
                                  const std::string& flag = "--precision");
 
-// Enables CPU autocast (bfloat16) on this thread for its lifetime when BF16;
-// restores the previous state after. No effect for FP32. Where ONEDNN_MAX_CPU_ISA
+// Enables autocast (bfloat16) of `device`'s type (the CPU's, or CUDA's) on this
+// thread for its lifetime when BF16; restores the previous state after. No effect for FP32. Where ONEDNN_MAX_CPU_ISA
 // keeps oneDNN below AVX512_CORE (no bfloat16 convolutions in LibTorch 1.13's
 // oneDNN), the first BF16 scope turns oneDNN off for the process, so ATen's own
 // kernels run them, as on a CPU without AVX-512.
 class Autocast {
  public:
-  explicit Autocast(Precision p);
+  explicit Autocast(Precision p, at::DeviceType device = at::kCPU);
   ~Autocast();
   Autocast(const Autocast&) = delete;
   Autocast& operator=(const Autocast&) = delete;
 
  private:
   bool active_;
+  at::DeviceType device_;
   bool was_enabled_ = false;
   at::ScalarType previous_dtype_ = at::kBFloat16;
 };

@@ -7,13 +7,16 @@
 
 #include "dist/gloo/gloo.h"
 #include "dist/gloo/gloo_device.h"
-#include "dist/gloo/gloo_work.h"
+#include "dist/c10d_work.h"
 #include "dist/validate.h"
 
 namespace ddp::gloo {
 namespace {
 
 using PG = c10d::ProcessGroupGloo;
+using c10d_work::BrokenFlag;
+using c10d_work::call;
+using c10d_work::current_message;
 using detail::Call;
 // c10d has no "forever": a call without a timeout gets a year.
 constexpr std::chrono::milliseconds kNoTimeoutForC10d = std::chrono::hours(24 * 365);
@@ -62,6 +65,12 @@ class GlooBackend final : public detail::Backend {
   // Gloo adds float16 one element at a time in software (2.5x slower than float32
   // end to end) and bfloat16 not at all: the front reduces both (ProcessGroup::all_reduce_16bit).
   bool can_reduce(at::ScalarType dtype) const override { return dtype != at::kBFloat16 && dtype != at::kHalf; }
+  // c10d's gloo reduces and broadcasts CUDA tensors itself (through pinned host memory, on its own streams, as
+  // PyTorch's DDP uses it); its other collectives take CPU tensors only.
+  at::Device device_for(OpType op, const at::Device& where) const override {
+    const bool native = where.is_cuda() && (op == OpType::kAllReduce || op == OpType::kBroadcast);
+    return native ? where : at::Device(at::kCPU);
+  }
 
   Work broadcast(at::Tensor& t, int root, const Call& c) override {
     c10d::BroadcastOptions co;

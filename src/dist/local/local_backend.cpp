@@ -16,6 +16,7 @@ class LocalBackend final : public detail::Backend {
   int size() const override { return 1; }
   bool has_avg() const override { return true; }  // the average of one value is itself
   bool has_reduce_scatter() const override { return true; }
+  at::Device device_for(OpType, const at::Device& where) const override { return where; }  // copies anywhere
 
   Work broadcast(at::Tensor&, int, const Call&) override { return Work(); }
   Work all_reduce(at::Tensor&, ReduceOp, const Call&) override { return Work(); }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "ddp/dist/device.h"
 #include "ddp/errors.h"
 #include "ddp/parallel/comm_hook.h"
 #include "ddp/train/recipe.h"
@@ -73,7 +74,12 @@ std::vector<Setting> make_table() {
       {"stop-after", &C::stop_after, "stop (as if interrupted) after N epochs (0: never)", Range::kNonNegative,
        kAgreed},
       {"log-every", &C::log_every, "steps between train-loss logs", Range::kPositive, kAgreed},
-      {"backend", &C::backend, "gloo | mpi | auto (ddprun's choice, else mpi under mpirun, else gloo)"},
+      {"backend", &C::backend,
+       "gloo | mpi | nccl | auto (nccl for a GPU device; else ddprun's choice, else mpi under mpirun, else gloo)"},
+      {"device", &C::device,
+       "auto | cpu | cuda | cuda:N: where the model trains; auto and cuda take the rank's GPU (LOCAL_RANK) where "
+       "CUDA is available, auto the CPU elsewhere",
+       Range::kAny, kJob, "", {}, [](const std::string& v) { check_device_spec(v); }},
       {"timeline", &C::timeline,
        "write a Chrome trace (Perfetto) of data wait, forward, backward, each bucket's reduction, optimizer, "
        "evaluation and checkpoints: FILE.rank{N} per rank, merged into FILE (docs/timeline.md)",

@@ -1,4 +1,4 @@
-// Wraps a c10d Work in ddp's Work, turning c10d/gloo exceptions into
+// Wraps a c10d Work (gloo's, NCCL's) in ddp's Work, turning c10d exceptions into
 // ddp::CommError / ddp::TimeoutError prefixed with backend, rank and op.
 #pragma once
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -9,25 +9,27 @@
 #include "dist/error_context.h"
 #include "ddp/dist/work.h"
 
-namespace ddp::gloo {
+namespace ddp::c10d_work {
 
 // Set when an operation of a group timed out: its gloo worker thread may stay
 // blocked until the group's own timeout, so the group must not join it.
 using BrokenFlag = std::shared_ptr<std::atomic<bool>>;
 
-Work wrap(const ErrorContext& ctx, c10::intrusive_ptr<c10d::Work> work, BrokenFlag broken);
+// on_stream: wait() orders the caller's CUDA stream after the work and returns (NCCL's work, as PyTorch's
+// wait()); the group's own timeout (c10d's watchdog) bounds it. Otherwise wait() blocks until done or `timeout`.
+Work wrap(const ErrorContext& ctx, c10::intrusive_ptr<c10d::Work> work, BrokenFlag broken, bool on_stream = false);
 // Runs `fn` (a c10d call that may throw synchronously) and maps its errors.
 template <typename Fn>
-Work call(const ErrorContext& ctx, const BrokenFlag& broken, Fn&& fn);
+Work call(const ErrorContext& ctx, const BrokenFlag& broken, Fn&& fn, bool on_stream = false);
 
 // The message of the current exception, without c10's backtrace.
 std::string current_message();
 [[noreturn]] void rethrow_mapped(const ErrorContext& ctx, Milliseconds timeout);
 
 template <typename Fn>
-Work call(const ErrorContext& ctx, const BrokenFlag& broken, Fn&& fn) {
+Work call(const ErrorContext& ctx, const BrokenFlag& broken, Fn&& fn, bool on_stream) {
   try {
-    return wrap(ctx, fn(), broken);
+    return wrap(ctx, fn(), broken, on_stream);
   } catch (const std::invalid_argument&) {
     throw;
   } catch (...) {
@@ -35,4 +37,4 @@ Work call(const ErrorContext& ctx, const BrokenFlag& broken, Fn&& fn) {
   }
 }
 
-}  // namespace ddp::gloo
+}  // namespace ddp::c10d_work

@@ -1,10 +1,10 @@
-#include "dist/gloo/gloo_work.h"
+#include "dist/c10d_work.h"
 
 #include "dist/message.h"
 
 #include <algorithm>
 
-namespace ddp::gloo {
+namespace ddp::c10d_work {
 namespace {
 
 bool mentions_timeout(std::string s) {
@@ -12,17 +12,17 @@ bool mentions_timeout(std::string s) {
   return s.find("timed out") != std::string::npos || s.find("timeout") != std::string::npos;
 }
 
-class GlooWork final : public Work::Impl {
+class C10dWork final : public Work::Impl {
  public:
-  GlooWork(ErrorContext ctx, c10::intrusive_ptr<c10d::Work> w, BrokenFlag broken)
-      : ctx_(std::move(ctx)), w_(std::move(w)), broken_(std::move(broken)) {}
+  C10dWork(ErrorContext ctx, c10::intrusive_ptr<c10d::Work> w, BrokenFlag broken, bool on_stream)
+      : ctx_(std::move(ctx)), w_(std::move(w)), broken_(std::move(broken)), on_stream_(on_stream) {}
 
   bool is_completed() override { return w_->isCompleted(); }
 
   void wait(Milliseconds timeout) override {
     try {
       // c10d: 0 waits forever; otherwise throws "Operation timed out!".
-      w_->wait(timeout.count() > 0 ? timeout : Milliseconds(0));
+      w_->wait(timeout.count() > 0 && !on_stream_ ? timeout : Milliseconds(0));
     } catch (...) {
       if (broken_ && !w_->isCompleted()) broken_->store(true);  // its worker is still blocked
       rethrow_mapped(ctx_, timeout);
@@ -33,6 +33,7 @@ class GlooWork final : public Work::Impl {
   ErrorContext ctx_;
   c10::intrusive_ptr<c10d::Work> w_;
   BrokenFlag broken_;
+  bool on_stream_;
 };
 
 }  // namespace
@@ -50,8 +51,8 @@ void rethrow_mapped(const ErrorContext& ctx, Milliseconds timeout) {
                   " (a peer process may have exited; check its log)");
 }
 
-Work wrap(const ErrorContext& ctx, c10::intrusive_ptr<c10d::Work> work, BrokenFlag broken) {
-  return Work(std::make_shared<GlooWork>(ctx, std::move(work), std::move(broken)));
+Work wrap(const ErrorContext& ctx, c10::intrusive_ptr<c10d::Work> work, BrokenFlag broken, bool on_stream) {
+  return Work(std::make_shared<C10dWork>(ctx, std::move(work), std::move(broken), on_stream));
 }
 
-}  // namespace ddp::gloo
+}  // namespace ddp::c10d_work

@@ -1,0 +1,29 @@
+// The device a rank computes on, as PyTorch's DDP tutorials choose it: one process per GPU, the GPU
+// numbered by LOCAL_RANK (torchrun's, ddprun's).
+//
+//   at::Device d = ddp::resolve_device("auto");   // cuda:LOCAL_RANK where CUDA is available, else cpu
+//   model->to(d);
+//
+// Specs: "auto", "cpu", "cuda" (the rank's GPU), "cuda:N". The rank's GPU is LOCAL_RANK modulo the GPUs
+// visible, so several ranks may share one GPU (gloo and mpi allow it; NCCL refuses two ranks on one GPU).
+#pragma once
+#include <c10/core/Device.h>
+
+#include <string>
+
+namespace ddp {
+
+// Whether this ddp was built against a LibTorch with CUDA.
+bool cuda_built();
+// GPUs visible to this process: 0 where CUDA was not built, no driver answers, or CUDA_VISIBLE_DEVICES hides all.
+int cuda_device_count();
+// This process's local rank: LOCAL_RANK, else OMPI_COMM_WORLD_LOCAL_RANK (mpirun), else 0.
+int local_rank_from_env();
+// InvalidArgument unless `spec` reads as one of the specs above (whether that GPU exists is resolve_device's).
+void check_device_spec(const std::string& spec);
+// The device `spec` names for a process of local rank `local_rank` (-1: local_rank_from_env()). Throws
+// ddp::InvalidArgument for a spec it cannot read, and ddp::Error for a GPU that is not there, saying why
+// (no CUDA in this build, no GPU visible, cuda:N beyond the count) and what to use instead.
+at::Device resolve_device(const std::string& spec, int local_rank = -1);
+
+}  // namespace ddp

@@ -1,0 +1,79 @@
+#include "ddp/dist/device.h"
+
+#include <ATen/Context.h>
+
+#include <cstdlib>
+
+#include "ddp/dist/errors.h"
+
+namespace ddp {
+
+bool cuda_built() {
+#ifdef DDP_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+int cuda_device_count() {
+  if (!cuda_built()) return 0;
+  try {
+    return at::hasCUDA() ? static_cast<int>(at::getNumGPUs()) : 0;
+  } catch (const std::exception&) {
+    return 0;  // a driver that fails to answer: no GPU
+  }
+}
+
+int local_rank_from_env() {
+  for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"}) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) continue;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 0 || n > (1 << 20))
+      throw InvalidArgument(std::string("[device] ") + name + "='" + v +
+                            "' is not a non-negative integer (ddprun, torchrun and mpirun set it)");
+    return static_cast<int>(n);
+  }
+  return 0;
+}
+
+namespace {
+// -1 for auto, cpu and cuda; N for cuda:N. InvalidArgument for anything else.
+int spec_index(const std::string& spec) {
+  const std::string where = "device '" + spec + "'";
+  if (spec.rfind("cuda:", 0) == 0) {
+    const std::string n = spec.substr(5);
+    if (n.empty() || n.size() > 3 || n.find_first_not_of("0123456789") != std::string::npos)
+      throw InvalidArgument(where + ": expected cuda:N with N a GPU number (cuda:0, cuda:1, ...)");
+    return std::stoi(n);
+  }
+  if (spec != "cuda" && spec != "auto" && spec != "cpu") throw InvalidArgument(where + ": expected auto, cpu, cuda or cuda:N");
+  return -1;
+}
+}  // namespace
+
+void check_device_spec(const std::string& spec) { (void)spec_index(spec); }
+
+at::Device resolve_device(const std::string& spec, int local_rank) {
+  const std::string where = "device '" + spec + "'";
+  int index = spec_index(spec);
+  if (spec == "cpu") return at::Device(at::kCPU);
+  const int count = cuda_device_count();
+  if (spec == "auto" && count == 0) return at::Device(at::kCPU);
+  if (!cuda_built())
+    throw Error(where + ": this ddp was built against a LibTorch without CUDA; build it against a CUDA LibTorch "
+                "(PyPI's torch wheel, or LibTorch's cu* download), or use --device cpu or auto");
+  if (count == 0)
+    throw Error(where + ": no GPU is visible to this process (no NVIDIA driver answered, or CUDA_VISIBLE_DEVICES=" +
+                std::string(std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "") +
+                " hides them); use --device cpu or auto");
+  if (index >= count)
+    throw Error(where + ": " + std::to_string(count) + " GPU" + (count == 1 ? " is" : "s are") +
+                " visible (cuda:0 to cuda:" + std::to_string(count - 1) + ")");
+  if (index < 0) index = (local_rank < 0 ? local_rank_from_env() : local_rank) % count;
+  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+}  // namespace ddp

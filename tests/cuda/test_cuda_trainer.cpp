@@ -1,0 +1,83 @@
+// The Trainer on a GPU (--device cuda): every strategy and a compressing comm hook train a small Sequential to
+// the weights the same job reaches on the CPU, within float32 rounding, and leave them on the GPU.
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/linear.h>
+
+#include <limits>
+
+#include "ddp/dist.h"
+#include "ddp/train/models/sequential_net.h"
+#include "ddp/train/trainer.h"
+#include "support/blobs.h"
+#include "support/rank_threads.h"
+#include "train/test_files.h"
+
+namespace ddp::train {
+namespace {
+
+using testing::blobs;
+
+constexpr int kWorld = 2, kEpochs = 2;
+
+// Rank 0's flat weights after training on `device` with `strategy` and `hook`, gloo ranks on one GPU.
+at::Tensor train_on(const std::string& device, const std::string& strategy, const std::string& hook) {
+  test::TempDir dir;
+  std::vector<Task> tasks;
+  std::vector<models::SequentialNet> nets;
+  for (int r = 0; r < kWorld; ++r) {  // before the threads: they share the global generator
+    Task t;
+    std::tie(t.train_x, t.train_y) = blobs(200, 1);
+    std::tie(t.test_x, t.test_y) = blobs(50, 2);
+    at::manual_seed(5);
+    nets.emplace_back(torch::nn::Linear(8, 6), torch::nn::Tanh(), torch::nn::Linear(6, 4));
+    t.model = torch::nn::AnyModule(nets.back());
+    tasks.push_back(std::move(t));
+  }
+  at::Tensor out;
+  testing::run_ranks("gloo", kWorld, [&](ProcessGroup& g) {
+    TrainConfig s;
+    s.recipe = "blobs";
+    s.out_dir = dir / "run";
+    s.epochs = kEpochs;
+    s.batch_size = 16;
+    s.progress = false;
+    s.lr = 0.1;
+    s.momentum = 0.9;
+    s.strategy = strategy;
+    s.comm_hook = hook;
+    s.precision = "fp32";
+    s.device = device;
+    Trainer trainer(s, g.shared_from_this());
+    trainer.fit(std::move(tasks[size_t(g.rank())]));
+    if (g.rank() != 0) return;
+    std::vector<at::Tensor> ps;
+    for (auto& p : nets[0]->parameters()) {
+      EXPECT_EQ(p.device().type(), device == "cpu" ? at::kCPU : at::kCUDA) << "the trained weights' device";
+      ps.push_back(p.detach().flatten().cpu());
+    }
+    out = at::cat(ps);
+  });
+  return out;
+}
+
+TEST(CudaTrainer, EveryStrategyOnTheGpuTrainsToTheCpusWeights) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU is visible: these run on a GPU machine";
+  // 13 steps of batch 16 over 8 then 6 inputs: a few float32 ulps per product summed, compounded by momentum.
+  const double tol = 16.0 * std::numeric_limits<float>::epsilon() * 16 * 8 * 13;
+  struct Case { std::string strategy, hook; };
+  for (const Case& c : std::vector<Case>{{"ddp", "allreduce"}, {"ddp", "bf16"}, {"zero1", "allreduce"},
+                                         {"fsdp-full", "allreduce"}, {"fsdp-grad", "allreduce"}}) {
+    SCOPED_TRACE(c.strategy + " " + c.hook);
+    const at::Tensor cpu = train_on("cpu", c.strategy, c.hook);
+    const at::Tensor gpu = train_on("cuda", c.strategy, c.hook);
+    ASSERT_EQ(gpu.numel(), cpu.numel());
+    // bf16's rounding of the gradients flips where the float32 inputs differ by an ulp: bf16's own step.
+    const double bound = c.hook == "bf16" ? 0.1 * 0.0078125 * 13 : tol;
+    EXPECT_LE((gpu - cpu).abs().max().item<double>(), bound * std::max(1.0, cpu.abs().max().item<double>()));
+  }
+}
+
+}  // namespace
+}  // namespace ddp::train

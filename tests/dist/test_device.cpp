@@ -1,0 +1,102 @@
+// The device a rank computes on (ddp/dist/device.h): specs, the rank's GPU, and what is said where there is none.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "ddp/dist.h"
+#include "dist/env.h"
+
+using namespace ddp;
+
+namespace {
+
+template <typename E, typename Fn>
+std::string message_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an exception";
+  return "";
+}
+
+}  // namespace
+
+TEST(Device, CpuIsTheCpu) { EXPECT_EQ(resolve_device("cpu"), at::Device(at::kCPU)); }
+
+TEST(Device, AutoIsTheRanksGpuWhereThereIsOne) {
+  const int n = cuda_device_count();
+  EXPECT_EQ(resolve_device("auto", 0), n == 0 ? at::Device(at::kCPU) : at::Device(at::kCUDA, 0));
+  if (n > 0) EXPECT_EQ(resolve_device("auto", 5), at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(5 % n)));
+  if (!cuda_built()) EXPECT_EQ(n, 0);
+}
+
+TEST(Device, UnreadableSpecsSayWhatIsExpected) {
+  for (const char* spec : {"gpu", "CUDA", "cuda:", "cuda:x", "cuda:-1", "cuda:1x", " cpu", "cuda:1234"}) {
+    const std::string msg = message_of<InvalidArgument>([&] { resolve_device(spec); });
+    EXPECT_NE(msg.find(std::string("device '") + spec + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("expected"), std::string::npos) << msg;
+  }
+}
+
+TEST(Device, AGpuThatIsNotThereIsRefusedWithTheReason) {
+  const int n = cuda_device_count();
+  const std::string beyond = "cuda:" + std::to_string(n);
+  const std::string msg = message_of<Error>([&] { resolve_device(beyond); });
+  EXPECT_NE(msg.find("device '" + beyond + "'"), std::string::npos) << msg;
+  if (!cuda_built())
+    EXPECT_NE(msg.find("built against a LibTorch without CUDA"), std::string::npos) << msg;
+  else if (n == 0)
+    EXPECT_NE(msg.find("no GPU is visible"), std::string::npos) << msg;
+  else
+    EXPECT_NE(msg.find(std::to_string(n) + " GPU"), std::string::npos) << msg;
+  if (n == 0) {
+    const std::string cuda = message_of<Error>([] { resolve_device("cuda"); });
+    EXPECT_NE(cuda.find("--device cpu"), std::string::npos) << cuda;
+  }
+}
+
+TEST(Device, LocalRankComesFromTheLauncher) {
+  setenv("LOCAL_RANK", "3", 1);
+  EXPECT_EQ(local_rank_from_env(), 3);
+  unsetenv("LOCAL_RANK");
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "2", 1);
+  EXPECT_EQ(local_rank_from_env(), 2);
+  setenv("LOCAL_RANK", "two", 1);
+  const std::string msg = message_of<InvalidArgument>([] { local_rank_from_env(); });
+  EXPECT_NE(msg.find("LOCAL_RANK='two'"), std::string::npos) << msg;
+  unsetenv("LOCAL_RANK");
+  unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  EXPECT_EQ(local_rank_from_env(), 0);
+}
+
+// backend "auto" picks nccl only for a job on a GPU; a CPU job keeps gloo where nccl is built and usable.
+TEST(Device, AutoBackendFollowsTheDevice) {
+  InitOptions o;
+  o.rank = 0;
+  o.world_size = 2;
+  o.init_method = "tcp://127.0.0.1:29999";
+  auto env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+  auto r = ddp::detail::resolve_rendezvous(o, env, /*mpi_available=*/false, /*nccl_available=*/true);
+  EXPECT_EQ(r.backend, "gloo");
+  EXPECT_TRUE(r.device.is_cpu());
+  o.device = "auto";
+  r = ddp::detail::resolve_rendezvous(o, env, false, is_backend_available("nccl"));
+  EXPECT_EQ(r.backend, cuda_device_count() > 0 && is_backend_available("nccl") ? "nccl" : "gloo");
+  if (r.backend == "nccl") EXPECT_EQ(r.backend_reason, "auto: the job's device is cuda:0");
+  // ddprun's auto launch for a node with GPUs: a CPU rank keeps gloo; a GPU rank takes nccl where usable.
+  auto launched = [](const std::string& k) -> std::optional<std::string> {
+    if (k == "DDP_BACKEND") return std::string("gloo");
+    if (k == "DDP_BACKEND_REASON") return std::string("auto: 1 GPU on this node: a rank on a GPU takes nccl, one on the CPU gloo");
+    return std::nullopt;
+  };
+  o.device = "cpu";
+  EXPECT_EQ(ddp::detail::resolve_rendezvous(o, launched, false, true).backend, "gloo");
+  o.device = "auto";
+  EXPECT_EQ(ddp::detail::resolve_rendezvous(o, launched, false, is_backend_available("nccl")).backend,
+            cuda_device_count() > 0 && is_backend_available("nccl") ? "nccl" : "gloo");
+  o.device = "tpu";
+  EXPECT_NE(message_of<InvalidArgument>([&] { ddp::detail::resolve_rendezvous(o, env, false, true); }).find("device 'tpu'"),
+            std::string::npos);
+}
