@@ -57,7 +57,7 @@ rc=$?
 grep -E 'ddp:|ddp backends' "$OUT/configure.log" | sed 's/^-- /- /' | tee -a "$REPORT"
 [ $rc = 0 ] || { log "configure FAILED ($rc): see configure.log"; tail -30 "$OUT/configure.log"; exit 1; }
 t0=$(date +%s)
-timeout "$(left)" cmake --build "$BUILD" -j "$(nproc)" --target test_cuda test_init ddprun ddp-train > "$OUT/build.log" 2>&1
+timeout "$(left)" cmake --build "$BUILD" -j "$(nproc)" --target test_cuda test_init suite_mp ddprun ddp-train > "$OUT/build.log" 2>&1
 rc=$?
 log "- build: exit $rc in $(( $(date +%s) - t0 )) s"
 [ $rc = 0 ] || { log "build FAILED: see build.log"; grep -B2 -A12 -m3 'error' "$OUT/build.log" | head -60; exit 1; }
@@ -76,8 +76,9 @@ for run in "cuda" "cpu" "ddprun cuda"; do
   t0=$(date +%s%3N)
   timeout "$(left)" "${cmd[@]}" > "$OUT/mlp-${run// /-}.log" 2>&1
   r=$?
-  log "- ddp-train mlp ($run): exit $r in $(( $(date +%s%3N) - t0 )) ms: $(grep -m1 'rank(s) on' "$OUT/mlp-${run// /-}.log" | cut -c1-160)"
-  log "    $(grep -E 'done|acc1' "$OUT/mlp-${run// /-}.log" | tail -1 | cut -c1-200)"
+  f="$OUT/mlp-${run// /-}.log"
+  log "- ddp-train mlp ($run): exit $r in $(( $(date +%s%3N) - t0 )) ms: $( (grep -m1 'rank(s) on' "$f" || head -2 "$f") | cut -c1-200)"
+  log "    $( (grep -E '^done' "$f" || tail -1 "$f") | tail -1 | cut -c1-200)"
 done
 set -e
 [ $rc = 0 ] || { grep -E -B3 -A20 'Failure|FAILED' "$OUT/cuda-tests.log" | head -80; exit 1; }

@@ -65,10 +65,13 @@ at::Device resolve_device(const std::string& spec, int local_rank) {
   if (!cuda_built())
     throw Error(where + ": this ddp was built against a LibTorch without CUDA; build it against a CUDA LibTorch "
                 "(PyPI's torch wheel, or LibTorch's cu* download), or use --device cpu or auto");
-  if (count == 0)
-    throw Error(where + ": no GPU is visible to this process (no NVIDIA driver answered, or CUDA_VISIBLE_DEVICES=" +
-                std::string(std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "") +
-                " hides them); use --device cpu or auto");
+  if (count == 0) {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    throw Error(where + ": no GPU is visible to this process (" +
+                (visible ? "CUDA_VISIBLE_DEVICES=" + std::string(visible) + " hides them, or no NVIDIA driver answered"
+                         : std::string("no NVIDIA driver answered")) +
+                "); use --device cpu or auto");
+  }
   if (index >= count)
     throw Error(where + ": " + std::to_string(count) + " GPU" + (count == 1 ? " is" : "s are") +
                 " visible (cuda:0 to cuda:" + std::to_string(count - 1) + ")");
