@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "ddp/dist/errors.h"
+#include "dist/env.h"
 
 namespace ddp {
 
@@ -26,16 +27,9 @@ int cuda_device_count() {
 }
 
 int local_rank_from_env() {
-  for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"}) {
-    const char* v = std::getenv(name);
-    if (!v || !*v) continue;
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    if (*end != '\0' || n < 0 || n > (1 << 20))
-      throw InvalidArgument(std::string("[device] ") + name + "='" + v +
-                            "' is not a non-negative integer (ddprun, torchrun and mpirun set it)");
-    return static_cast<int>(n);
-  }
+  const detail::EnvFn env = detail::process_env();
+  for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"})
+    if (auto v = detail::env_int(env, name)) return *v;
   return 0;
 }
 

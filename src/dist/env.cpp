@@ -11,6 +11,8 @@ namespace {
 
 [[noreturn]] void bad(const std::string& what) { throw InvalidArgument("[init] " + what); }
 
+}  // namespace
+
 std::optional<int> env_int(const EnvFn& env, const std::string& name) {
   auto v = env(name);
   if (!v || v->empty()) return std::nullopt;
@@ -25,6 +27,8 @@ std::optional<int> env_int(const EnvFn& env, const std::string& name) {
     bad(name + "='" + *v + "' is not a non-negative integer (ddprun and torchrun set it)");
   return static_cast<int>(n);
 }
+
+namespace {
 
 std::optional<int> first_int(const EnvFn& env, std::initializer_list<const char*> names) {
   for (const char* n : names)

@@ -14,6 +14,8 @@ namespace ddp::detail {
 
 using EnvFn = std::function<std::optional<std::string>(const std::string&)>;
 EnvFn process_env();
+// The variable as a non-negative integer; nullopt when unset or empty. InvalidArgument naming it otherwise.
+std::optional<int> env_int(const EnvFn& env, const std::string& name);
 
 struct Rendezvous {
   std::string backend;   // gloo | mpi | nccl | local
