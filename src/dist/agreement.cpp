@@ -1,5 +1,7 @@
 #include "dist/agreement.h"
 
+#include "dist/wait_report.h"
+
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -33,17 +35,67 @@ std::string dtype_name(int64_t code) {
   }
 }
 
-bool is_detail(const char* v) {
-  if (!v) return false;
-  std::string s(v);
+std::string upper(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return std::toupper(ch); });
-  return s == "DETAIL";
+  return s;
+}
+
+// FNV-1a over the fingerprint's bytes.
+int64_t hash_of(const int64_t* f) {
+  uint64_t h = 14695981039346656037ull;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(f);
+  for (size_t i = 0; i < kFingerprintLength * sizeof(int64_t); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  return static_cast<int64_t>(h);
+}
+
+// Throws, naming every rank whose fingerprint differs from rank 0's, if any does. `all`: world rows.
+void compare(const Call& c, const int64_t* all, CallCheck level) {
+  const int world = c.ctx.size;
+  auto row = [&](int r) { return all + r * kFingerprintLength; };
+  std::ostringstream views;
+  bool differ = false;
+  for (int r = 1; r < world; ++r) {
+    if (std::memcmp(row(r), row(0), kFingerprintLength * sizeof(int64_t)) == 0) continue;
+    if (!differ) views << "rank 0: " << describe_fingerprint(row(0));
+    views << "; rank " << r << ": " << describe_fingerprint(row(r));
+    differ = true;
+  }
+  if (!differ) return;
+  const std::string how = level == CallCheck::kDetail
+                              ? "DDP_DEBUG=DETAIL compares every collective"
+                              : "ranks compare a hash of every collective first; DDP_DEBUG=OFF turns that off";
+  throw Error(c.ctx.prefix() + "ranks disagree on collective #" + std::to_string(c.seq) + ": " + views.str() +
+              " (" + how + "; every rank must call the same collectives, with the same dtypes and shapes, in the "
+              "same order)");
+}
+
+// Gathers `mine` (int64, n values) from every rank over `b`, waiting like the call itself: a long wait here is
+// the call's own (a late peer), reported as such.
+at::Tensor gather(Backend& b, const Call& c, const at::Tensor& mine) {
+  at::Tensor all = at::empty({c.ctx.size * mine.numel()}, at::kLong);
+  Call inner = c;
+  inner.async = false;
+  WaitScope waiting(inner);
+  b.all_gather(all, mine, inner).wait(inner.timeout);
+  return all;
 }
 
 }  // namespace
 
-bool agreement_checks_enabled() {
-  return is_detail(std::getenv("DDP_DEBUG")) || is_detail(std::getenv("TORCH_DISTRIBUTED_DEBUG"));
+CallCheck default_call_check(bool host_gathers) {
+  const char* names[] = {"DDP_DEBUG", "TORCH_DISTRIBUTED_DEBUG"};
+  for (const char* name : names) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == 0) continue;
+    const std::string level = upper(v);
+    if (level == "DETAIL") return CallCheck::kDetail;
+    if (level == "OFF") return CallCheck::kOff;
+    if (level == "INFO") break;
+    throw InvalidArgument(std::string(name) + "=" + v +
+                          ": expected OFF (ranks compare nothing before a collective), INFO (a hash of each call, "
+                          "the default) or DETAIL (each whole call)");
+  }
+  return host_gathers ? CallCheck::kHash : CallCheck::kOff;
 }
 
 at::Tensor fingerprint(const Call& c, const at::Tensor& t, int reduce_op, int root) {
@@ -85,28 +137,28 @@ std::string describe_fingerprint(const int64_t* f) {
   return s.str();
 }
 
-void check_agreement(Backend& b, const Call& c, const at::Tensor& t, int reduce_op, int root) {
-  const int world = c.ctx.size;
-  if (world <= 1) return;
+void check_agreement(Backend& b, const Call& c, const at::Tensor& t, int reduce_op, int root, CallCheck level) {
+  if (level == CallCheck::kOff || c.ctx.size <= 1) return;
   at::Tensor mine = fingerprint(c, t, reduce_op, root);
-  at::Tensor all = at::empty({world * kFingerprintLength}, at::kLong);
-  Call inner = c;
-  inner.async = false;
-  b.all_gather(all, mine, inner).wait(inner.timeout);
-  const int64_t* p = all.data_ptr<int64_t>();
-  auto row = [&](int r) { return p + r * kFingerprintLength; };
-  std::ostringstream views;
-  bool differ = false;
-  for (int r = 1; r < world; ++r) {
-    if (std::memcmp(row(r), row(0), kFingerprintLength * sizeof(int64_t)) == 0) continue;
-    if (!differ) views << "rank 0: " << describe_fingerprint(row(0));
-    views << "; rank " << r << ": " << describe_fingerprint(row(r));
-    differ = true;
+  if (level == CallCheck::kHash) {
+    at::Tensor hashes = gather(b, c, at::full({1}, hash_of(mine.data_ptr<int64_t>()), at::kLong));
+    const int64_t* h = hashes.data_ptr<int64_t>();
+    if (std::all_of(h, h + c.ctx.size, [&](int64_t x) { return x == h[0]; })) return;
   }
-  if (!differ) return;
-  throw Error(c.ctx.prefix() + "ranks disagree on collective #" + std::to_string(c.seq) + ": " + views.str() +
-              " (DDP_DEBUG=DETAIL compares every collective; every rank must call the same collectives, "
-              "with the same dtypes and shapes, in the same order)");
+  // Every rank gets here alike: all saw the same hashes.
+  at::Tensor all = gather(b, c, mine);
+  compare(c, all.data_ptr<int64_t>(), level);
 }
 
 }  // namespace ddp::detail
+
+namespace ddp {
+const char* to_string(CallCheck c) {
+  switch (c) {
+    case CallCheck::kOff: return "off";
+    case CallCheck::kHash: return "hash";
+    case CallCheck::kDetail: return "detail";
+  }
+  return "?";
+}
+}  // namespace ddp

@@ -19,9 +19,16 @@ namespace ddp {
 using detail::Call;
 using detail::Flat;
 
+namespace {
+// Where the backend gathers host tensors itself, the call check is cheap and on by default (agreement.h).
+CallCheck default_check(const detail::Backend& b) {
+  return detail::default_call_check(b.device_for(OpType::kAllGather, at::Device(at::kCPU)).is_cpu());
+}
+}  // namespace
+
 ProcessGroup::ProcessGroup(std::unique_ptr<detail::Backend> backend, Milliseconds timeout)
-    : impl_(detail::with_staging(std::move(backend))), timeout_(timeout), rank_(impl_->rank()), size_(impl_->size()),
-      name_(impl_->name()), check_agreement_(detail::agreement_checks_enabled()),
+    : impl_(detail::with_staging(std::move(backend))), timeout_(timeout), rank_(impl_->rank()),
+      size_(impl_->size()), name_(impl_->name()), check_(default_check(*impl_)),
       sequencer_(detail::sequencer_enabled() ? std::make_shared<detail::Sequencer>() : nullptr) {}
 
 ProcessGroup::~ProcessGroup() = default;
@@ -36,7 +43,7 @@ Call ProcessGroup::call(OpType op, const CollectiveOptions& opts, const at::Tens
 }
 
 void ProcessGroup::agree(const Call& c, const at::Tensor& t, int reduce_op, int root) const {
-  if (check_agreement_) detail::check_agreement(*impl_, c, t, reduce_op, root);
+  detail::check_agreement(*impl_, c, t, reduce_op, root, check_.load());
 }
 
 void ProcessGroup::count(const at::Tensor& payload) {
@@ -53,7 +60,7 @@ Work ProcessGroup::finish(Work w, const Call& c) const {
 }
 
 // Hands a checked call to the backend in the group's order (sequencer.h): at once, or, while continuations are
-// queued, behind them (the caller gets a Work now). `launch` runs then: it checks agreement (DDP_DEBUG=DETAIL)
+// queued, behind them (the caller gets a Work now). `launch` runs then: it checks agreement (CallCheck)
 // and calls the backend. `value`: what the returned Work yields.
 Work ProcessGroup::issue(Call c, std::function<Work(const Call&)> launch, const at::Tensor& value) {
   auto run = [this, launch = std::move(launch), value](Call& c) {
@@ -159,7 +166,7 @@ Work ProcessGroup::all_reduce_coalesced(std::vector<at::Tensor>& ts, const AllRe
   }
   return issue(c, [this, ts, numel, op = o.op](const Call& c) {
     // Compared: the dtype of the first tensor, the count of tensors and of elements.
-    if (check_agreement_)
+    if (check_.load() != CallCheck::kOff)
       agree(c, at::empty({static_cast<int64_t>(ts.size()), numel}, ts.empty() ? at::kFloat : ts[0].scalar_type()),
             static_cast<int>(op));
     std::vector<Work> works;
@@ -378,7 +385,8 @@ GroupPtr ProcessGroup::new_group(const std::vector<int>& ranks) {
   detail::check_group_ranks(c.ctx, ranks);
   await_turn();  // what it exchanges comes after every collective called before it
   c.seq = ++seq_;
-  if (check_agreement_) agree(c, at::tensor(std::vector<int64_t>(ranks.begin(), ranks.end()), at::kLong));
+  if (check_.load() != CallCheck::kOff)
+    agree(c, at::tensor(std::vector<int64_t>(ranks.begin(), ranks.end()), at::kLong));
   const int index = detail::index_in(ranks, rank_);
   std::unique_ptr<detail::Backend> sub = impl_->split(ranks, index, timeout_);
   if (index < 0) return nullptr;

@@ -1,5 +1,5 @@
 // Rank-side fault detection, in one process: the heartbeat's settings and
-// messages, the job id at rendezvous, DDP_DEBUG=DETAIL's agreement check and
+// messages, the job id at rendezvous, the call check (default and DDP_DEBUG=DETAIL) and
 // DDP's bucket check (ranks as threads). Across processes: test_failures.cpp.
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
@@ -102,37 +102,105 @@ TEST(FaultDetection, FingerprintDescribesTheCall) {
   EXPECT_EQ(detail::describe_fingerprint(f.data_ptr<int64_t>()), "#7 barrier");
 }
 
-// Under DDP_DEBUG=DETAIL, rank 0 reducing float32[8] while the others reduce
-// float32[66902] fails on every rank, naming both views; calls that agree pass.
-TEST(FaultDetection, DetailModeNamesMismatchedCollectives) {
-  for (const char* var : {"DDP_DEBUG", "TORCH_DISTRIBUTED_DEBUG"}) {
-    ScopedEnv e(var, "DETAIL");
-    for (int world = 1; world <= 4; ++world) {
-      testing::run_ranks("gloo", world, [&](ProcessGroup& g) {
-        at::Tensor ok = at::ones({3});
-        g.all_reduce(ok);  // #1 agrees
-        g.barrier();       // #2 agrees
-        EXPECT_EQ(ok[0].item<float>(), world);
-        at::Tensor t = at::ones({g.rank() == 0 ? 8 : 66902});
-        if (world == 1) {
-          g.all_reduce(t);
-          return;
-        }
-        std::string expected = "[gloo] rank " + std::to_string(g.rank()) + "/" + std::to_string(world) +
-                               " all_reduce: ranks disagree on collective #3: rank 0: #3 all_reduce float32[8] SUM";
-        for (int r = 1; r < world; ++r) expected += "; rank " + std::to_string(r) + ": #3 all_reduce float32[66902] SUM";
-        try {
-          g.all_reduce(t);
-          ADD_FAILURE() << "no error on rank " << g.rank();
-        } catch (const Error& ex) {
-          EXPECT_EQ(std::string(ex.what()).substr(0, expected.size()), expected) << ex.what();
-        }
-      });
+// The level DDP_DEBUG (else TORCH_DISTRIBUTED_DEBUG) asks for, and where the default applies.
+TEST(FaultDetection, CallCheckLevelComesFromTheEnvironment) {
+  ScopedEnv torch_var("TORCH_DISTRIBUTED_DEBUG", nullptr);
+  {
+    ScopedEnv e("DDP_DEBUG", nullptr);
+    EXPECT_EQ(detail::default_call_check(true), CallCheck::kHash);
+    EXPECT_EQ(detail::default_call_check(false), CallCheck::kOff);  // nccl: the host would wait for the GPU
+  }
+  for (auto [value, level] : {std::pair{"off", CallCheck::kOff}, std::pair{"INFO", CallCheck::kHash},
+                              std::pair{"Detail", CallCheck::kDetail}}) {
+    ScopedEnv e("DDP_DEBUG", value);
+    EXPECT_EQ(detail::default_call_check(true), level) << value;
+  }
+  {
+    ScopedEnv e("DDP_DEBUG", "DETAIL");
+    EXPECT_EQ(detail::default_call_check(false), CallCheck::kDetail);  // asked for: on any backend
+  }
+  {
+    ScopedEnv e("DDP_DEBUG", nullptr), t("TORCH_DISTRIBUTED_DEBUG", "OFF");
+    EXPECT_EQ(detail::default_call_check(true), CallCheck::kOff);
+  }
+  {
+    ScopedEnv e("DDP_DEBUG", "INFO"), t("TORCH_DISTRIBUTED_DEBUG", "DETAIL");  // DDP_DEBUG first
+    EXPECT_EQ(detail::default_call_check(true), CallCheck::kHash);
+  }
+  ScopedEnv e("DDP_DEBUG", "verbose");
+  try {
+    detail::default_call_check(true);
+    ADD_FAILURE() << "DDP_DEBUG=verbose accepted";
+  } catch (const InvalidArgument& ex) {
+    EXPECT_EQ(std::string(ex.what()).substr(0, 40), "DDP_DEBUG=verbose: expected OFF (ranks c");
+  }
+}
+
+// With the default check (a hash) and under DDP_DEBUG=DETAIL, rank 0 reducing float32[8] while the others reduce
+// float32[66902] fails on every rank, naming both views; calls that agree pass. gloo, worlds 1-4 (mpi: across
+// processes, Agreement.MismatchIsNamedAcrossProcesses; local is a world of one).
+TEST(FaultDetection, MismatchedCollectivesAreNamedOnEveryRank) {
+  ScopedEnv torch_var("TORCH_DISTRIBUTED_DEBUG", nullptr);
+  for (const char* level : {"", "DETAIL", "TORCH_DISTRIBUTED_DEBUG=DETAIL"}) {
+    const bool torch = std::string(level).rfind("TORCH", 0) == 0;
+    ScopedEnv e(torch ? "TORCH_DISTRIBUTED_DEBUG" : "DDP_DEBUG", torch ? "DETAIL" : level);
+    const bool detail = *level != 0;
+    for (const char* backend : {"gloo"}) {
+      for (int world = 1; world <= 4; ++world) {
+        testing::run_ranks(backend, world, [&](ProcessGroup& g) {
+          EXPECT_EQ(g.call_check(), detail ? CallCheck::kDetail : CallCheck::kHash);
+          at::Tensor ok = at::ones({3});
+          g.all_reduce(ok);  // #1 agrees
+          g.barrier();       // #2 agrees
+          EXPECT_EQ(ok[0].item<float>(), world);
+          at::Tensor t = at::ones({g.rank() == 0 ? 8 : 66902});
+          if (world == 1) {
+            g.all_reduce(t);
+            return;
+          }
+          std::string expected = "[" + std::string(backend) + "] rank " + std::to_string(g.rank()) + "/" +
+                                 std::to_string(world) +
+                                 " all_reduce: ranks disagree on collective #3: rank 0: #3 all_reduce float32[8] SUM";
+          for (int r = 1; r < world; ++r) expected += "; rank " + std::to_string(r) + ": #3 all_reduce float32[66902] SUM";
+          expected += detail ? " (DDP_DEBUG=DETAIL compares every collective; "
+                             : " (ranks compare a hash of every collective first; DDP_DEBUG=OFF turns that off; ";
+          try {
+            g.all_reduce(t);
+            ADD_FAILURE() << "no error on rank " << g.rank();
+          } catch (const Error& ex) {
+            EXPECT_EQ(std::string(ex.what()).substr(0, expected.size()), expected) << ex.what();
+          }
+        });
+      }
     }
   }
 }
 
-// Without DETAIL, DDP compares bucket layouts on the first backward: ranks that
+// A rank that skips a collective: the next call it makes is compared with the others' skipped one (op and
+// sequence number), so the mismatch is named, not a hang; set_call_check(kOff) turns the check off.
+TEST(FaultDetection, ASkippedCollectiveIsNamedAndTheCheckCanBeTurnedOff) {
+  ScopedEnv e("DDP_DEBUG", nullptr), t("TORCH_DISTRIBUTED_DEBUG", nullptr);
+  testing::run_ranks("gloo", 3, [&](ProcessGroup& g) {
+    at::Tensor x = at::ones({4});
+    g.set_call_check(CallCheck::kOff);
+    g.all_reduce(x);  // unchecked, alike on every rank
+    g.set_call_check(CallCheck::kHash);
+    EXPECT_EQ(x[0].item<float>(), 3);
+    try {
+      if (g.rank() != 1) g.broadcast(x);  // rank 1 skips it
+      g.barrier();
+      ADD_FAILURE() << "no error on rank " << g.rank();
+    } catch (const Error& ex) {
+      const std::string expected = "[gloo] rank " + std::to_string(g.rank()) +
+                                   (g.rank() == 1 ? "/3 barrier" : "/3 broadcast") +
+                                   ": ranks disagree on collective #2: rank 0: #2 broadcast float32[4] root 0; "
+                                   "rank 1: #2 barrier (";
+      EXPECT_EQ(std::string(ex.what()).substr(0, expected.size()), expected) << ex.what();
+    }
+  });
+}
+
+// DDP compares bucket layouts on the first backward: ranks that
 // built different buckets (here: different bucket_cap_mb) fail, naming them.
 TEST(FaultDetection, DdpNamesRanksWithDifferentBuckets) {
   for (int world = 2; world <= 4; ++world) {

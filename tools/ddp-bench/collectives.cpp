@@ -42,6 +42,7 @@ struct Options {
   bool raw_mpi = false;
   bool raw_c10d = false;
   int rounds = 3;  // per size, ours and the raw peer alternate; the best round counts
+  bool call_check = false;  // rounds alternate the group's call check off and on (hash): its cost per call
   double gap_ms = 0;  // busy time before each timed call, as a training step's compute between reductions
 };
 
@@ -145,7 +146,8 @@ int run_collectives(const Options& o) {
     std::printf("\n");
     print_machine_lines();
     std::printf("# %-14s %12s %10s %12s %12s%s\n", "op", "size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
-                o.raw_mpi ? "  mpi-raw(us)   ours/raw" : o.raw_c10d ? " c10d-raw(us)   ours/raw" : "");
+                o.raw_mpi ? "  mpi-raw(us)   ours/raw" : o.raw_c10d ? " c10d-raw(us)   ours/raw"
+                : o.call_check ? " no-check(us)  check/none" : "");
   }
   std::vector<Row> rows;
   for (const auto& op : o.ops) {
@@ -156,10 +158,15 @@ int run_collectives(const Options& o) {
       at::Tensor out = at::ones({count});
       int iters = o.gap_ms > 0 ? std::min(iterations(bytes), 20) : iterations(bytes);
       // Rounds alternate ours and the raw peer, so both see the same machine.
-      const bool peer = o.raw_mpi || (raw_gloo && op != "reduce_scatter");
+      const bool peer = o.raw_mpi || (raw_gloo && op != "reduce_scatter") || o.call_check;
       double us = 1e300, raw = peer ? 1e300 : -1;
       for (int round = 0; round < o.rounds; ++round) {
+        if (o.call_check) g->set_call_check(CallCheck::kHash);  // alike on every rank, between calls
         us = std::min(us, time_op(*g, op, count, iters, o.gap_ms, in, out));
+        if (o.call_check) {
+          g->set_call_check(CallCheck::kOff);
+          raw = std::min(raw, time_op(*g, op, count, iters, o.gap_ms, in, out));
+        }
 #ifdef DDP_HAVE_MPI
         if (o.raw_mpi)
           raw = std::min(raw, raw_mpi_time_us(op, in.data_ptr(), out.data_ptr(), count, iters, o.gap_ms));
@@ -184,7 +191,8 @@ int run_collectives(const Options& o) {
     for (const Row& r : rows) {
       nlohmann::ordered_json row = {{"op", r.op}, {"bytes", r.bytes}, {"time_us", r.us}, {"algbw_gbps", r.algbw},
                                     {"busbw_gbps", r.busbw}};
-      if (r.raw_us > 0) row[o.raw_c10d ? "raw_c10d_time_us" : "raw_mpi_time_us"] = r.raw_us;
+      if (r.raw_us > 0)
+        row[o.call_check ? "no_check_time_us" : o.raw_c10d ? "raw_c10d_time_us" : "raw_mpi_time_us"] = r.raw_us;
       results.push_back(row);
     }
     write_json(o.json, doc);
@@ -207,7 +215,12 @@ void add_collectives_command(CLI::App& app, std::function<int()>& run) {
       ->capture_default_str();
   sub->add_option("--json", o->json, "also write the results to this JSON file");
   auto* raw_mpi = sub->add_flag("--raw-mpi", o->raw_mpi, "time plain MPI calls beside ours (--backend mpi)");
-  sub->add_flag("--raw-c10d", o->raw_c10d, "time c10d's ProcessGroupGloo beside ours (--backend gloo)")->excludes(raw_mpi);
+  auto* raw_c10d =
+      sub->add_flag("--raw-c10d", o->raw_c10d, "time c10d's ProcessGroupGloo beside ours (--backend gloo)")->excludes(raw_mpi);
+  sub->add_flag("--call-check", o->call_check,
+                "time each call with the group's call check on (hash, the default on gloo and mpi) and off; their ratio")
+      ->excludes(raw_mpi)
+      ->excludes(raw_c10d);
   sub->add_option("--rounds", o->rounds, "rounds per size, ours and the peer alternating; the best counts")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -47,6 +47,7 @@ struct Options {
   bool sync_bn = false;                 // the DDP model's BatchNorms as SyncBatchNorms
   bool join = false;                    // --pair: the second DDP model under a Join
   std::string guards;                   // --pair: the second DDP model's steps with ddp-train's guards: stop|nan|both
+  bool call_check = false;              // --pair: DDP with the group's call check off against it on (hash)
   std::string timeline;                 // Chrome trace of the steps (--pair: of the second model's only)
   std::string json;
 };
@@ -152,7 +153,7 @@ Pair run_pair(Net plain, Net wrapped, const at::Tensor& x, const at::Tensor& y, 
   // --join: both under DDP, the second under a Join too.
   std::unique_ptr<DistributedDataParallel<Net>> base;
   if (o.sync_bn) convert_sync_batchnorm(wrapped.ptr(), g);
-  if (o.sync_bn || o.join || !o.guards.empty() || !o.timeline.empty()) base = std::make_unique<DistributedDataParallel<Net>>(plain, ddp_options(o, g));
+  if (o.sync_bn || o.join || !o.guards.empty() || !o.timeline.empty() || o.call_check) base = std::make_unique<DistributedDataParallel<Net>>(plain, ddp_options(o, g));
   torch::optim::SGD opt_plain(plain->parameters(), 0.01), opt_ddp(wrapped->parameters(), 0.01);
   DistributedDataParallel<Net> model(wrapped, ddp_options(o, g));
   std::unique_ptr<Join> join;
@@ -160,12 +161,14 @@ Pair run_pair(Net plain, Net wrapped, const at::Tensor& x, const at::Tensor& y, 
   const bool tl = !o.timeline.empty();  // --timeline: the first model's steps unrecorded, the second's recorded
   auto step_plain = [&] {
     if (tl) timeline::set_recording(false);
+    if (o.call_check) g->set_call_check(CallCheck::kOff);  // alike on every rank, between steps
     sgd_step(opt_plain, [&](const at::Tensor& in) { return base ? (*base)(in) : plain->forward(in); }, x, y);
   };
   train::detail::StopSchedule stop(*g);
   int64_t step = 0;
   auto step_ddp = [&] {
     if (tl) timeline::set_recording(true);
+    if (o.call_check) g->set_call_check(CallCheck::kHash);
     if (o.guards.empty()) return sgd_step(opt_ddp, model, x, y);
     // ddp-train's step: the stop check started, forward/backward, the gradients checked, the step, the check read.
     const bool use_stop = o.guards != "nan", use_nan = o.guards != "stop";
@@ -229,6 +232,10 @@ int pair_main(const Options& o, GroupPtr g, const at::Tensor& x, const at::Tenso
     if (!o.timeline.empty())
       std::printf("  DDP %.3f ms/step | DDP recording a timeline %.3f ms/step | ratio %.4f, +%.3f ms/step (medians of "
                   "10-step blocks, alternating)\n", r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms, r.ddp_ms - r.plain_ms);
+    else if (o.call_check)
+      std::printf("  DDP, no call check %.3f ms/step | DDP with the call check (hash) %.3f ms/step | ratio %.4f, %+.3f "
+                  "ms/step (medians of 10-step blocks, alternating)\n", r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms,
+                  r.ddp_ms - r.plain_ms);
     else if (!o.guards.empty())
       std::printf("  DDP %.3f ms/step | DDP with ddp-train's guards (%s) %.3f ms/step | ratio %.4f, +%.3f ms/step (medians "
                   "of 10-step blocks, alternating)\n", r.plain_ms, o.guards.c_str(), r.ddp_ms, r.ddp_ms / r.plain_ms, r.ddp_ms - r.plain_ms);
@@ -244,7 +251,7 @@ int pair_main(const Options& o, GroupPtr g, const at::Tensor& x, const at::Tenso
     if (!o.json.empty())
       write_json(o.json, {{"tool", "ddp-bench ddp --pair"}, {"cpu", train::describe(train::cpu_info())},
                           {"model", o.model}, {"world", g->size()}, {"backend", g->backend()}, {"batch", o.batch},
-                          {"params", r.params}, {"sync_bn", o.sync_bn}, {"join", o.join}, {"guards", o.guards}, {"timeline", !o.timeline.empty()}, {"plain_ms_per_step", r.plain_ms},
+                          {"params", r.params}, {"sync_bn", o.sync_bn}, {"join", o.join}, {"guards", o.guards}, {"call_check", o.call_check}, {"timeline", !o.timeline.empty()}, {"plain_ms_per_step", r.plain_ms},
                           {"ddp_ms_per_step", r.ddp_ms}});
   }
   finish_timeline(*g);
@@ -262,6 +269,8 @@ int run_ddp(const Options& o) {
   if (o.join && (!o.pair || o.sync_bn)) throw std::invalid_argument("--join: with --pair, without --sync-bn");
   if (!o.guards.empty() && (!o.pair || o.sync_bn || o.join))
     throw std::invalid_argument("--guards: with --pair, without --sync-bn or --join");
+  if (o.call_check && (!o.pair || o.sync_bn || o.join || !o.guards.empty() || !o.timeline.empty()))
+    throw std::invalid_argument("--call-check: with --pair, without --sync-bn, --join, --guards or --timeline");
   if (!o.timeline.empty() && o.pair && (o.sync_bn || o.join || !o.guards.empty()))
     throw std::invalid_argument("--timeline with --pair: without --sync-bn, --join or --guards");
   if (!o.timeline.empty()) timeline::start(o.timeline);
@@ -342,6 +351,9 @@ void add_ddp_command(CLI::App& app, std::function<int()>& run) {
   sub->add_flag("--zero", o->zero, "ZeRO-1: ZeroRedundancyOptimizer over --optimizer");
   sub->add_flag("--sync-bn", o->sync_bn,
                 "the DDP model's BatchNorms as SyncBatchNorms (--model cnn); with --pair: DDP against DDP with them");
+  sub->add_flag("--call-check", o->call_check,
+                "with --pair: DDP with the group's call check off against DDP with it on (a hash of each collective "
+                "compared first, the default on gloo and mpi)");
   sub->add_flag("--join", o->join, "with --pair: DDP against DDP under a Join (even inputs)");
   sub->add_option("--guards", o->guards,
                   "with --pair: DDP against DDP with ddp-train's per-step guards: stop (the preemption check's "

@@ -4,7 +4,7 @@
 // errors ("[gloo] rank 2/4 all_reduce: ..."); the backend behind it (gloo,
 // mpi, local: see backend.h) only moves flat buffers.
 //
-// All tensors are dense, contiguous CPU tensors. Ranks in arguments (src,
+// All tensors are dense and contiguous, on the CPU or a GPU (one device per call). Ranks in arguments (src,
 // dst) are ranks within this group. Every call returns a Work; with
 // async_op = false (default) it is already completed when returned.
 #pragma once
@@ -28,6 +28,17 @@ struct Call;
 
 class ProcessGroup;
 using GroupPtr = std::shared_ptr<ProcessGroup>;
+
+// What the ranks compare before each collective, so that ranks calling different collectives (another op,
+// dtype, shape, reduce op or root, or a call one rank skipped) fail with `ranks disagree on collective #N` on
+// every rank instead of hanging or aborting inside the backend:
+//   kOff    nothing (DDP_DEBUG=OFF);
+//   kHash   a 64-bit hash of the call, one 8-byte all_gather; the whole calls only on a mismatch. The default
+//           where the backend gathers host memory itself (gloo, mpi, local); off on nccl, where it would make
+//           the host wait for the GPU at every collective;
+//   kDetail the whole call every time (DDP_DEBUG=DETAIL or TORCH_DISTRIBUTED_DEBUG=DETAIL), any backend.
+enum class CallCheck { kOff, kHash, kDetail };
+const char* to_string(CallCheck c);
 
 // Always held by a GroupPtr (shared_from_this() hands out another from a ProcessGroup&).
 class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
@@ -68,6 +79,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   Work send(const at::Tensor& tensor, int dst, const P2POptions& opts = {});
   Work recv(at::Tensor& tensor, int src, const P2POptions& opts = {});
 
+  // Changed between collectives, alike on every rank (see CallCheck); new_group's groups start with the default.
+  void set_call_check(CallCheck c) { check_.store(c); }
+  CallCheck call_check() const { return check_.load(); }
+
   // A group of the given ranks of this group (sorted, unique), with ranks
   // renumbered from 0 in ascending order. Every rank of this group must call
   // it with the same ranks; ranks outside get nullptr.
@@ -98,9 +113,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::string name_;
   std::atomic<int64_t> bytes_{0};
   mutable std::atomic<int64_t> seq_{0};  // collectives called so far, numbered from 1
-  bool check_agreement_;                 // DDP_DEBUG=DETAIL: ranks compare each call first
+  std::atomic<CallCheck> check_;          // what ranks compare before each call (DDP_DEBUG)
   void count(const at::Tensor& payload);
-  // Under DDP_DEBUG=DETAIL, checks that every rank makes this same call (op,
+  // Unless call_check() is kOff, checks that every rank makes this same call (op,
   // dtype, shape, reduce op, root); see src/dist/agreement.h.
   void agree(const detail::Call& c, const at::Tensor& t, int reduce_op = -1, int root = -1) const;
   // Runs continuations and keeps the order of collectives (src/dist/sequencer.h). Last: destroyed first, while

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Does a recipe train in its supported range? One epoch of RECIPE at every world 1-4, with and without
+# --sync-bn, fp32 and bf16, on LIMIT training samples (default 6000, a tenth of Fashion-MNIST), for 3 seeds:
+# a markdown table of each run's test accuracy, or NAN where ddp-train stopped on non-finite gradients
+# (exit 1), and a count of those. Exits 1 if any run stopped or failed.
+# usage: bench/recipe_grid.sh [BUILD_DIR] [RECIPE] [LIMIT] [extra ddp-train flags...]
+#   e.g. bench/recipe_grid.sh build fashion-mnist 6000
+set -uo pipefail
+build=${1:-build} recipe=${2:-fashion-mnist} limit=${3:-6000}
+shift $(( $# < 3 ? $# : 3 ))
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+bad=0 runs=0
+echo "| world | sync-bn | precision | seed 0 | seed 1 | seed 2 | s/run |"
+echo "|---:|---|---|---:|---:|---:|---:|"
+for world in 1 2 3 4; do
+  for bn in "" --sync-bn; do
+    [ "$world" = 1 ] && [ -n "$bn" ] && continue  # one rank: SyncBatchNorm is BatchNorm
+    for precision in fp32 bf16; do
+      row="| $world | ${bn:+yes}${bn:-no} | $precision |"
+      start=$(date +%s)
+      for seed in 0 1 2; do
+        OMP_NUM_THREADS=1 "$build/bin/ddprun" --nproc-per-node "$world" --standalone "$build/bin/ddp-train" \
+          "$recipe" --epochs 1 --limit-train "$limit" --seed "$seed" --precision "$precision" $bn --no-progress \
+          --out-dir "$work/run" "$@" > "$work/log" 2>&1
+        rc=$?
+        runs=$((runs + 1))
+        acc=$(grep -o 'done: acc1 [0-9.]*%' "$work/log" | tail -1 | cut -d' ' -f3)
+        if grep -q 'gradients are not finite' "$work/log"; then cell=NAN; bad=$((bad + 1))
+        elif [ $rc -ne 0 ] || [ -z "$acc" ]; then cell="exit $rc"; bad=$((bad + 1)); tail -5 "$work/log" >&2
+        else cell=$acc; fi
+        row="$row $cell |"
+        rm -rf "$work/run"
+      done
+      echo "$row $(( ($(date +%s) - start) / 3 )) |"
+    done
+  done
+done
+echo
+echo "$recipe, $limit training samples, 1 epoch: $bad of $runs runs stopped or failed"
+[ "$bad" -eq 0 ]
