@@ -4,7 +4,7 @@
 # a markdown table of each run's test accuracy, or NAN where ddp-train stopped on non-finite gradients
 # (exit 1), and a count of those. Exits 1 if any run stopped or failed.
 # usage: bench/recipe_grid.sh [BUILD_DIR] [RECIPE] [LIMIT] [extra ddp-train flags...]
-#   e.g. bench/recipe_grid.sh build fashion-mnist 6000
+#   e.g. bench/recipe_grid.sh build fashion-mnist 6000; PRECISIONS=fp32 for fp32 only
 set -uo pipefail
 build=${1:-build} recipe=${2:-fashion-mnist} limit=${3:-6000}
 shift $(( $# < 3 ? $# : 3 ))
@@ -16,7 +16,7 @@ echo "|---:|---|---|---:|---:|---:|---:|"
 for world in 1 2 3 4; do
   for bn in "" --sync-bn; do
     [ "$world" = 1 ] && [ -n "$bn" ] && continue  # one rank: SyncBatchNorm is BatchNorm
-    for precision in fp32 bf16; do
+    for precision in ${PRECISIONS:-fp32 bf16}; do
       row="| $world | ${bn:+yes}${bn:-no} | $precision |"
       start=$(date +%s)
       for seed in 0 1 2; do

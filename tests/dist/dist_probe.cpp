@@ -32,10 +32,19 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <ctime>
 
 #include "ddp/dist.h"
 
 namespace {
+
+// "at T killed": the wall clock (s) on stdout, where a test's checks of stderr do not see it.
+void stamp(const char* what) {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  std::printf("at %lld.%03ld %s\n", static_cast<long long>(ts.tv_sec), ts.tv_nsec / 1000000, what);
+  std::fflush(stdout);
+}
 
 int run(const std::string& mode, int arg) {
   const bool failure_mode = mode == "kill" || mode == "exit3" || mode == "stall" || mode == "stop";
@@ -131,13 +140,17 @@ int run(const std::string& mode, int arg) {
     at::Tensor t = at::ones({mode == "stop" ? 1024 : 1 << 22});
     const int iterations = mode == "stop" ? 1000000 : 1000;
     for (int i = 0; i < iterations; ++i) {
-      if (mode == "kill" && i == 3 && rank == last) std::raise(SIGKILL);
+      if (mode == "kill" && i == 3 && rank == last) {
+        stamp("killed");  // bench/dead_rank.sh: from here to the survivors' error and the job's end
+        std::raise(SIGKILL);
+      }
       g->all_reduce(t);
       t.fill_(1);
     }
     std::printf("finished without error\n");
     return 0;
   } catch (const ddp::CommError& e) {
+    stamp("caught");
     std::fprintf(stderr, "caught ddp::CommError: %s\n", e.what());
     return 17;
   } catch (const std::exception& e) {

@@ -64,7 +64,7 @@ run --epochs 1 --out-dir "$work/b" > "$work/log" 2>&1 || { cat "$work/log"; fail
 before=$(cat "$work/b/checkpoints/latest")
 expect_failure --epochs 2 --out-dir "$work/b" --resume --lr 1e30
 has "warning: resuming $work/b/checkpoints/$before with settings that differ from the checkpoint's:"
-has "  lr: 0.05 -> 1e+30"
+has "  lr: 0.02 -> 1e+30"
 has "  epochs: 1 -> 2"
 has "the gradients are not finite at epoch 2, step "
 has "first non-finite gradient: "

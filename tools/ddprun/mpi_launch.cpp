@@ -67,6 +67,9 @@ class MpirunLines : public LineHandler {
     }
     (void)stream;
     scanner_.feed(line);
+    if (line.find("the job has been aborted") != std::string_view::npos ||
+        line.find("MPI_ABORT was invoked") != std::string_view::npos)
+      lost_ = true;
     if (line.find_first_not_of(" -") != std::string_view::npos) mpirun_tail_.add(line);
     write_line(STDERR_FILENO, "[mpirun] ", line);
   }
@@ -77,8 +80,11 @@ class MpirunLines : public LineHandler {
   }
   const TailBuffer& mpirun_tail() const { return mpirun_tail_; }
   std::optional<MpiFailure> failure() const { return scanner_.failure(); }
+  // mpirun said it aborts the job: a rank failed (an exit code, a signal or MPI_Abort).
+  bool lost() const { return lost_; }
 
  private:
+  bool lost_ = false;
   std::map<int, TailBuffer> rank_tails_;
   TailBuffer mpirun_tail_{8};
   MpiFailureScanner scanner_;
@@ -122,6 +128,12 @@ AttemptOutcome run_mpi(const Options& options, const std::string& mpirun_path, c
 
   MpirunLines lines(&logs);
   Supervisor supervisor(options.kill_grace_s, &lines);
+  // When mpirun aborts the job for a failed rank, the others are blocked in MPI: mpirun's own SIGTERM-then-SIGKILL
+  // takes ~2 s (odls_base_sigkill_timeout, whole seconds); ddprun ends them after kLostJobGrace_s, long enough for a
+  // rank that failed alike (the same error on every rank) to print its own message. Not when ddprun itself stops
+  // the job (a forwarded SIGTERM: the ranks may be writing a checkpoint).
+  constexpr double kLostJobGrace_s = 0.5;
+  supervisor.set_grandchild_kill([&lines] { return lines.lost(); }, kLostJobGrace_s);
   supervisor.set_stop_timeout(options.heartbeat_timeout_s);
   supervisor.set_monitor_interval(options.monitor_interval_s);
   SupervisorResult result = supervisor.run({mpirun});

@@ -58,6 +58,10 @@ class Run {
         handler_(handler) {}
 
   void set_external_stop(std::function<bool()> check) { external_stop_ = std::move(check); }
+  void set_grandchild_kill(std::function<bool()> lost, double grace_s) {
+    grandchild_lost_ = std::move(lost);
+    grandchild_grace_ = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace_s));
+  }
 
   SupervisorResult run(const std::vector<ManagedChild>& configs) {
     SignalPipe signal_pipe({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD});
@@ -99,6 +103,7 @@ class Run {
       Clock::time_point now = Clock::now();
       if (stopping_ && !killed_ && now >= kill_deadline_) escalate();
       scan_grandchildren(now);
+      kill_lost_grandchildren(now);
       check_stopped(now);
       if (!stopping_ && external_stop_ && now >= next_external_ && external_stop_()) {
         result_.external_stop = true;
@@ -156,6 +161,7 @@ class Run {
       for (const auto& g : grand_stops_) deadline = std::min(deadline, g.second.since + stop_timeout());
     }
     if (has_group_less_child_) deadline = std::min(deadline, next_scan_);
+    if (grandchild_kill_armed_ && !grandchildren_killed_) deadline = std::min(deadline, grandchild_kill_at_);
     if (draining_) deadline = std::min(deadline, drain_deadline_);
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
     return static_cast<int>(std::max<long long>(0, ms));
@@ -241,6 +247,22 @@ class Run {
              " (--heartbeat-timeout)");
     } else {
       report(what + "; waiting for it (--heartbeat-timeout 0)");
+    }
+  }
+
+  // The job of an mpirun child was lost (grandchild_lost_): its ranks still running get SIGKILL after the grace.
+  void kill_lost_grandchildren(Clock::time_point now) {
+    if (!grandchild_lost_ || grandchildren_killed_ || stopping_ || result_.received_signal != 0) return;
+    if (!grandchild_kill_armed_) {
+      if (!grandchild_lost_()) return;
+      grandchild_kill_armed_ = true;
+      grandchild_kill_at_ = now + grandchild_grace_;
+    }
+    if (now < grandchild_kill_at_) return;
+    grandchildren_killed_ = true;
+    for (const Child& c : children_) {
+      if (c.config.signal_group || c.result.reaped || c.result.pid < 0) continue;
+      for (pid_t rank : child_pids_of(c.result.pid)) ::kill(rank, SIGKILL);
     }
   }
 
@@ -397,6 +419,11 @@ class Run {
   Clock::time_point start_;
   std::function<bool()> external_stop_;
   Clock::time_point next_external_;
+  std::function<bool()> grandchild_lost_;  // set_grandchild_kill
+  Clock::duration grandchild_grace_{};
+  bool grandchild_kill_armed_ = false;
+  bool grandchildren_killed_ = false;
+  Clock::time_point grandchild_kill_at_;
   // Stopped children of group-less (mpirun) children, by pid.
   struct GrandchildStop {
     Clock::time_point since;
@@ -419,6 +446,7 @@ class Run {
 SupervisorResult Supervisor::run(const std::vector<ManagedChild>& children) {
   Run run(grace_s_, stop_timeout_s_, monitor_interval_s_, handler_);
   run.set_external_stop(external_stop_);
+  run.set_grandchild_kill(grandchild_lost_, grandchild_grace_s_);
   return run.run(children);
 }
 

@@ -22,7 +22,7 @@ class LineHandler {
   virtual ~LineHandler() = default;
   virtual void on_line(size_t child, Stream stream, std::string_view line) = 0;
   // A line not finished yet but redrawn with '\r' (a progress bar): `shown` is its text after the last '\r'.
-  virtual void on_partial(size_t child, Stream stream, std::string_view shown) {}
+  virtual void on_partial(size_t /*child*/, Stream /*stream*/, std::string_view /*shown*/) {}
 };
 
 struct ManagedChild {
@@ -83,6 +83,15 @@ class Supervisor {
   // The multi-node agent uses it when another node failed.
   void set_external_stop(std::function<bool()> check) { external_stop_ = std::move(check); }
 
+  // For children without signal_group (mpirun): checked as the external stop is, and after each output line.
+  // Once it returns true while ddprun is not stopping the job itself, the children of those children (mpirun's
+  // local ranks) are SIGKILLed after `grace_s`, once. mpirun uses it when it aborted its job because a rank
+  // failed: the survivors are blocked in MPI and cannot end by themselves (mpirun's own kill waits ~2 s).
+  void set_grandchild_kill(std::function<bool()> lost, double grace_s) {
+    grandchild_lost_ = std::move(lost);
+    grandchild_grace_s_ = grace_s;
+  }
+
   // Blocks until every child has exited and its output has been drained
   // (at most ~2 s after the last exit, in case descendants keep a pipe open).
   SupervisorResult run(const std::vector<ManagedChild>& children);
@@ -92,6 +101,8 @@ class Supervisor {
   double stop_timeout_s_ = 0;
   double monitor_interval_s_ = 1.0;
   std::function<bool()> external_stop_;
+  std::function<bool()> grandchild_lost_;
+  double grandchild_grace_s_ = 0;
   LineHandler* handler_;
 };
 
