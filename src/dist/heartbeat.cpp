@@ -128,16 +128,19 @@ void Heartbeat::State::monitor_loop() {
     if (now - last_ok > cfg.timeout) {
       end_rank(prefix() + "rank 0 stopped answering: its store at " + cfg.store_address + " gave no reply for " +
                    limit + " (DDP_HEARTBEAT_TIMEOUT); ending this rank",
-               cfg.rank);
+               0);
     }
     std::ostringstream stale;
-    int n = 0;
-    for (int p = 0; p < cfg.world_size; ++p)
-      if (p != cfg.rank && !done[p] && now - seen[p] > cfg.timeout) stale << (n++ ? ", " : "") << p;
+    int n = 0, first = -1;
+    for (int p = 0; p < cfg.world_size; ++p) {
+      if (p == cfg.rank || done[p] || now - seen[p] <= cfg.timeout) continue;
+      stale << (n++ ? ", " : "") << p;
+      if (first < 0) first = p;
+    }
     if (n > 0) {
       end_rank(prefix() + (n == 1 ? "rank " : "ranks ") + stale.str() + " stopped answering: no heartbeat for " +
                    limit + " (DDP_HEARTBEAT_TIMEOUT); ending this rank",
-               cfg.rank);
+               first);
     }
     for (const PendingWait& w : pending_waits()) {
       const double waited = seconds(now - w.start);
@@ -251,9 +254,9 @@ double wait_report_interval_s() {
   return s;
 }
 
-void end_rank(const std::string& message, int rank, int code) {
+void end_rank(const std::string& message, int silent_rank, int code) {
   std::fprintf(stderr, "%s\n", message.c_str());
-  record_error(message, code);  // TORCHELASTIC_ERROR_FILE, for the launcher's root cause
+  record_error(PeerFailed<Error>(message, silent_rank), code);  // TORCHELASTIC_ERROR_FILE, for the root cause
   std::fflush(stdout);
   std::fflush(stderr);
   ::_exit(code);

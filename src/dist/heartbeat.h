@@ -58,7 +58,8 @@ double wait_report_interval_s();
 // Writes {"message", "timestamp_us", "rank"} to TORCHELASTIC_ERROR_FILE when set
 // and the file is absent or empty (a launcher-side writer may have been first).
 void write_error_file(const std::string& message, int rank);
-// Prints `message` on stderr, writes the error file, flushes, _exit(code).
-[[noreturn]] void end_rank(const std::string& message, int rank, int code = 1);
+// Prints `message` on stderr, writes the error file naming `silent_rank` as the rank that failed (a PeerFailure:
+// ddprun's root cause names that rank, not this one), flushes, _exit(code).
+[[noreturn]] void end_rank(const std::string& message, int silent_rank, int code = 1);
 
 }  // namespace ddp::detail

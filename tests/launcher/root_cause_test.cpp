@@ -220,10 +220,31 @@ TEST(RootCause, APeerFailureDefersToTheRankItNames) {
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0], "root cause: rank 0 (pid 100) reported the first error, at " + wall_time_text(1600000) + ":");
   EXPECT_EQ(lines[1], "  | cannot write x: No space left on device");
-  // Without the named rank's record, the peer's is what there is.
+  // Without the named rank's record, the headline still names it, with the peer's words.
   in.errors = {peer};
-  EXPECT_EQ(root_cause_lines(in)[0], "root cause: rank 1 (pid 101) reported the first error, at " +
-                                         wall_time_text(1500000) + ":");
+  lines = root_cause_lines(in);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], "root cause: rank 0 (pid 100), named by rank 1 (pid 101) at " + wall_time_text(1500000) +
+                          " (rank 0 left no error of its own):");
+  EXPECT_EQ(lines[1], "  | CheckpointManager: rank 0 failed to save x (its error is reported on rank 0)");
+}
+
+// A survivor's lost heartbeat names the silent rank (issue 30: a SIGSTOPped rank 3 over gloo was headlined as
+// rank 0's error when the survivors' heartbeat fired before ddprun's own stop timeout).
+TEST(RootCause, ALostHeartbeatNamesTheSilentRankNotTheSurvivor) {
+  RootCauseInput in;
+  in.ranks = {rank(0, exited(1), 2.1, 2100000), rank(1, exited(1), 2.1, 2100000), rank(2, SIGTERM, 2.2, 2200000)};
+  ErrorRecord r0{0, 100, 2050000, 1, "[gloo] rank 0/3: rank 2 stopped answering: no heartbeat for 2 s", {}};
+  r0.caused_by_rank = 2;
+  ErrorRecord r1{1, 101, 2060000, 1, "[gloo] rank 1/3: rank 2 stopped answering: no heartbeat for 2 s", {}};
+  r1.caused_by_rank = 2;
+  in.errors = {r1, r0};
+  in.failure_wall_us = 2100000;
+  std::vector<std::string> lines = root_cause_lines(in);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], "root cause: rank 2 (pid 102), named by rank 0 (pid 100) at " + wall_time_text(2050000) +
+                          " (rank 2 left no error of its own):");
+  EXPECT_EQ(lines[1], "  | [gloo] rank 0/3: rank 2 stopped answering: no heartbeat for 2 s");
 }
 
 TEST(RootCause, StoppedRankOverridesEverything) {

@@ -139,6 +139,18 @@ std::vector<std::string> root_cause_lines(const RootCauseInput& in) {
     lines.push_back("likely root cause: " + who(r.rank, r.pid) + " exited with code 0 after " +
                     seconds_text(r.exit_after_s) + " while rank(s) " + join_ranks(running) + " still ran");
   }
+  if (error != nullptr && error->caused_by_rank >= 0 && error->caused_by_rank != error->rank) {
+    // A rank that stopped because of another (a PeerFailure: a lost heartbeat, a failed save), which left no error
+    // of its own (earliest_error would have taken it): that other rank is the cause.
+    long pid = -1;
+    for (const RankOutcome& r : in.ranks)
+      if (r.rank == error->caused_by_rank) pid = r.pid;
+    lines.push_back((early_first ? "then " : "root cause: ") + who(error->caused_by_rank, pid) + ", named by " +
+                    who(error->rank, error->pid) + " at " + wall_time_text(error->timestamp_us) + " (rank " +
+                    std::to_string(error->caused_by_rank) + " left no error of its own):");
+    add_message(lines, error->message);
+    return lines;
+  }
   if (error != nullptr) {
     lines.push_back((early_first ? "then " : "root cause: ") + who(error->rank, error->pid) +
                     " reported the first error, at " + wall_time_text(error->timestamp_us) + ":");

@@ -5,6 +5,8 @@
 
 #include <ATen/ATen.h>
 
+#include <csignal>
+
 #include "dist/gloo/gloo.h"
 #include "dist/gloo/gloo_device.h"
 #include "dist/c10d_work.h"
@@ -183,6 +185,16 @@ class GlooBackend final : public detail::Backend {
   int next_group_ = 0;
 };
 
+// gloo writes to its peers' sockets without MSG_NOSIGNAL: a write to a peer that died raises SIGPIPE, whose default
+// action ends this rank silently, before it can report the lost peer (Python, and so PyTorch, ignores SIGPIPE from
+// the start). A program that left SIGPIPE at its default gets EPIPE instead, which gloo reports as an error.
+void ignore_default_sigpipe() {
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL &&
+      (current.sa_flags & SA_SIGINFO) == 0)
+    std::signal(SIGPIPE, SIG_IGN);
+}
+
 }  // namespace
 
 bool is_available() { return true; }
@@ -192,6 +204,7 @@ std::unique_ptr<detail::Backend> create(const BackendOptions& opts) {
   if (!opts.store) detail::throw_invalid(c, "no store to rendezvous on");
   if (opts.world_size < 1 || opts.rank < 0 || opts.rank >= opts.world_size)
     detail::throw_invalid(c, "rank must be in [0, world_size)");
+  ignore_default_sigpipe();
   return std::make_unique<GlooBackend>(opts.store, opts.rank, opts.world_size, opts.timeout, opts.host);
 }
 
