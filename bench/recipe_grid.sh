@@ -17,7 +17,7 @@ for world in 1 2 3 4; do
   for bn in "" --sync-bn; do
     [ "$world" = 1 ] && [ -n "$bn" ] && continue  # one rank: SyncBatchNorm is BatchNorm
     for precision in ${PRECISIONS:-fp32 bf16}; do
-      row="| $world | ${bn:+yes}${bn:-no} | $precision |"
+      row="| $world | $([ -n "$bn" ] && echo yes || echo no) | $precision |"
       start=$(date +%s)
       for seed in 0 1 2; do
         OMP_NUM_THREADS=1 "$build/bin/ddprun" --nproc-per-node "$world" --standalone "$build/bin/ddp-train" \
