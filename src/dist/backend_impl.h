@@ -24,6 +24,7 @@
 #include "ddp/dist/backend.h"
 #include "ddp/dist/types.h"
 #include "ddp/dist/work.h"
+#include "dist/beat_channel.h"
 #include "dist/error_context.h"
 
 namespace ddp::detail {
@@ -78,6 +79,12 @@ class Backend {
   // A backend over `ranks` (checked: sorted, unique, in range) of this one; every
   // rank calls it, and those outside (index -1) get nullptr.
   virtual std::unique_ptr<Backend> split(const std::vector<int>& ranks, int index, Milliseconds timeout) = 0;
+
+  // A way for the heartbeat to reach the peers without the store, or nullptr (gloo beats through its store).
+  virtual std::unique_ptr<BeatChannel> beat_channel() { return nullptr; }
 };
+
+// The backend `name` over `opts`, unwrapped (registry.cpp); throws as create_backend.
+std::unique_ptr<Backend> create_backend_impl(const std::string& name, const BackendOptions& opts);
 
 }  // namespace ddp::detail

@@ -28,8 +28,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string key(int rank) { return "ddp_hb/" + std::to_string(rank); }
-std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 bool mentions_timeout(std::string s) {
@@ -37,20 +35,44 @@ bool mentions_timeout(std::string s) {
   return s.find("timeout") != std::string::npos || s.find("timed out") != std::string::npos;
 }
 
+// Counters as decimal text under "ddp_hb/<rank>"; "done" at the end.
+class StoreBeatChannel final : public BeatChannel {
+ public:
+  StoreBeatChannel(StorePtr store, int rank, std::string address)
+      : store_(std::move(store)), rank_(rank), address_(std::move(address)) {}
+  void publish(int64_t value) override {
+    const std::string s = value == kDone ? "done" : std::to_string(value);
+    store_->set(key(rank_), std::vector<uint8_t>(s.begin(), s.end()));
+  }
+  int64_t latest(int peer) override {
+    if (!store_->check({key(peer)})) return kNone;  // not started yet: get() would wait for it
+    std::vector<uint8_t> v = store_->get(key(peer));
+    std::string s(v.begin(), v.end());
+    return s == "done" ? kDone : std::strtoll(s.c_str(), nullptr, 10);
+  }
+  std::string where() const override { return "its store at " + address_; }
+  bool hosted_by_rank0() const override { return true; }
+
+ private:
+  static std::string key(int rank) { return "ddp_hb/" + std::to_string(rank); }
+  StorePtr store_;
+  int rank_;
+  std::string address_;
+};
+
 }  // namespace
 
 struct Heartbeat::State {
   HeartbeatConfig cfg;
-  StorePtr store;
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;
   // Written by the beater, read by the monitor (under mu).
   std::vector<Clock::time_point> seen;  // when each peer's counter last moved
-  std::vector<std::string> last;        // each peer's last counter
+  std::vector<int64_t> last;            // each peer's last counter
   std::vector<bool> done;               // peers that ended normally
-  Clock::time_point last_ok;            // end of the last round the store answered
-  bool store_closed = false;
+  Clock::time_point last_ok;            // end of the last round the channel answered
+  bool channel_closed = false;
   std::thread beater, monitor;
   std::mutex finish_mu;
   bool finished = false;
@@ -73,27 +95,25 @@ void Heartbeat::State::beat_loop() {
   while (!stop) {
     lock.unlock();
     try {
-      store->set(key(cfg.rank), bytes(std::to_string(++count)));
+      cfg.channel->publish(++count);
       for (int p = 0; p < cfg.world_size; ++p) {
         if (p == cfg.rank) continue;
         {
           std::lock_guard<std::mutex> g(mu);
           if (done[p]) continue;
         }
-        if (!store->check({key(p)})) continue;  // not started yet: get() would wait for it
-        std::vector<uint8_t> v = store->get(key(p));
-        std::string s(v.begin(), v.end());
+        const int64_t v = cfg.channel->latest(p);
         std::lock_guard<std::mutex> g(mu);
-        if (s == "done") done[p] = true;
-        else if (s != last[p]) last[p] = s, seen[p] = Clock::now();
+        if (v == BeatChannel::kDone) done[p] = true;
+        else if (v != last[p]) last[p] = v, seen[p] = Clock::now();
       }
       lock.lock();
       last_ok = Clock::now();
     } catch (...) {
       std::string msg = current_exception_message();
       lock.lock();
-      if (!mentions_timeout(msg)) {  // the store closed its connection: rank 0 ended
-        store_closed = true;
+      if (!mentions_timeout(msg)) {  // the channel closed: rank 0's store ended, or MPI is finalizing
+        channel_closed = true;
         cv.notify_all();
         return;
       }  // else silence: the monitor sees last_ok age
@@ -118,7 +138,7 @@ void Heartbeat::State::monitor_loop() {
   std::map<int64_t, int> reported;  // wait id -> reports printed
   std::unique_lock<std::mutex> lock(mu);
   Clock::time_point prev = Clock::now();
-  while (!cv.wait_for(lock, tick, [this] { return stop || store_closed; })) {
+  while (!cv.wait_for(lock, tick, [this] { return stop || channel_closed; })) {
     const Clock::time_point now = Clock::now();
     if (now - prev > cfg.timeout / 2) {  // this process was stopped or starved: blame no peer for it
       std::fill(seen.begin(), seen.end(), now);
@@ -126,9 +146,10 @@ void Heartbeat::State::monitor_loop() {
     }
     prev = now;
     if (now - last_ok > cfg.timeout) {
-      end_rank(prefix() + "rank 0 stopped answering: its store at " + cfg.store_address + " gave no reply for " +
-                   limit + " (DDP_HEARTBEAT_TIMEOUT); ending this rank",
-               0);
+      const bool rank0 = cfg.channel->hosted_by_rank0();
+      end_rank(prefix() + (rank0 ? "rank 0 stopped answering: " : "the heartbeat stopped: ") +
+                   cfg.channel->where() + " gave no reply for " + limit + " (DDP_HEARTBEAT_TIMEOUT); ending this rank",
+               rank0 ? 0 : cfg.rank);
     }
     std::ostringstream stale;
     int n = 0, first = -1;
@@ -197,10 +218,10 @@ void Heartbeat::State::finish() {
   cv.notify_all();
   beater.join();  // a store call lasts at most the heartbeat timeout
   monitor.join();
-  if (!store_closed) {
+  if (!channel_closed) {
     try {
-      store->set(key(cfg.rank), bytes("done"));
-    } catch (...) {  // rank 0 ended first: nobody left to tell
+      cfg.channel->publish(BeatChannel::kDone);
+    } catch (...) {  // rank 0 ended first, or MPI finalized: nobody left to tell
     }
   }
 }
@@ -208,10 +229,9 @@ void Heartbeat::State::finish() {
 Heartbeat::Heartbeat(HeartbeatConfig config) : state_(std::make_shared<State>()) {
   State& s = *state_;
   s.cfg = std::move(config);
-  s.store = s.cfg.open();
   const auto now = Clock::now();
   s.seen.assign(s.cfg.world_size, now);
-  s.last.assign(s.cfg.world_size, "");
+  s.last.assign(s.cfg.world_size, BeatChannel::kNone);
   s.done.assign(s.cfg.world_size, false);
   s.last_ok = now;
   s.beater = std::thread([st = state_] { st->beat_loop(); });
@@ -252,6 +272,10 @@ double wait_report_interval_s() {
   if (end != v + std::strlen(v) || !(s > 0) || !std::isfinite(s))
     throw InvalidArgument(std::string("[init] DDP_WAIT_REPORT_INTERVAL='") + v + "' must be a positive number of seconds");
   return s;
+}
+
+std::unique_ptr<BeatChannel> store_beat_channel(StorePtr store, int rank, std::string address) {
+  return std::make_unique<StoreBeatChannel>(std::move(store), rank, std::move(address));
 }
 
 void end_rank(const std::string& message, int silent_rank, int code) {

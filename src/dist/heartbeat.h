@@ -1,43 +1,41 @@
-// The heartbeat of a store-based group (gloo over env:// or tcp://). Each rank
+// The heartbeat of a default group (gloo over env:// or tcp://, mpi). Each rank
 // runs two threads while its group lives:
-//   beater:  every timeout/10 writes its counter to the store ("ddp_hb/<rank>")
-//            over its own store connection and reads the other ranks' counters;
+//   beater:  every timeout/10 publishes its counter on the BeatChannel (the
+//            store, or MPI messages) and reads the other ranks' counters;
 //   monitor: touches no socket; ends the rank when a peer's counter has not
-//            moved for `timeout`, or the store has not answered for `timeout`
-//            (rank 0 hosts it: its silence means rank 0 stopped), and reports
+//            moved for `timeout`, or a store rank 0 hosts has not answered for
+//            `timeout` (its silence means rank 0 stopped), and reports
 //            synchronous collectives waiting for 30 s (and every 30 s after).
 // Ending a rank: one line on stderr ("[gloo] rank 0/4: rank 1 stopped
 // answering: no heartbeat for 30 s; ending this rank"), the JSON error file
 // (TORCHELASTIC_ERROR_FILE) unless already written, then _exit(1): a blocked
-// gloo collective cannot be cancelled in c10d 1.13 (as NCCL's watchdog does).
-// A rank that ends normally writes "done" instead of a counter, and peers
-// stop watching it; a store that closes its connections (rank 0 ended) ends
-// the watching quietly, the launcher reporting rank 0's exit if it failed.
+// collective cannot be cancelled (gloo in c10d 1.13, MPI), as NCCL's watchdog
+// does. A rank that ends normally publishes "done", and peers stop watching
+// it; a channel that closes (rank 0's store ended, MPI_Finalize) ends the
+// watching quietly, the launcher reporting a failed rank's exit.
 #pragma once
 #include <functional>
 #include <memory>
 #include <string>
 
-#include "ddp/dist/store.h"
 #include "ddp/dist/types.h"
+#include "dist/beat_channel.h"
 
 namespace ddp::detail {
 
 struct HeartbeatConfig {
-  std::string backend;             // for the "[gloo] rank 0/4: " prefix
+  std::string backend;                    // for the "[gloo] rank 0/4: " prefix
   int rank = 0;
   int world_size = 1;
-  Milliseconds timeout{30000};     // > 0
-  std::string store_address;       // "host:port", for messages
-  std::function<StorePtr()> open;  // opens the beater's own store connection
-  double report_interval_s = 30;   // reports of long waits (DDP_WAIT_REPORT_INTERVAL)
+  Milliseconds timeout{30000};            // > 0
+  std::unique_ptr<BeatChannel> channel;   // the beats' way to the peers
+  double report_interval_s = 30;          // reports of long waits (DDP_WAIT_REPORT_INTERVAL)
 };
 
 class Heartbeat {
  public:
-  // Opens its store connection (throws like the store does), then starts.
   explicit Heartbeat(HeartbeatConfig config);
-  // Writes "done" (bounded by the store's timeout) and stops both threads.
+  // Stops both threads and publishes "done" (a store call is bounded by the store's timeout).
   ~Heartbeat();
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;

@@ -10,6 +10,8 @@
 #include <memory>
 #include <mutex>
 
+#include "ddp/dist/process_group.h"
+#include "dist/backend_impl.h"
 #include "dist/error_context.h"
 #include "dist/env.h"
 #include "dist/heartbeat.h"
@@ -97,21 +99,21 @@ StorePtr open_heartbeat_store(const detail::Rendezvous& r, Milliseconds timeout)
   }
 }
 
-GroupPtr with_heartbeat(GroupPtr group, const detail::Rendezvous& r, Milliseconds timeout, StorePtr store) {
+GroupPtr with_heartbeat(GroupPtr group, const std::string& backend, Milliseconds timeout,
+                        std::unique_ptr<detail::BeatChannel> channel) {
   detail::HeartbeatConfig hc;
-  hc.backend = r.backend;
-  hc.rank = r.rank;
-  hc.world_size = r.world_size;
+  hc.backend = backend;
+  hc.rank = group->rank();
+  hc.world_size = group->size();
   hc.timeout = timeout;
-  hc.store_address = r.host + ":" + std::to_string(r.port);
+  hc.channel = std::move(channel);
   hc.report_interval_s = detail::wait_report_interval_s();
-  hc.open = [store] { return store; };
   auto m = std::make_shared<Monitored>();
   m->group = std::move(group);
   try {
-    m->heartbeat = std::make_unique<detail::Heartbeat>(hc);
+    m->heartbeat = std::make_unique<detail::Heartbeat>(std::move(hc));
   } catch (...) {
-    ErrorContext ctx{r.backend, r.rank, r.world_size, "init"};
+    ErrorContext ctx{backend, m->group->rank(), m->group->size(), "init"};
     throw Error(ctx.prefix() + "cannot start the heartbeat: " + detail::current_exception_message());
   }
   ProcessGroup* raw = m->group.get();
@@ -147,10 +149,14 @@ GroupPtr create_process_group(const InitOptions& opts) {
   // Read before the rendezvous, so that a bad value fails at once.
   const Milliseconds heartbeat = detail::resolve_heartbeat_timeout(opts.heartbeat_timeout);
   const bool tcp = r.method == "env" || r.method == "tcp";
-  const bool beat = tcp && r.backend == "gloo" && r.world_size > 1 && heartbeat.count() > 0;
-  StorePtr beat_store = beat ? open_heartbeat_store(r, heartbeat) : StorePtr();
-  GroupPtr group = create_backend(r.backend, b);
-  if (beat) return with_heartbeat(std::move(group), r, heartbeat, std::move(beat_store));
+  std::unique_ptr<detail::BeatChannel> channel;
+  if (tcp && r.backend == "gloo" && r.world_size > 1 && heartbeat.count() > 0)
+    channel = detail::store_beat_channel(open_heartbeat_store(r, heartbeat), r.rank,
+                                         r.host + ":" + std::to_string(r.port));
+  std::unique_ptr<detail::Backend> impl = detail::create_backend_impl(r.backend, b);
+  if (!channel && heartbeat.count() > 0 && impl->size() > 1) channel = impl->beat_channel();  // mpi's
+  auto group = std::make_shared<ProcessGroup>(std::move(impl), b.timeout);
+  if (channel) return with_heartbeat(std::move(group), r.backend, heartbeat, std::move(channel));
   return group;
 }
 

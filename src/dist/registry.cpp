@@ -71,7 +71,9 @@ bool is_backend_available(const std::string& name) {
   return false;
 }
 
-GroupPtr create_backend(const std::string& name, const BackendOptions& opts) {
+namespace detail {
+
+std::unique_ptr<Backend> create_backend_impl(const std::string& name, const BackendOptions& opts) {
   for (const auto& e : entries()) {
     if (name != e.name) continue;
     if (!e.built)
@@ -80,10 +82,16 @@ GroupPtr create_backend(const std::string& name, const BackendOptions& opts) {
     if (!e.is_available())
       throw Error("backend '" + name + "' is built but cannot run here (available: " +
                   join(available_backends()) + "): " + e.unusable);
-    return std::make_shared<ProcessGroup>(e.create(opts), opts.timeout);
+    return e.create(opts);
   }
   throw InvalidArgument("unknown backend '" + name + "'; valid backends: " +
                         join(backend_names()) + " (or auto)");
+}
+
+}  // namespace detail
+
+GroupPtr create_backend(const std::string& name, const BackendOptions& opts) {
+  return std::make_shared<ProcessGroup>(detail::create_backend_impl(name, opts), opts.timeout);
 }
 
 }  // namespace ddp

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -121,29 +122,61 @@ TEST(Failures, CollectiveTimeoutEndsTheJob) {
 
 // --- Rank-side fault detection: heartbeat, job id, DDP_DEBUG=DETAIL ---
 
-std::string gloo_launch(int np, const std::string& args, const std::string& extra = "") {
+std::string launch_on(const std::string& backend, int np, const std::string& args, const std::string& extra = "") {
   return std::string(DDPRUN_PATH) + " --nproc-per-node " + std::to_string(np) + " --standalone --kill-grace 2 " +
-         extra + "--backend gloo " + DIST_PROBE_PATH + " " + args;
+         extra + "--backend " + backend + " " + DIST_PROBE_PATH + " " + args;
+}
+std::string gloo_launch(int np, const std::string& args, const std::string& extra = "") {
+  return launch_on("gloo", np, args, extra);
 }
 
 using ddp::test::free_port;
 
 // A SIGSTOPped rank (not rank 0) no longer beats: with a heartbeat timeout of
 // 2 s, the others end within seconds (not at DDP_TIMEOUT = 300 s), naming it.
+// gloo beats through rank 0's store, mpi with MPI messages of its own.
 TEST(Heartbeat, StoppedRankIsNamedWithinTheTimeout) {
-  for (int np : {2, 3, 4}) {
+  for (const auto& backend : backends()) {
+    for (int np : {2, 3, 4}) {
+      const int stopped = np - 1;
+      Result r = run("DDP_HEARTBEAT_TIMEOUT=2 " + kTimeout + launch_on(backend, np, "stop " + std::to_string(stopped)));
+      SCOPED_TRACE(backend + " np=" + std::to_string(np) + "\n" + r.output);
+      EXPECT_NE(r.exit_code, 0);
+      EXPECT_LT(r.seconds, kDeadline);
+      EXPECT_FALSE(has(r.output, "finished without error"));
+      // ddprun (the stopped rank's parent, or mpirun's) sees the stop and acts at the same timeout as the
+      // survivors' heartbeat; whichever is first, the headline names the stopped rank: ddprun's own "was
+      // stopped", or the survivor's lost heartbeat, which names the silent rank (a PeerFailure), never the survivor.
+      const std::string s = std::to_string(stopped);
+      EXPECT_TRUE(has(r.output, "ddprun: root cause: rank " + s + " (pid ") ||
+                  has(r.output, "ddprun: root cause: rank " + s + ", named by rank "))
+          << "the headline does not name the stopped rank";
+      EXPECT_FALSE(has(r.output, "ddprun: root cause: rank 0 (pid")) << "a survivor was blamed";
+    }
+  }
+}
+
+// The same under a bare mpirun, where no ddprun watches the ranks: only the survivors' heartbeat (MPI messages
+// on a communicator of its own, beside a survivor blocked in MPI_Allreduce) sees the stop, and ends the job.
+TEST(Heartbeat, MpiStoppedRankIsNamedByItsPeers) {
+  const auto all = backends();
+  if (std::find(all.begin(), all.end(), "mpi") == all.end()) GTEST_SKIP() << "no mpi backend in this build";
+  for (int np : {2, 3}) {
     const int stopped = np - 1;
-    Result r = run("DDP_HEARTBEAT_TIMEOUT=2 " + kTimeout + gloo_launch(np, "stop " + std::to_string(stopped)));
+    Result r = run(std::string("mpirun -np ") + std::to_string(np) + " --oversubscribe --bind-to none " +
+                   (geteuid() == 0 ? "--allow-run-as-root " : "") +
+                   "-x DDP_HEARTBEAT_TIMEOUT=2 -x DDP_TIMEOUT=300 " + DIST_PROBE_PATH + " stop " +
+                   std::to_string(stopped));
     SCOPED_TRACE("np=" + std::to_string(np) + "\n" + r.output);
     EXPECT_NE(r.exit_code, 0);
     EXPECT_LT(r.seconds, kDeadline);
     EXPECT_FALSE(has(r.output, "finished without error"));
-    // ddprun (the stopped rank's parent) sees the stop and acts at the same timeout as the survivors' heartbeat;
-    // whichever is first, the headline names the stopped rank: ddprun's own "was stopped", or the survivor's
-    // lost heartbeat, which names the silent rank (a PeerFailure), never the survivor.
-    EXPECT_TRUE(has(r.output, "ddprun: root cause: rank " + std::to_string(stopped) + " (pid "))
-        << "the headline does not name the stopped rank";
-    EXPECT_FALSE(has(r.output, "ddprun: root cause: rank 0 (pid")) << "a survivor was blamed";
+    bool named = false;
+    for (int rank = 0; rank < stopped; ++rank)
+      named |= has(r.output, "[mpi] rank " + std::to_string(rank) + "/" + std::to_string(np) + ": rank " +
+                                 std::to_string(stopped) + " stopped answering: no heartbeat for 2 s "
+                                 "(DDP_HEARTBEAT_TIMEOUT); ending this rank");
+    EXPECT_TRUE(named) << "no survivor named the stopped rank";
   }
 }
 
@@ -194,28 +227,33 @@ TEST(Heartbeat, StoppedRankZeroIsNamedThroughItsStore) {
 // timeouts, before destroying its group) are not reported: done marks.
 // The sleeper is rank 0 (the store's host) in odd worlds, the last rank in even ones.
 TEST(Heartbeat, RanksFinishingAtDifferentTimesAreNotReported) {
-  for (int np : {1, 2, 3, 4}) {
-    const int sleeper = np % 2 == 1 ? 0 : np - 1;
-    Result r = run("DDP_HEARTBEAT_TIMEOUT=1 " + kTimeout + gloo_launch(np, "stagger " + std::to_string(sleeper)));
-    SCOPED_TRACE("np=" + std::to_string(np) + " sleeper=" + std::to_string(sleeper) + "\n" + r.output);
-    EXPECT_EQ(r.exit_code, 0);
-    EXPECT_LT(r.seconds, kDeadline);
-    EXPECT_FALSE(has(r.output, "stopped answering"));
-    for (int rank = 0; rank < np; ++rank)
-      EXPECT_TRUE(has(r.output, "rank " + std::to_string(rank) + " finished without error"));
+  for (const auto& backend : backends()) {
+    for (int np : {1, 2, 3, 4}) {
+      const int sleeper = np % 2 == 1 ? 0 : np - 1;
+      Result r = run("DDP_HEARTBEAT_TIMEOUT=1 " + kTimeout +
+                     launch_on(backend, np, "stagger " + std::to_string(sleeper)));
+      SCOPED_TRACE(backend + " np=" + std::to_string(np) + " sleeper=" + std::to_string(sleeper) + "\n" + r.output);
+      EXPECT_EQ(r.exit_code, 0);
+      EXPECT_LT(r.seconds, kDeadline);
+      EXPECT_FALSE(has(r.output, "stopped answering"));
+      for (int rank = 0; rank < np; ++rank)
+        EXPECT_TRUE(has(r.output, "rank " + std::to_string(rank) + " finished without error"));
+    }
   }
 }
 
 // A synchronous collective waiting longer than DDP_WAIT_REPORT_INTERVAL says
 // what it waits for; the late rank still beats, so no heartbeat is late.
 TEST(Heartbeat, LongWaitIsReported) {
-  for (int np : {2, 3}) {
-    Result r = run("DDP_WAIT_REPORT_INTERVAL=1 " + kTimeout + gloo_launch(np, "slow"));
-    SCOPED_TRACE("np=" + std::to_string(np) + "\n" + r.output);
-    EXPECT_EQ(r.exit_code, 0);
-    // "waiting for 1.4 s": the monitor looks every 0.5 s.
-    EXPECT_TRUE(has(r.output, "[rank 0] [gloo] rank 0/" + std::to_string(np) + " all_reduce: waiting for "));
-    EXPECT_TRUE(has(r.output, " s in collective #1 (3.9 KiB; timeout 300 s); every peer's heartbeat is current"));
+  for (const auto& backend : backends()) {
+    for (int np : {2, 3}) {
+      Result r = run("DDP_WAIT_REPORT_INTERVAL=1 " + kTimeout + launch_on(backend, np, "slow"));
+      SCOPED_TRACE(backend + " np=" + std::to_string(np) + "\n" + r.output);
+      EXPECT_EQ(r.exit_code, 0);
+      // "waiting for 1.4 s": the monitor looks every 0.5 s.
+      EXPECT_TRUE(has(r.output, "[rank 0] [" + backend + "] rank 0/" + std::to_string(np) + " all_reduce: waiting for "));
+      EXPECT_TRUE(has(r.output, " s in collective #1 (3.9 KiB; timeout 300 s); every peer's heartbeat is current"));
+    }
   }
 }
 

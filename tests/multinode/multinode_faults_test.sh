@@ -5,6 +5,9 @@
 #  2. host 1's link cut mid-run: both hosts' jobs end (non-zero) within a bound set by --heartbeat-timeout,
 #     and the survivors name the rank that stopped answering
 #  3. host 1's ddprun SIGKILLed: its rank dies with it, host 0's job ends soon after, non-zero
+#  4. mpi: mpirun across the hosts, host 1's link cut mid-run: each side's ranks end by their heartbeat (MPI
+#     messages), rank 0 naming rank 1; mpirun ends too, given TCP keepalive for its daemons' links (its default
+#     waits 300 s + 9 x 20 s: docs/reliability.md); its daemon on the cut host ends once the link is back
 # usage: multinode_faults_test.sh BIN_DIR   (needs root for `ip netns`)
 set -euo pipefail
 hosts=2
@@ -79,4 +82,28 @@ sleep 1
 pgrep -f -- "--out-dir $work/agent" > /dev/null && fail "a rank of the killed agent still runs"
 echo "agent killed: host 0 ended with $rc0, $((SECONDS - t0)) s after the kill"
 [ "$rc0" != hung ] && [ "$rc0" != 0 ] || { tail -20 "$work/agent.h0.log"; fail "host 0 after the agent died: $rc0"; }
+
+# 4. mpi across the hosts, host 1's link cut.
+mpirun=$(command -v mpirun) || fail "mpirun not found"
+"$netns" exec 0 "$mpirun" --allow-run-as-root --oversubscribe --bind-to none -H "$master:1,$("$netns" addr 1):1" \
+  --mca plm_rsh_agent "$netns agent" --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
+  --mca oob_tcp_keepalive_time 1 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3 \
+  -x DDP_BACKEND=mpi -x DDP_NETNS_PREFIX -x OMP_NUM_THREADS -x DDP_HEARTBEAT_TIMEOUT=$hb \
+  "$bin/ddp-train" mlp --no-progress "${long[@]}" --out-dir "$work/mpicut" > "$work/mpicut.log" 2>&1 &
+mpi=$!
+running mpicut
+t0=$SECONDS
+ip -n "$DDP_NETNS_PREFIX-h1" link set eth0 down
+wait_for "$mpi" $((hb * 10 + 30))
+echo "mpi link cut: mpirun ended with $rc, $((SECONDS - t0)) s after the cut"
+[ "$rc" != hung ] && [ "$rc" != 0 ] || { tail -20 "$work/mpicut.log"; fail "mpirun after the cut: $rc"; }
+grep -q "\[mpi\] rank 0/2: rank 1 stopped answering: no heartbeat for $hb s" "$work/mpicut.log" ||
+  { tail -20 "$work/mpicut.log"; fail "rank 0 does not name rank 1"; }
+# Host 1's rank ends by its own heartbeat (rank 0 is silent to it), with no mpirun to end it.
+for _ in $(seq $((hb * 10 * 5))); do pgrep -f -- "--out-dir $work/mpicut" > /dev/null || break; sleep 0.2; done
+pgrep -f -- "--out-dir $work/mpicut" > /dev/null && fail "a rank of the mpi job still runs $((SECONDS - t0)) s after the cut"
+ip -n "$DDP_NETNS_PREFIX-h1" link set eth0 up
+for _ in $(seq 150); do [ -z "$(ip netns pids "$DDP_NETNS_PREFIX-h1")" ] && break; sleep 0.2; done
+[ -z "$(ip netns pids "$DDP_NETNS_PREFIX-h1")" ] ||
+  fail "host 1 still runs $(ip netns pids "$DDP_NETNS_PREFIX-h1" | xargs -r ps -o comm= -p | xargs) 30 s after its link came back"
 echo "multinode_faults_test: all cases passed"

@@ -28,8 +28,8 @@ struct InitOptions {
   int world_size = -1;  // -1: from the environment
   // 0: DDP_TIMEOUT (seconds) from the environment, else 10 minutes.
   Milliseconds timeout{0};
-  // Heartbeat (gloo with a store ddp opens: env://, tcp://, file://): a peer or
-  // store silent this long ends the rank with a message naming it.
+  // Heartbeat (gloo over env:// or tcp://; mpi with MPI_THREAD_MULTIPLE): a peer,
+  // or rank 0's store, silent this long ends the rank with a message naming it.
   // -1: DDP_HEARTBEAT_TIMEOUT (seconds) from the environment, else 30 s; 0: off.
   Milliseconds heartbeat_timeout{-1};
   StorePtr store;       // rendezvous on this store instead of init_method

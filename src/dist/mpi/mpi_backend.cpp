@@ -2,6 +2,7 @@
 // the communicators behind its groups.
 #include "dist/mpi/mpi.h"
 
+#include "dist/mpi/mpi_beat.h"
 #include "dist/mpi/mpi_dtypes.h"
 #include "dist/mpi/mpi_group.h"
 #include "dist/mpi/mpi_runtime.h"
@@ -36,18 +37,31 @@ std::unique_ptr<detail::Backend> create(const BackendOptions& opts) {
                          " was requested but MPI_COMM_WORLD has " +
                          std::to_string(rt.world_size()) + " processes" + hint);
   // Each group gets its own communicator, so groups never match each other's
-  // messages; MPI errors on it are returned (and thrown as CommError).
-  auto result = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
-  run_and_wait(rt, c, opts.timeout, [result](Task& task) {
-    MPI_Comm out = MPI_COMM_NULL;
-    check(task.ctx, MPI_Comm_dup(MPI_COMM_WORLD, &out), "MPI_Comm_dup");
-    int rc = MPI_Comm_set_errhandler(out, MPI_ERRORS_RETURN);
-    if (rc != MPI_SUCCESS) MPI_Comm_free(&out);
-    check(task.ctx, rc, "MPI_Comm_set_errhandler");
-    *result = out;
+  // messages; MPI errors on it are returned (and thrown as CommError). With
+  // peers, every rank makes a second one alike for the heartbeat's messages.
+  const int copies = rt.world_size() > 1 ? 2 : 1;
+  auto result = std::make_shared<std::vector<MPI_Comm>>();
+  run_and_wait(rt, c, opts.timeout, [result, copies](Task& task) {
+    for (int i = 0; i < copies; ++i) {
+      MPI_Comm out = MPI_COMM_NULL;
+      check(task.ctx, MPI_Comm_dup(MPI_COMM_WORLD, &out), "MPI_Comm_dup");
+      int rc = MPI_Comm_set_errhandler(out, MPI_ERRORS_RETURN);
+      if (rc != MPI_SUCCESS) MPI_Comm_free(&out);
+      check(task.ctx, rc, "MPI_Comm_set_errhandler");
+      result->push_back(out);
+    }
   });
-  rt.adopt_comm(*result);
-  return std::make_unique<MpiBackend>(rt, std::make_shared<Comm>(*result), rt.world_rank(), rt.world_size());
+  for (MPI_Comm m : *result) rt.adopt_comm(m);
+  CommPtr beat = copies > 1 ? std::make_shared<Comm>((*result)[1]) : nullptr;
+  return std::make_unique<MpiBackend>(rt, std::make_shared<Comm>((*result)[0]), rt.world_rank(), rt.world_size(),
+                                      std::move(beat));
+}
+
+std::unique_ptr<detail::BeatChannel> MpiBackend::beat_channel() {
+  // Without MPI_THREAD_MULTIPLE (DDP_HEARTBEAT_TIMEOUT=0, or MPI initialized by the application with less) the
+  // heartbeat's thread may not call MPI: no heartbeat.
+  if (!beat_comm_ || !rt_.concurrent()) return nullptr;
+  return make_beat_channel(rt_, beat_comm_, rank_, size_);
 }
 
 }  // namespace ddp::mpi

@@ -7,8 +7,8 @@
 
 namespace ddp::mpi {
 
-MpiBackend::MpiBackend(Runtime& rt, CommPtr comm, int rank, int size)
-    : rt_(rt), comm_(std::move(comm)), rank_(rank), size_(size) {}
+MpiBackend::MpiBackend(Runtime& rt, CommPtr comm, int rank, int size, CommPtr beat_comm)
+    : rt_(rt), comm_(std::move(comm)), rank_(rank), size_(size), beat_comm_(std::move(beat_comm)) {}
 
 Work MpiBackend::submit(const Call& c, std::function<void(Task&)> body, bool blocking) {
   auto task = std::make_shared<Task>(c.ctx, c.timeout, std::move(body));

@@ -31,7 +31,8 @@ using CommPtr = std::shared_ptr<Comm>;
 class MpiBackend final : public detail::Backend {
  public:
   using Call = detail::Call;
-  MpiBackend(Runtime& rt, CommPtr comm, int rank, int size);
+  // beat_comm: the heartbeat's communicator (default groups with peers), else null.
+  MpiBackend(Runtime& rt, CommPtr comm, int rank, int size, CommPtr beat_comm = nullptr);
 
   std::string name() const override { return "mpi"; }
   int rank() const override { return rank_; }
@@ -53,6 +54,7 @@ class MpiBackend final : public detail::Backend {
   Work send(const at::Tensor& buf, int dst, int tag, const Call& c) override;
   Work recv(at::Tensor& buf, int src, int tag, const Call& c) override;
   std::unique_ptr<Backend> split(const std::vector<int>& ranks, int index, Milliseconds timeout) override;
+  std::unique_ptr<detail::BeatChannel> beat_channel() override;
 
  private:
   // Queues `body` for the communication thread, or runs it inline (see
@@ -63,6 +65,7 @@ class MpiBackend final : public detail::Backend {
   CommPtr comm_;
   int rank_;
   int size_;
+  CommPtr beat_comm_;
 };
 
 // Runs `body` on the communication thread and waits up to `timeout`

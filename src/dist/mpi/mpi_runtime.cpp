@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "dist/heartbeat.h"
 #include "dist/mpi/mpi_dtypes.h"
 
 namespace ddp::mpi {
@@ -59,12 +60,15 @@ Runtime::Runtime() {
                 "initialized again; create mpi groups before MPI_Finalize");
   int provided = MPI_THREAD_SINGLE;
   if (!initialized) {
-    int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    // DDP_HEARTBEAT_TIMEOUT=0: no heartbeat thread, and MPI without the locks MULTIPLE may take.
+    const bool beat = detail::resolve_heartbeat_timeout(Milliseconds(-1)).count() > 0;
+    int rc = MPI_Init_thread(nullptr, nullptr, beat ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED, &provided);
     if (rc != MPI_SUCCESS) throw Error("[mpi] init: MPI_Init_thread failed: " + error_string(rc));
     owns_mpi_ = true;
   } else {
     MPI_Query_thread(&provided);
   }
+  provided_ = provided;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
   if (provided < MPI_THREAD_SERIALIZED) {
@@ -352,8 +356,19 @@ bool Runtime::release_comm(MPI_Comm c) {
   return true;
 }
 
+void Runtime::before_finalize(std::function<void()> fn) {
+  std::lock_guard<std::mutex> lock(comms_mu_);
+  finalize_hooks_.push_back(std::move(fn));
+}
+
 int Runtime::on_mpi_finalize(MPI_Comm, int, void*, void* extra) {
   auto* rt = static_cast<Runtime*>(extra);
+  std::vector<std::function<void()>> hooks;
+  {
+    std::lock_guard<std::mutex> lock(rt->comms_mu_);
+    hooks.swap(rt->finalize_hooks_);
+  }
+  for (auto& fn : hooks) fn();  // the heartbeat's channel: its requests end before its communicator
   std::string stuck = rt->stop(/*drain=*/true, Milliseconds(0));
   {
     // MPI is still usable while MPI_COMM_SELF's attributes are deleted; the thread has stopped.

@@ -31,6 +31,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -42,8 +43,9 @@ namespace ddp::mpi {
 
 class Runtime {
  public:
-  // Initializes MPI (MPI_THREAD_SERIALIZED) and starts the thread on first use.
-  // Throws ddp::Error when MPI cannot be used from a helper thread.
+  // Initializes MPI and starts the thread on first use. MPI_THREAD_MULTIPLE is asked for, so that the
+  // heartbeat's thread can beat beside the communication thread (mpi_beat.h), unless DDP_HEARTBEAT_TIMEOUT
+  // is 0 (then MPI_THREAD_SERIALIZED). Throws ddp::Error when MPI cannot be used from a helper thread.
   static Runtime& get();
   // The runtime if get() succeeded before, else null.
   static Runtime* peek();
@@ -51,6 +53,10 @@ class Runtime {
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
   int tag_ub() const { return tag_ub_; }
+  // MPI_THREAD_MULTIPLE was provided: threads other than the communication thread may call MPI.
+  bool concurrent() const { return provided_ >= MPI_THREAD_MULTIPLE; }
+  // Runs `fn` first thing when MPI_Finalize runs (whoever calls it), before the communicators are freed.
+  void before_finalize(std::function<void()> fn);
 
   // Queues a task. Throws CommError when the runtime has shut down or an
   // earlier blocking operation is stuck past its timeout.
@@ -95,9 +101,11 @@ class Runtime {
   int world_size_ = 1;
   int tag_ub_ = 32767;
   bool owns_mpi_ = false;  // ddp called MPI_Init_thread
+  int provided_ = 0;       // MPI's thread level
 
   std::mutex comms_mu_;
   std::vector<MPI_Comm> comms_;  // guarded by comms_mu_
+  std::vector<std::function<void()>> finalize_hooks_;  // guarded by comms_mu_
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // the thread waits for tasks
   std::condition_variable idle_cv_;  // stop() waits for the thread
