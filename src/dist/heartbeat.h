@@ -14,7 +14,6 @@
 // it; a channel that closes (rank 0's store ended, MPI_Finalize) ends the
 // watching quietly, the launcher reporting a failed rank's exit.
 #pragma once
-#include <functional>
 #include <memory>
 #include <string>
 
