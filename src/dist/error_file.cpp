@@ -54,8 +54,15 @@ namespace {
 bool record(const std::string& message, int exit_code, const std::vector<std::string>& backtrace,
             int caused_by_rank = -1) {
   try {
-    const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
-    if (path == nullptr || *path == '\0') return false;
+    const char* value = std::getenv("TORCHELASTIC_ERROR_FILE");
+    if (value == nullptr || *value == '\0') return false;
+    std::string file = value;
+    const size_t slot = file.find("{rank}");
+    if (slot != std::string::npos) {
+      const int rank = error_rank();
+      file.replace(slot, 6, rank >= 0 ? std::to_string(rank) : "pid" + std::to_string(::getpid()));
+    }
+    const char* path = file.c_str();
     const auto now = std::chrono::system_clock::now().time_since_epoch();
     nlohmann::json record = {
         {"message", message},

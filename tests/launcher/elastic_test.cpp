@@ -154,6 +154,29 @@ TEST_P(Restarts, SigtermStopsWithoutRestart) {
       << diag(r);
 }
 
+// SIGTERM to ddprun (preemption): every rank gets it at once and has the whole --kill-grace for its last step and
+// checkpoint, over mpi too (mpirun's own forwarding would SIGKILL them 2 s later); ranks that exit 75 (saved) make
+// ddprun exit 75, so that a scheduler can requeue the job, and are not restarted.
+TEST_P(Restarts, PreemptedBySigtermExits75AfterASlowCheckpoint) {
+  const auto [backend, nproc] = GetParam();
+  Launch launch(args(backend, nproc, {"--max-restarts", "1", "--kill-grace", "60", probe_path(), "term-slow", "3", "75"}));
+  ASSERT_TRUE(launch.wait_for(
+      [nproc = nproc](const std::string& out, const std::string&) {
+        return count(out, "] ready\n") == static_cast<size_t>(nproc);
+      },
+      30));
+  launch.send_signal(SIGTERM);
+  RunResult r = launch.finish(60);
+  EXPECT_EQ(r.exit_code(), 75) << diag(r);
+  for (int rank = 0; rank < nproc; ++rank)
+    EXPECT_EQ(count(r.out, "[rank " + std::to_string(rank) + "] saved after SIGTERM\n"), 1u) << diag(r);
+  EXPECT_EQ(count(r.out, "] ready\n"), static_cast<size_t>(nproc)) << diag(r);  // nobody started again
+  EXPECT_EQ(count(r.err, "ddprun: the ranks were preempted: they wrote a checkpoint and exited with 75; exiting "
+                         "with 75"),
+            1u)
+      << diag(r);
+}
+
 // --log-dir with --redirects 3 (files only) or --tee 3 (files and console),
 // over a restart: attempt_0 and attempt_1 each hold every rank's lines.
 TEST_P(Restarts, LogDirRedirectsAndTee) {

@@ -83,6 +83,18 @@ TEST_F(ErrorFile, KeepsTheFirstError) {
   EXPECT_EQ(nlohmann::json::parse(read(path_))["message"], "first");
 }
 
+// ddprun's mpi mode gives every rank the same path with "{rank}" in it: each rank writes its own file.
+TEST_F(ErrorFile, RankSlotInThePathIsFilledIn) {
+  setenv("TORCHELASTIC_ERROR_FILE", (dir_ + "/error-rank{rank}.json").c_str(), 1);
+  EXPECT_TRUE(ddp::record_error("rank 3's"));
+  EXPECT_EQ(nlohmann::json::parse(read(path_))["message"], "rank 3's");  // dir_/error-rank3.json
+  unsetenv("RANK");
+  const std::string by_pid = dir_ + "/error-rankpid" + std::to_string(getpid()) + ".json";
+  EXPECT_TRUE(ddp::record_error("a process without a rank"));
+  EXPECT_EQ(nlohmann::json::parse(read(by_pid))["message"], "a process without a rank");
+  unlink(by_pid.c_str());
+}
+
 TEST_F(ErrorFile, NothingWithoutTheVariable) {
   unsetenv("TORCHELASTIC_ERROR_FILE");
   EXPECT_FALSE(ddp::record_error("x"));

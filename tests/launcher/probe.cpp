@@ -13,6 +13,8 @@
 //                         "parent done" and exit 0 at once
 //   term-report           print "ready", sleep 60 s; on SIGTERM/SIGINT print
 //                         "got SIGTERM"/"got SIGINT" and exit 0
+//   term-slow S C         print "ready", sleep 60 s; on SIGTERM go on S s more (a slow last step and
+//                         checkpoint), print "saved after SIGTERM" and exit with code C
 //   pid-sleep S           print "ready pid=<pid>", sleep S s, exit 0
 //   restart R N C         print "elastic" and the agent variables (RESTART_COUNT=k ...);
 //                         on attempts k < N rank R (every rank if R < 0) exits with
@@ -58,6 +60,10 @@ extern "C" void report_and_ignore(int) {
   (void)ignored;
 }
 
+volatile sig_atomic_t g_got_term = 0;
+
+extern "C" void note_term(int) { g_got_term = 1; }
+
 extern "C" void report_and_exit(int sig) {
   const char* msg = sig == SIGINT ? "got SIGINT\n" : "got SIGTERM\n";
   ssize_t ignored = ::write(STDOUT_FILENO, msg, std::strlen(msg));
@@ -66,7 +72,7 @@ extern "C" void report_and_exit(int sig) {
 }
 
 int usage() {
-  say("usage: ddprun_probe env|args|spam|longline|exit|fail|signal|ignore-term|orphan|term-report|pid-sleep|early-exit ...", STDERR_FILENO);
+  say("usage: ddprun_probe env|args|spam|longline|exit|fail|signal|ignore-term|orphan|term-report|term-slow|pid-sleep|early-exit ...", STDERR_FILENO);
   return 64;
 }
 
@@ -205,6 +211,17 @@ int main(int argc, char** argv) {
     say("ready");
     sleep_seconds(600);  // far beyond any deadline: a test that waits for it has found a hang
     return 0;
+  }
+  if (mode == "term-slow") {
+    struct sigaction action = {};
+    action.sa_handler = note_term;
+    sigaction(SIGTERM, &action, nullptr);
+    say("ready");
+    for (int i = 0; i < 6000 && g_got_term == 0; ++i) sleep_seconds(0.01);
+    if (g_got_term == 0) return 1;  // 60 s without the signal
+    sleep_seconds(std::atof(argv[2]));
+    say("saved after SIGTERM");
+    return arg(3);
   }
   return usage();
 }

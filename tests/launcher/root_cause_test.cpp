@@ -75,10 +75,10 @@ TEST(ErrorFileDir, CreatesReadsAndRemoves) {
     dir = files.path();
     ASSERT_EQ(dir.compare(0, parent.size() + 15, parent + "/ddprun-errors-"), 0) << dir;
     EXPECT_EQ(files.file_for_rank(3), dir + "/error-rank3.json");
-    EXPECT_EQ(files.shared_file(), dir + "/error.json");
+    EXPECT_EQ(files.rank_template(), dir + "/error-rank{rank}.json");
     std::ofstream(files.file_for_rank(0)) << R"({"message":"a","rank":0,"timestamp_us":20})";
     std::ofstream(files.file_for_rank(1)) << "not json";
-    std::ofstream(files.shared_file()) << R"({"message":"b","rank":1,"timestamp_us":10})";
+    std::ofstream(dir + "/error-rank2.json") << R"({"message":"b","rank":2,"timestamp_us":10})";
     std::vector<ErrorRecord> all = files.read_all();
     ASSERT_EQ(all.size(), 2u);
     EXPECT_TRUE(all[0].message + all[1].message == "ab" || all[0].message + all[1].message == "ba");

@@ -85,6 +85,14 @@ std::string restarts_note(const Options& options, const Attempt& attempt, int re
          "): restarts exhausted";
 }
 
+int signalled_exit_code(int signal, bool preempted, std::vector<std::string>* notes) {
+  if (!preempted) return 128 + signal;
+  notes->push_back("the ranks were preempted: they wrote a checkpoint and exited with " +
+                   std::to_string(kExitPreempted) + "; exiting with " + std::to_string(kExitPreempted) +
+                   " so that the job can be requeued (the same command with --resume goes on from it)");
+  return kExitPreempted;
+}
+
 int run_attempts(const Options& options, int first_port,
                  const std::function<AttemptOutcome(const Attempt&)>& launch) {
   Attempt attempt;

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "options.h"
 
@@ -39,6 +40,14 @@ std::string restart_line(const Options& options, const Attempt& attempt, bool st
 // --max-restarts is 0): "failed after 3 restarts (--max-restarts 3)" or
 // "not restarting: ddprun received SIGTERM ...".
 std::string restarts_note(const Options& options, const Attempt& attempt, int received_signal);
+
+// ddp-train's exit code after SIGTERM, once the checkpoint every rank agreed on is written (kExitPreempted).
+constexpr int kExitPreempted = 75;
+
+// ddprun's exit code when it received `signal` and stopped the ranks: kExitPreempted when they were preempted (a rank
+// exited with it: its checkpoint is complete), so that a scheduler above can requeue the job; else 128 + signal.
+// Appends a note that says so to `notes` when preempted.
+int signalled_exit_code(int signal, bool preempted, std::vector<std::string>* notes);
 
 // Runs attempts until one succeeds, ddprun is stopped by a signal, or
 // --max-restarts restarts were used. `first_port` is the port checked by

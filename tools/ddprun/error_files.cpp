@@ -102,7 +102,7 @@ std::string ErrorFileDir::file_for_rank(int rank) const {
   return dir_.empty() ? "" : dir_ + "/error-rank" + std::to_string(rank) + ".json";
 }
 
-std::string ErrorFileDir::shared_file() const { return dir_.empty() ? "" : dir_ + "/error.json"; }
+std::string ErrorFileDir::rank_template() const { return dir_.empty() ? "" : dir_ + "/error-rank{rank}.json"; }
 
 std::vector<ErrorRecord> ErrorFileDir::read_all() const {
   std::vector<ErrorRecord> out;

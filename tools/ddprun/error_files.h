@@ -40,9 +40,9 @@ class ErrorFileDir {
   const std::string& error() const { return error_; }
   // "<dir>/error-rank<R>.json" (empty without a directory).
   std::string file_for_rank(int rank) const;
-  // "<dir>/error.json": shared by all ranks (mpirun cannot give each its own;
-  // the first rank to record an error creates it, the others keep away).
-  std::string shared_file() const;
+  // "<dir>/error-rank{rank}.json" for mpirun, which cannot give each rank a path
+  // of its own: the writer puts its rank in place of "{rank}" (error_file.h).
+  std::string rank_template() const;
   // Every valid record in the directory.
   std::vector<ErrorRecord> read_all() const;
 

@@ -204,7 +204,10 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
   for (const auto& e : endings) summary.notes.push_back("rank(s) " + join_ranks(e.second) + " ended with " + e.first);
 
   if (result.received_signal > 0) {
-    summary.exit_code = 128 + result.received_signal;
+    const bool preempted = std::any_of(result.children.begin(), result.children.end(), [](const ChildResult& c) {
+      return c.reaped && WIFEXITED(c.status) && WEXITSTATUS(c.status) == kExitPreempted;
+    });
+    summary.exit_code = signalled_exit_code(result.received_signal, preempted, &summary.notes);
   } else if (result.first_failed >= 0) {
     summary.exit_code = exit_code_of_wait_status(result.children[static_cast<size_t>(result.first_failed)].status);
   } else {

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <map>
 #include <optional>
 
@@ -67,9 +68,13 @@ class MpirunLines : public LineHandler {
     }
     (void)stream;
     scanner_.feed(line);
-    if (line.find("the job has been aborted") != std::string_view::npos ||
-        line.find("MPI_ABORT was invoked") != std::string_view::npos)
+    if (!lost_ && (line.find("the job has been aborted") != std::string_view::npos ||
+                   line.find("MPI_ABORT was invoked") != std::string_view::npos)) {
       lost_ = true;
+      lost_wall_us_ = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+    }
     if (line.find_first_not_of(" -") != std::string_view::npos) mpirun_tail_.add(line);
     write_line(STDERR_FILENO, "[mpirun] ", line);
   }
@@ -82,14 +87,31 @@ class MpirunLines : public LineHandler {
   std::optional<MpiFailure> failure() const { return scanner_.failure(); }
   // mpirun said it aborts the job: a rank failed (an exit code, a signal or MPI_Abort).
   bool lost() const { return lost_; }
+  long long lost_wall_us() const { return lost_wall_us_; }
 
  private:
   bool lost_ = false;
+  long long lost_wall_us_ = 0;
   std::map<int, TailBuffer> rank_tails_;
   TailBuffer mpirun_tail_{8};
   MpiFailureScanner scanner_;
   RankLogs* logs_;
 };
+
+// A rank that mpirun saw die of a signal, as the root-cause rules take it: its death is the job's first failure
+// (mpirun's "the job has been aborted" came with it); nullopt when mpirun named no such rank.
+std::optional<RankOutcome> killed_rank(const MpirunLines& lines, const ChildResult& mpirun) {
+  const std::optional<MpiFailure> f = lines.failure();
+  if (!f || f->signal <= 0 || !lines.lost()) return std::nullopt;
+  RankOutcome r;
+  r.rank = f->rank;
+  r.pid = f->pid;
+  r.exited = true;
+  r.status = f->signal;  // the waitpid() status of a death by that signal
+  r.exit_wall_us = lines.lost_wall_us();
+  r.exit_after_s = mpirun.exit_after_s - static_cast<double>(mpirun.exit_wall_us - r.exit_wall_us) / 1e6;
+  return r;
+}
 
 }  // namespace
 
@@ -106,13 +128,13 @@ AttemptOutcome run_mpi(const Options& options, const std::string& mpirun_path, c
   RankLogs logs(options, attempt.restart_count);
   if (!logs.error().empty()) report("warning: " + logs.error() + "; the ranks' lines go to the console only");
   for (int rank = 0; rank < options.nproc_per_node; ++rank) logs.open_rank(rank);
-  // One error file for all ranks: the first error wins. In the attempt's log
+  // An error file per rank (the ranks fill in "{rank}"). In the attempt's log
   // directory (kept), else a temporary one removed at the end.
   std::optional<ErrorFileDir> error_dir;
   if (!logs.attempt_dir().empty()) error_dir.emplace(logs.attempt_dir());
   else error_dir.emplace();
   if (!error_dir->error().empty()) report("warning: " + error_dir->error() + "; the summary cannot name the first error");
-  vars.emplace_back("TORCHELASTIC_ERROR_FILE", error_dir->shared_file());
+  vars.emplace_back("TORCHELASTIC_ERROR_FILE", error_dir->rank_template());
   if (as_root) {
     vars.emplace_back("OMPI_ALLOW_RUN_AS_ROOT", "1");
     vars.emplace_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
@@ -123,7 +145,7 @@ AttemptOutcome run_mpi(const Options& options, const std::string& mpirun_path, c
   mpirun.spec.argv = build_mpirun_argv(options, mpirun_path, program_path, as_root);
   mpirun.spec.env = merge_env(base, vars, {"RANK", "LOCAL_RANK"});
   mpirun.spec.label = "mpirun";
-  mpirun.signal_group = false;  // mpirun forwards SIGINT/SIGTERM to the ranks itself
+  mpirun.signal_group = false;  // stop signals go to its ranks; mpirun ends when they have
   mpirun.spec.death_signal = SIGTERM;  // if ddprun dies, mpirun stops its ranks and exits
 
   MpirunLines lines(&logs);
@@ -154,6 +176,10 @@ AttemptOutcome run_mpi(const Options& options, const std::string& mpirun_path, c
     cause.stalled_who = result.stalled_who;
     cause.stalled_signal = result.stalled_signal;
     cause.stalled_for_s = result.stalled_for_s;
+    if (const std::optional<RankOutcome> killed = killed_rank(lines, r)) {
+      cause.ranks.push_back(*killed);
+      cause.failure_wall_us = killed->exit_wall_us;
+    }
     summary.root_cause = root_cause_lines(cause);
   }
   std::optional<MpiFailure> f;
@@ -183,7 +209,10 @@ AttemptOutcome run_mpi(const Options& options, const std::string& mpirun_path, c
                                                          signal_name(result.kill_signal)
                                                    : "mpirun was killed with SIGKILL after the grace period");
   summary.notes.push_back("mpirun ended with " + describe_wait_status(r.status));
-  summary.exit_code = result.received_signal > 0 ? 128 + result.received_signal : exit_code_of_wait_status(r.status);
+  // The ranks got the signal from ddprun directly; one that was preempted ended mpirun's job with its code.
+  const bool preempted = WIFEXITED(r.status) && WEXITSTATUS(r.status) == kExitPreempted;
+  summary.exit_code = result.received_signal > 0 ? signalled_exit_code(result.received_signal, preempted, &summary.notes)
+                                                 : exit_code_of_wait_status(r.status);
   if (summary.exit_code == 0 || result.stalled >= 0) summary.exit_code = 1;
   const std::string note = restarts_note(options, attempt, result.received_signal);
   if (!note.empty()) summary.notes.push_back(note);

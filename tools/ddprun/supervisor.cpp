@@ -367,7 +367,7 @@ class Run {
       if (!r.reaped) {
         if (mark) r.sent_stop = true;
         if (c.config.signal_group) ::kill(-r.pid, sig);
-        ::kill(r.pid, sig);
+        if (c.config.signal_group || !signal_grandchildren(r.pid, sig)) ::kill(r.pid, sig);
         if (c.stopped) continue_child(c);
         if (!c.config.signal_group)
           for (const auto& g : grand_stops_) ::kill(g.first, SIGCONT);  // after mpirun's SIGTERM
@@ -375,6 +375,14 @@ class Run {
         ::kill(-r.pid, sig);  // leftover descendants of an exited rank
       }
     }
+  }
+
+  // mpirun's ranks get a stop signal from ddprun directly: mpirun's own forwarding SIGKILLs them 2 s later, before a
+  // preempted rank can finish its step and checkpoint. mpirun ends its job once they have ended. False: no rank yet.
+  bool signal_grandchildren(pid_t pid, int sig) {
+    const std::vector<pid_t> ranks = child_pids_of(pid);
+    for (pid_t rank : ranks) ::kill(rank, sig);
+    return !ranks.empty();
   }
 
   void begin_stop(int sig) {

@@ -28,8 +28,9 @@ class LineHandler {
 struct ManagedChild {
   SpawnSpec spec;
   // true: stop signals go to the child's whole process group (ranks).
-  // false: SIGTERM/SIGINT go to the child only (mpirun forwards them itself);
-  // SIGKILL still goes to its group and to the groups of its direct children.
+  // false (mpirun): SIGTERM/SIGINT go to the child's children (its ranks), or
+  // to the child while it has none; SIGKILL goes to its group and to the
+  // groups of its direct children.
   bool signal_group = true;
 };
 
