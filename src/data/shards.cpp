@@ -197,8 +197,10 @@ Shard prepare_shards(ProcessGroup& group, const ShardSpec& spec,
     if (group.rank() == 0) std::memcpy(text.data_ptr(), message.data(), len);
     group.broadcast(text).wait();
     if (failure) std::rethrow_exception(failure);
-    throw ddp::Error("prepare_shards: rank 0 could not write the shards: " +
-                     std::string(static_cast<const char*>(text.data_ptr()), len));
+    // A PeerFailure: ddprun's summary then names rank 0 (its own error) as the cause, not this rank.
+    throw ddp::PeerFailed<ddp::Error>("prepare_shards: rank 0 could not write the shards: " +
+                                          std::string(static_cast<const char*>(text.data_ptr()), len),
+                                      0);
   }
   return load_shard(spec, group.rank());
 }

@@ -261,6 +261,9 @@ TEST(Shards, PrepareShardsFailureOnRankZero) {
     } catch (const ddp::Error& e) {
       EXPECT_NE(g.rank(), 0);
       EXPECT_STREQ(e.what(), "prepare_shards: rank 0 could not write the shards: /data/x.gz: truncated at byte 7");
+      const auto* peer = dynamic_cast<const ddp::PeerFailure*>(&e);  // the summary names rank 0, not this rank
+      ASSERT_NE(peer, nullptr);
+      EXPECT_EQ(peer->failed_rank(), 0);
       ++threw;
     }
   });

@@ -162,7 +162,7 @@ TEST_P(Restarts, PreemptedBySigtermExits75AfterASlowCheckpoint) {
   Launch launch(args(backend, nproc, {"--max-restarts", "1", "--kill-grace", "60", probe_path(), "term-slow", "3", "75"}));
   ASSERT_TRUE(launch.wait_for(
       [nproc = nproc](const std::string& out, const std::string&) {
-        return count(out, "] ready\n") == static_cast<size_t>(nproc);
+        return count(out, "] ready pid=") == static_cast<size_t>(nproc);
       },
       30));
   launch.send_signal(SIGTERM);
@@ -170,7 +170,7 @@ TEST_P(Restarts, PreemptedBySigtermExits75AfterASlowCheckpoint) {
   EXPECT_EQ(r.exit_code(), 75) << diag(r);
   for (int rank = 0; rank < nproc; ++rank)
     EXPECT_EQ(count(r.out, "[rank " + std::to_string(rank) + "] saved after SIGTERM\n"), 1u) << diag(r);
-  EXPECT_EQ(count(r.out, "] ready\n"), static_cast<size_t>(nproc)) << diag(r);  // nobody started again
+  EXPECT_EQ(count(r.out, "] ready pid="), static_cast<size_t>(nproc)) << diag(r);  // nobody started again
   EXPECT_EQ(count(r.err, "ddprun: the ranks were preempted: they wrote a checkpoint and exited with 75; exiting "
                          "with 75"),
             1u)

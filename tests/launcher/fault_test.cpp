@@ -108,7 +108,10 @@ INSTANTIATE_TEST_SUITE_P(Backends, KillLauncher,
 
 // A rank stopped by SIGSTOP longer than --heartbeat-timeout fails the job, and
 // the summary names it. Gloo: ddprun's child, seen by waitpid (with the
-// signal); mpi: mpirun's child, seen in /proc (without it).
+// signal); mpi: mpirun's child, seen in /proc (without it). The stopped rank is
+// SIGKILLed, not continued with SIGTERM: it would take its time to end (as
+// ddp-train does, finishing a step its peers no longer join) and report a lost
+// connection of its own.
 class StoppedRank : public ::testing::TestWithParam<BackendAndNproc> {};
 
 TEST_P(StoppedRank, FailsTheJobAndIsNamed) {
@@ -117,7 +120,7 @@ TEST_P(StoppedRank, FailsTheJobAndIsNamed) {
   if (backend == "mpi" && !have_mpirun()) GTEST_SKIP() << "mpirun not found";
   const std::string how = backend == "mpi" ? "" : " by SIGSTOP";
   Launch launch({"--nproc-per-node", std::to_string(np), "--standalone", "--backend", backend,
-                 "--heartbeat-timeout", "2", "--kill-grace", "5", probe_path(), "pid-sleep", "600"});
+                 "--heartbeat-timeout", "2", "--kill-grace", "60", probe_path(), "term-slow", "600", "0", "1"});
   std::map<int, pid_t> pids;
   ASSERT_TRUE(launch.wait_for([&](const std::string& out, const std::string&) {
     pids = ready_pids(out);
@@ -126,8 +129,9 @@ TEST_P(StoppedRank, FailsTheJobAndIsNamed) {
   const pid_t stopped = pids.at(1);
   const double stopped_at = now_seconds();
   ASSERT_EQ(::kill(stopped, SIGSTOP), 0);
-  RunResult r = launch.finish(60);  // 2 s + SIGTERM; a hang ends at 60 s
+  RunResult r = launch.finish(90);  // 2 s + SIGKILL; continued with SIGTERM it would wait out the 60 s grace
   const double took = now_seconds() - stopped_at;
+  EXPECT_LT(took, 30.0) << diag(r);
   std::vector<pid_t> left = wait_gone(pids, 10);
   for (pid_t pid : left) ::kill(pid, SIGKILL);
   EXPECT_TRUE(left.empty()) << diag(r);
@@ -138,6 +142,9 @@ TEST_P(StoppedRank, FailsTheJobAndIsNamed) {
   EXPECT_NE(r.err.find("the job is stopped if it is not continued within 2 s (--heartbeat-timeout)"),
             std::string::npos)
       << diag(r);
+  EXPECT_NE(r.err.find("ddprun: rank 1 (pid " + p + ") is still stopped after "), std::string::npos) << diag(r);
+  EXPECT_NE(r.err.find(": killing it (SIGKILL) and stopping the job"), std::string::npos) << diag(r);
+  EXPECT_EQ(r.out.find("saved after SIGTERM"), std::string::npos) << diag(r);
   std::smatch m;
   const std::string signal = backend == "mpi" ? "by a signal" : "SIGSTOP";
   ASSERT_TRUE(std::regex_search(r.err, m,

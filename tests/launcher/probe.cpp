@@ -13,8 +13,9 @@
 //                         "parent done" and exit 0 at once
 //   term-report           print "ready", sleep 60 s; on SIGTERM/SIGINT print
 //                         "got SIGTERM"/"got SIGINT" and exit 0
-//   term-slow S C         print "ready", sleep 60 s; on SIGTERM go on S s more (a slow last step and
-//                         checkpoint), print "saved after SIGTERM" and exit with code C
+//   term-slow S C [R]     print "ready pid=<pid>", sleep 60 s; on SIGTERM go on S s more (a slow last
+//                         step and checkpoint), print "saved after SIGTERM" and exit with code C; with R
+//                         only rank R does (the others end at SIGTERM)
 //   pid-sleep S           print "ready pid=<pid>", sleep S s, exit 0
 //   restart R N C         print "elastic" and the agent variables (RESTART_COUNT=k ...);
 //                         on attempts k < N rank R (every rank if R < 0) exits with
@@ -215,8 +216,8 @@ int main(int argc, char** argv) {
   if (mode == "term-slow") {
     struct sigaction action = {};
     action.sa_handler = note_term;
-    sigaction(SIGTERM, &action, nullptr);
-    say("ready");
+    if (argc < 5 || arg(4) == rank) sigaction(SIGTERM, &action, nullptr);
+    say("ready pid=" + std::to_string(::getpid()));
     for (int i = 0; i < 6000 && g_got_term == 0; ++i) sleep_seconds(0.01);
     if (g_got_term == 0) return 1;  // 60 s without the signal
     sleep_seconds(std::atof(argv[2]));

@@ -322,7 +322,9 @@ class Run {
       result_.stalled_who = who(i);
       result_.stalled_signal = c.stop_signal;
       result_.stalled_for_s = std::chrono::duration<double>(now - c.stopped_at).count();
-      report(who(i) + " is still stopped after " + seconds_text(result_.stalled_for_s) + ": stopping the job");
+      report(who(i) + " is still stopped after " + seconds_text(result_.stalled_for_s) +
+             ": killing it (SIGKILL) and stopping the job");
+      kill_stalled(c.result.pid, c.config.signal_group);
       begin_stop(SIGTERM);
       return;
     }
@@ -333,10 +335,19 @@ class Run {
         if (!children_[i].config.signal_group) result_.stalled = static_cast<int>(i);
       result_.stalled_who = g.second.who;
       result_.stalled_for_s = std::chrono::duration<double>(now - g.second.since).count();
-      report(g.second.who + " is still stopped after " + seconds_text(result_.stalled_for_s) + ": stopping the job");
+      report(g.second.who + " is still stopped after " + seconds_text(result_.stalled_for_s) +
+             ": killing it (SIGKILL) and stopping the job");
+      kill_stalled(g.first, /*group=*/false);
       begin_stop(SIGTERM);
       return;
     }
+  }
+
+  // A rank stopped past the timeout gets SIGKILL, not SIGTERM: its peers have given up on it, so a graceful end
+  // (ddp-train's preemption: finish the step with them, checkpoint) could only wait out the kill grace.
+  static void kill_stalled(pid_t pid, bool group) {
+    if (group) ::kill(-pid, SIGKILL);
+    ::kill(pid, SIGKILL);
   }
 
   // SIGCONT so that a stopped child acts on the signal it was sent.
@@ -368,9 +379,12 @@ class Run {
         if (mark) r.sent_stop = true;
         if (c.config.signal_group) ::kill(-r.pid, sig);
         if (c.config.signal_group || !signal_grandchildren(r.pid, sig)) ::kill(r.pid, sig);
-        if (c.stopped) continue_child(c);
+        // A stopped rank: continued to act on a signal ddprun received (the operator's stop); killed when the job
+        // fails, as the stalled one is (continued, it would only report losing the peers that ended meanwhile).
+        const bool failing = result_.received_signal == 0;
+        if (c.stopped) failing ? kill_stalled(r.pid, c.config.signal_group) : continue_child(c);
         if (!c.config.signal_group)
-          for (const auto& g : grand_stops_) ::kill(g.first, SIGCONT);  // after mpirun's SIGTERM
+          for (const auto& g : grand_stops_) ::kill(g.first, failing ? SIGKILL : SIGCONT);
       } else if (c.config.signal_group) {
         ::kill(-r.pid, sig);  // leftover descendants of an exited rank
       }
