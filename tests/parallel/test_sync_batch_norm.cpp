@@ -10,6 +10,7 @@
 #include "ddp/errors.h"
 #include "ddp/parallel/sync_batch_norm.h"
 #include "ddp/train/models/fashion_cnn.h"
+#include "ddp/train/models/airbench.h"
 #include "ddp/train/models/resnet.h"
 #include "support/rank_threads.h"
 
@@ -93,6 +94,15 @@ TEST(ConvertSyncBatchnorm, ResNet18InBlocksAndSequentials) {
   ASSERT_NE(seq, nullptr);
   EXPECT_EQ(seq->ptr(1), seq->named_children()["1"]) << "the Sequential still calls the old BatchNorm";
   EXPECT_NE(seq->ptr(1)->as<SyncBatchNormImpl>(), nullptr);
+}
+
+// The cifar10-airbench recipe's model (--sync-bn): two BatchNorms per group, called by name.
+TEST(ConvertSyncBatchnorm, AirbenchGroups) {
+  at::set_num_threads(1);
+  torch::manual_seed(5);
+  const at::Tensor whitening = models::airbench_whitening(at::randn({16, 3, 8, 8}));
+  auto [net, twin] = twins<models::Airbench>(whitening);
+  expect_converted_like(net, twin, at::randn({2, 3, 32, 32}), 6);
 }
 
 // Containers: Sequential, ModuleList and ModuleDict call the new layer; options,

@@ -2,13 +2,15 @@
 # cifar10-airbench's training mechanics on tiny data under ddprun: the whitening bias trains for the first 3
 # epochs only; lookahead (--ema-every 1) leaves the model equal to its average after every step; the final
 # evaluation runs with test-time augmentation; the checkpoint loads into Python.
-# usage: airbench_test.sh DDPRUN DDP_TRAIN NPROC
+# usage: airbench_test.sh DDPRUN DDP_TRAIN NPROC [FLAGS...] (e.g. --sync-bn)
 set -euo pipefail
 ddprun=$1 train=$2 np=$3 recipe=cifar10-airbench
+shift 3
 source "$(dirname "$0")/lib.sh"
 "$ddprun" --nproc-per-node "$np" --standalone "$train" "$recipe" "${data[@]}" --epochs 5 --batch-size 16 \
-  --limit-train 64 --limit-test 32 --ema-every 1 --keep-last 5 --out-dir "$work/out" --no-progress | tee "$work/log"
+  --limit-train 64 --limit-test 32 --ema-every 1 --keep-last 5 --out-dir "$work/out" --no-progress "$@" | tee "$work/log"
 grep -q "^\[rank 0\] done: acc1 .* on 32 test samples after 5 epoch" "$work/log" || { echo "FAIL: no final line"; exit 1; }
+case " $* " in *" --sync-bn "*) grep -q "(SyncBatchNorm)" "$work/log" || { echo "FAIL: --sync-bn did not convert"; exit 1; } ;; esac
 ${DDP_PYTHON:-/usr/bin/python3} - "$work/out/checkpoints" <<'PY'
 import glob, sys, torch
 paths = sorted(glob.glob(sys.argv[1] + "/checkpoint-e*.pt"))

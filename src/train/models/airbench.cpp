@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "ddp/parallel/sync_batch_norm.h"
+
 namespace ddp::models {
 
 at::Tensor airbench_whitening(const at::Tensor& images, int64_t kernel, double eps) {
@@ -53,15 +55,15 @@ at::Tensor activation(const at::Tensor& x) {
 
 AirbenchGroupImpl::AirbenchGroupImpl(int64_t in, int64_t out, double bn_momentum) {
   conv1 = register_module("conv1", conv3x3(in, out));
-  norm1 = register_module("norm1", batch_norm(out, bn_momentum));
+  register_module("norm1", batch_norm(out, bn_momentum));
   conv2 = register_module("conv2", conv3x3(out, out));
-  norm2 = register_module("norm2", batch_norm(out, bn_momentum));
+  register_module("norm2", batch_norm(out, bn_momentum));
 }
 
 at::Tensor AirbenchGroupImpl::forward(const at::Tensor& x) {
   at::Tensor h = at::max_pool2d(conv1(x), {2, 2});
-  h = activation(norm1(h));
-  return activation(norm2(conv2(h)));
+  h = activation(batch_norm_child(*this, "norm1", h));
+  return activation(batch_norm_child(*this, "norm2", conv2(h)));
 }
 
 AirbenchImpl::AirbenchImpl(const at::Tensor& whitening, const AirbenchOptions& options) : options_(options) {

@@ -33,7 +33,8 @@ class AirbenchGroupImpl : public torch::nn::Module {
 
  private:
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
-  torch::nn::BatchNorm2d norm1{nullptr}, norm2{nullptr};
+  // norm1 and norm2 live only in the registry and are called by name (ddp::batch_norm_child), so that
+  // convert_sync_batchnorm (--sync-bn) can replace them.
 };
 TORCH_MODULE(AirbenchGroup);
 
