@@ -188,17 +188,24 @@ INSTANTIATE_TEST_SUITE_P(Backends, StoppedRank,
 // Rank 0 records "Permission denied" first and is slow to exit; rank 1 then
 // fails and exits first. The summary names rank 0 and its message as the root
 // cause, above the first failed rank (1). The error files are removed.
-class RootCause : public ::testing::TestWithParam<BackendAndNproc> {};
+class RootCause : public ::testing::TestWithParam<BackendAndNproc> {
+ protected:
+  void SetUp() override {
+    if (backend() == "mpi" && !have_mpirun()) GTEST_SKIP() << "mpirun not found";
+    ASSERT_FALSE(tmp.path().empty());
+  }
+  std::string backend() const { return std::get<0>(GetParam()); }
+  // ddprun_error_probe MODE under ddprun, its error files in `tmp`.
+  RunResult run_probe(const std::string& mode, double timeout_s) {
+    return run_ddprun({"--nproc-per-node", std::to_string(std::get<1>(GetParam())), "--standalone", "--backend",
+                       backend(), error_probe_path(), mode},
+                      timeout_s, {{"TMPDIR", tmp.path()}});
+  }
+  TempDir tmp;
+};
 
 TEST_P(RootCause, EarliestErrorNamedWithItsMessage) {
-  const std::string backend = std::get<0>(GetParam());
-  const int np = std::get<1>(GetParam());
-  if (backend == "mpi" && !have_mpirun()) GTEST_SKIP() << "mpirun not found";
-  TempDir tmp;
-  ASSERT_FALSE(tmp.path().empty());
-  RunResult r = run_ddprun({"--nproc-per-node", std::to_string(np), "--standalone", "--backend", backend,
-                            error_probe_path(), "root-cause"},
-                           60, {{"TMPDIR", tmp.path()}});
+  RunResult r = run_probe("root-cause", 60);
   ASSERT_EQ(r.exit_code(), 1) << diag(r);
   const size_t cause = r.err.find("ddprun: root cause: rank 0 (pid ");
   ASSERT_NE(cause, std::string::npos) << diag(r);
@@ -209,7 +216,7 @@ TEST_P(RootCause, EarliestErrorNamedWithItsMessage) {
                                std::regex(R"(ddprun: root cause: rank 0 \(pid \d+\) reported the first error, at [0-9:.]+:)")))
       << diag(r);
   EXPECT_EQ(r.err.compare(eol + 1, 59, "ddprun:   | cannot open /data/train.bin: Permission denied\n"), 0) << diag(r);
-  if (backend == "gloo") {
+  if (backend() == "gloo") {
     const size_t first = r.err.find("ddprun: first failed rank: rank 1 (local rank 1, pid ");
     EXPECT_NE(first, std::string::npos) << diag(r);
     EXPECT_GT(first, cause) << diag(r);
@@ -220,17 +227,10 @@ TEST_P(RootCause, EarliestErrorNamedWithItsMessage) {
 // A rank killed from outside (SIGKILL) is the root cause, not the survivor that reports the lost connection
 // (the issue's probe saw "root cause: rank 0 ... Connection reset by peer"). Gloo: ddprun sees each rank's end;
 // mpi: mpirun's "exited on signal 9" (mpirun reports no pid).
-class RootCauseKilled : public ::testing::TestWithParam<BackendAndNproc> {};
+class RootCauseKilled : public RootCause {};
 
 TEST_P(RootCauseKilled, TheKilledRankIsNamedNotThePeerThatLostIt) {
-  const std::string backend = std::get<0>(GetParam());
-  const int np = std::get<1>(GetParam());
-  if (backend == "mpi" && !have_mpirun()) GTEST_SKIP() << "mpirun not found";
-  TempDir tmp;
-  ASSERT_FALSE(tmp.path().empty());
-  RunResult r = run_ddprun({"--nproc-per-node", std::to_string(np), "--standalone", "--backend", backend,
-                            error_probe_path(), "killed"},
-                           120, {{"TMPDIR", tmp.path()}});
+  RunResult r = run_probe("killed", 120);
   ASSERT_EQ(r.exit_code(), 128 + SIGKILL) << diag(r);  // the first failed rank's end, as torchrun
   EXPECT_TRUE(std::regex_search(
       r.err, std::regex(R"((^|\n)ddprun: =+ failure summary =+\nddprun: root cause: rank 1 (\(pid \d+\) )?was killed by SIGKILL after )")))

@@ -324,8 +324,7 @@ class Run {
       result_.stalled_for_s = std::chrono::duration<double>(now - c.stopped_at).count();
       report(who(i) + " is still stopped after " + seconds_text(result_.stalled_for_s) +
              ": killing it (SIGKILL) and stopping the job");
-      kill_stalled(c.result.pid, c.config.signal_group);
-      begin_stop(SIGTERM);
+      begin_stop(SIGTERM);  // SIGKILL for the stopped one (send_all)
       return;
     }
     for (const auto& g : grand_stops_) {
@@ -337,14 +336,14 @@ class Run {
       result_.stalled_for_s = std::chrono::duration<double>(now - g.second.since).count();
       report(g.second.who + " is still stopped after " + seconds_text(result_.stalled_for_s) +
              ": killing it (SIGKILL) and stopping the job");
-      kill_stalled(g.first, /*group=*/false);
-      begin_stop(SIGTERM);
+      begin_stop(SIGTERM);  // SIGKILL for the stopped one (send_all)
       return;
     }
   }
 
-  // A rank stopped past the timeout gets SIGKILL, not SIGTERM: its peers have given up on it, so a graceful end
-  // (ddp-train's preemption: finish the step with them, checkpoint) could only wait out the kill grace.
+  // A rank stopped when the job fails (past the timeout, or meanwhile) gets SIGKILL, not SIGTERM: its peers have
+  // given up on it, so a graceful end (ddp-train's: finish the step with them, checkpoint) could only wait out the
+  // kill grace.
   static void kill_stalled(pid_t pid, bool group) {
     if (group) ::kill(-pid, SIGKILL);
     ::kill(pid, SIGKILL);
