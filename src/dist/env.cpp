@@ -1,7 +1,10 @@
 #include "dist/env.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <thread>
 
 #include "ddp/dist/device.h"
 #include "ddp/dist/errors.h"
@@ -189,6 +192,26 @@ Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mp
                              : std::string("auto: not started by mpirun") + (mpi_available ? "" : ", no mpi backend built");
   }
   return r;
+}
+
+double exit_linger_s() {
+  const char* v = std::getenv("DDP_EXIT_LINGER");
+  if (v == nullptr || *v == '\0') return 0;
+  char* end = nullptr;
+  const double s = std::strtod(v, &end);
+  if (end != v + std::strlen(v) || !(s >= 0) || !(s <= 60))
+    bad(std::string("DDP_EXIT_LINGER='") + v + "' must be a number of seconds in [0, 60]");
+  return s;
+}
+
+void linger_before_failed_exit() {
+  double s = 0;
+  try {
+    s = exit_linger_s();
+  } catch (...) {
+    return;
+  }
+  if (s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(s));
 }
 
 }  // namespace ddp::detail

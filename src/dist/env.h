@@ -43,4 +43,11 @@ constexpr Milliseconds kRdzvTimeout{120000};
 Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mpi_available,
                               bool nccl_available = false);
 
+// DDP_EXIT_LINGER: seconds a rank that exits with a non-zero status waits first (ddprun's mpi launch sets it:
+// mpirun, without its kill pause, ends the other ranks as soon as one exits, so peers failing alike record their
+// own errors, and preempted peers finish, in this time). 0 when unset; InvalidArgument when not a number in [0, 60].
+double exit_linger_s();
+// Sleeps exit_linger_s() (0 on a malformed value: called on the way out, it must not throw).
+void linger_before_failed_exit();
+
 }  // namespace ddp::detail

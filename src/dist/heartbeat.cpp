@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "ddp/dist/errors.h"
+#include "dist/env.h"
 #include "dist/message.h"
 #include "dist/wait_report.h"
 
@@ -283,6 +284,7 @@ void end_rank(const std::string& message, int silent_rank, int code) {
   record_error(PeerFailed<Error>(message, silent_rank), code);  // TORCHELASTIC_ERROR_FILE, for the root cause
   std::fflush(stdout);
   std::fflush(stderr);
+  linger_before_failed_exit();  // peers that lost the same rank report it too (DDP_EXIT_LINGER)
   ::_exit(code);
 }
 

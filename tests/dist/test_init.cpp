@@ -195,6 +195,21 @@ TEST(Resolve, BadInitMethodsAreExplained) {
   EXPECT_NE(invalid_message([&] { resolve({}, no_rank); }).find("needs rank and world_size"), std::string::npos);
 }
 
+// DDP_EXIT_LINGER (ddprun's mpi launch): seconds; malformed values are refused naming the variable.
+TEST(Resolve, ExitLingerIsSecondsInRange) {
+  unsetenv("DDP_EXIT_LINGER");
+  EXPECT_EQ(detail::exit_linger_s(), 0.0);
+  setenv("DDP_EXIT_LINGER", "0.5", 1);
+  EXPECT_EQ(detail::exit_linger_s(), 0.5);
+  for (const char* bad : {"-1", "61", "nan", "inf", "0.5s", "soon"}) {
+    setenv("DDP_EXIT_LINGER", bad, 1);
+    EXPECT_NE(invalid_message([] { detail::exit_linger_s(); }).find("DDP_EXIT_LINGER='" + std::string(bad) + "'"),
+              std::string::npos)
+        << bad;
+  }
+  unsetenv("DDP_EXIT_LINGER");
+}
+
 TEST(Backends, UnknownNameListsTheValidOnes) {
   std::string msg = invalid_message([] { create_backend("nvlink", {}); });
   EXPECT_NE(msg.find("unknown backend 'nvlink'"), std::string::npos) << msg;

@@ -166,7 +166,7 @@ TEST(MpiLaunch, MpirunCommandLine) {
   std::vector<std::string> expected = {"/usr/bin/mpirun", "-np", "3", "--oversubscribe", "--bind-to", "none",
                                        "--tag-output", "--allow-run-as-root"};
   for (const char* var : {"OMP_NUM_THREADS", "DDP_BACKEND", "DDP_LAUNCHER", "LOCAL_WORLD_SIZE", "WORLD_SIZE",
-                          "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT", "DDP_HEARTBEAT_TIMEOUT",
+                          "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT", "DDP_HEARTBEAT_TIMEOUT", "DDP_EXIT_LINGER",
                           "TORCHELASTIC_ERROR_FILE", "DDP_TTY", "TORCHELASTIC_RESTART_COUNT",
                           "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "ROLE_NAME", "ROLE_WORLD_SIZE",
                           "GROUP_WORLD_SIZE"}) {

@@ -1,7 +1,7 @@
 #!/bin/sh
 # examples/mlp with a different --niters per rank (20 + 3 x rank), under ddprun: the ranks' collectives stop
 # matching at #31 (rank 0's final loss all_reduce against rank 1's next gradient bucket). With the default call
-# check every rank names the mismatch and ddprun exits 1; no abort inside the backend, no hang.
+# check every rank names the mismatch (each checked) and ddprun exits 1; no abort inside the backend, no hang.
 #   mlp_mismatch.sh DDPRUN MLP BACKEND NP
 set -u
 ddprun=$1 mlp=$2 backend=$3 np=$4
@@ -22,4 +22,12 @@ rc=$?
 grep -q "terminate called\|EnforceNotMet" "$dir/out" && fail "a rank aborted"
 expected="mlp: \[$backend\] rank 0/$np all_reduce: ranks disagree on collective #31: rank 0: #31 all_reduce float64\[2\] SUM; rank 1: #31 all_reduce float32\[401408\] SUM"
 grep -q "$expected" "$dir/out" || fail "rank 0 did not name the mismatch"
+# Every rank names it (under mpi, the first rank to exit waits DDP_EXIT_LINGER so that mpirun does not end the
+# others before they print).
+r=1
+while [ $r -lt "$np" ]; do
+  grep -q "^\[rank $r\] mlp: \[$backend\] rank $r/$np all_reduce: ranks disagree on collective #31: " "$dir/out" ||
+    fail "rank $r did not name the mismatch"
+  r=$((r + 1))
+done
 echo "PASS: $backend np$np: the mismatch named, exit 1"

@@ -14,7 +14,8 @@
 //   term-report           print "ready", sleep 60 s; on SIGTERM/SIGINT print
 //                         "got SIGTERM"/"got SIGINT" and exit 0
 //   term-slow S C [R]     print "ready pid=<pid>", sleep 60 s; on SIGTERM go on S s more (a slow last
-//                         step and checkpoint), print "saved after SIGTERM" and exit with code C; with R
+//                         step and checkpoint), print "saved after SIGTERM" and exit with code C (after
+//                         DDP_EXIT_LINGER s when C != 0, as the ddp runtime does); with R
 //                         only rank R does (the others end at SIGTERM)
 //   pid-sleep S           print "ready pid=<pid>", sleep S s, exit 0
 //   restart R N C         print "elastic" and the agent variables (RESTART_COUNT=k ...);
@@ -222,6 +223,9 @@ int main(int argc, char** argv) {
     if (g_got_term == 0) return 1;  // 60 s without the signal
     sleep_seconds(std::atof(argv[2]));
     say("saved after SIGTERM");
+    // As the ddp runtime does at a non-zero exit: under ddprun's mpi launch, the first rank to exit ends the others.
+    if (const char* linger = std::getenv("DDP_EXIT_LINGER"); linger != nullptr && arg(3) != 0)
+      sleep_seconds(std::atof(linger));
     return arg(3);
   }
   return usage();

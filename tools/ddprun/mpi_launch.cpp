@@ -23,7 +23,8 @@ namespace ddprun {
 const std::vector<std::string>& mpi_exported_vars() {
   static const std::vector<std::string> vars = {"OMP_NUM_THREADS", "DDP_BACKEND", "DDP_LAUNCHER",
                                                 "LOCAL_WORLD_SIZE", "WORLD_SIZE", "GROUP_RANK",
-                                                "MASTER_ADDR", "MASTER_PORT", "DDP_HEARTBEAT_TIMEOUT"};
+                                                "MASTER_ADDR", "MASTER_PORT", "DDP_HEARTBEAT_TIMEOUT",
+                                                "DDP_EXIT_LINGER"};
   return vars;
 }
 
@@ -98,6 +99,14 @@ class MpirunLines : public LineHandler {
   RankLogs* logs_;
 };
 
+constexpr const char* kExitLinger = "0.5";
+
+bool has_env(const std::vector<std::string>& env, const std::string& name) {
+  for (const std::string& kv : env)
+    if (kv.compare(0, name.size() + 1, name + "=") == 0) return true;
+  return false;
+}
+
 // A rank that mpirun saw die of a signal, as the root-cause rules take it: its death is the job's first failure
 // (mpirun's "the job has been aborted" came with it); nullopt when mpirun named no such rank.
 std::optional<RankOutcome> killed_rank(const MpirunLines& lines, const ChildResult& mpirun) {
@@ -135,6 +144,12 @@ AttemptOutcome run_mpi(const Options& options, const std::string& mpirun_path, c
   else error_dir.emplace();
   if (!error_dir->error().empty()) report("warning: " + error_dir->error() + "; the summary cannot name the first error");
   vars.emplace_back("TORCHELASTIC_ERROR_FILE", error_dir->rank_template());
+  // mpirun's kill pause off: when a rank dies, mpirun ends the others at once instead of after 1 + 1 s, and names
+  // the dead rank sooner. A rank that exits non-zero waits kExitLinger s first (the ddp runtime reads
+  // DDP_EXIT_LINGER), so that peers failing alike record their own errors and preempted peers finish. A value the
+  // user set wins.
+  if (!has_env(base, "OMPI_MCA_odls_base_sigkill_timeout")) vars.emplace_back("OMPI_MCA_odls_base_sigkill_timeout", "0");
+  if (!has_env(base, "DDP_EXIT_LINGER")) vars.emplace_back("DDP_EXIT_LINGER", kExitLinger);
   if (as_root) {
     vars.emplace_back("OMPI_ALLOW_RUN_AS_ROOT", "1");
     vars.emplace_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
@@ -150,10 +165,10 @@ AttemptOutcome run_mpi(const Options& options, const std::string& mpirun_path, c
 
   MpirunLines lines(&logs);
   Supervisor supervisor(options.kill_grace_s, &lines);
-  // When mpirun aborts the job for a failed rank, the others are blocked in MPI: mpirun's own SIGTERM-then-SIGKILL
-  // takes ~2 s (odls_base_sigkill_timeout, whole seconds); ddprun ends them after kLostJobGrace_s, long enough for a
-  // rank that failed alike (the same error on every rank) to print its own message. Not when ddprun itself stops
-  // the job (a forwarded SIGTERM: the ranks may be writing a checkpoint).
+  // When mpirun aborts the job for a failed rank, the others are blocked in MPI. mpirun ends them at once (its kill
+  // pause is off, above); where the user set a pause (odls_base_sigkill_timeout, whole seconds), ddprun ends them
+  // after kLostJobGrace_s. Not when ddprun itself stops the job (a forwarded SIGTERM: the ranks may be writing a
+  // checkpoint).
   constexpr double kLostJobGrace_s = 0.5;
   supervisor.set_grandchild_kill([&lines] { return lines.lost(); }, kLostJobGrace_s);
   supervisor.set_stop_timeout(options.heartbeat_timeout_s);

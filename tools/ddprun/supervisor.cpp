@@ -390,8 +390,9 @@ class Run {
     }
   }
 
-  // mpirun's ranks get a stop signal from ddprun directly: mpirun's own forwarding SIGKILLs them 2 s later, before a
-  // preempted rank can finish its step and checkpoint. mpirun ends its job once they have ended. False: no rank yet.
+  // mpirun's ranks get a stop signal from ddprun directly: mpirun's own forwarding SIGKILLs them right after (2 s with
+  // its default kill pause), before a preempted rank can finish its step and checkpoint. mpirun ends its job once
+  // they have ended. False: no rank yet.
   bool signal_grandchildren(pid_t pid, int sig) {
     const std::vector<pid_t> ranks = child_pids_of(pid);
     for (pid_t rank : ranks) ::kill(rank, sig);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "dist/env.h"
 #include "dist/heartbeat.h"
 #include "dist/mpi/mpi_dtypes.h"
 
@@ -52,6 +53,7 @@ Runtime& Runtime::get() {
 Runtime* Runtime::peek() { return g_runtime.load(std::memory_order_acquire); }
 
 Runtime::Runtime() {
+  detail::exit_linger_s();  // a malformed DDP_EXIT_LINGER fails here, not on the way out
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -326,7 +328,9 @@ void Runtime::at_exit(int status, void* arg) {
   if (status != 0 && rt->world_size_ > 1) {
     // Failing rank: MPI_Finalize would wait for peers that may be blocked in
     // a collective waiting for this rank. Exit with the status instead;
-    // mpirun (or srun --kill-on-bad-exit) then ends the whole job.
+    // mpirun (or srun --kill-on-bad-exit) then ends the whole job, at once
+    // under ddprun: first give peers failing alike DDP_EXIT_LINGER.
+    detail::linger_before_failed_exit();
     if (!rt->stop(/*drain=*/false, Milliseconds(200)).empty()) {
       std::fflush(nullptr);
       _exit(status);
