@@ -189,6 +189,9 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
   j.strategy->finish();  // a sharded model's trained weights back in the Task's model
   finish_timeline(j);
   if (!summary.preempted) print_done(j, summary);
+  // Preempted: every rank exits 75 right after this, and under mpirun the first exit ends the others (ddprun's
+  // DDP_EXIT_LINGER is their only slack): rank 0's last log lines are written before anyone leaves.
+  if (summary.preempted) j.group->barrier().wait();
   return summary;
 }
 
