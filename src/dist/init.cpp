@@ -150,7 +150,9 @@ GroupPtr create_process_group(const InitOptions& opts) {
   const Milliseconds heartbeat = detail::resolve_heartbeat_timeout(opts.heartbeat_timeout);
   const bool tcp = r.method == "env" || r.method == "tcp";
   std::unique_ptr<detail::BeatChannel> channel;
-  if (tcp && r.backend == "gloo" && r.world_size > 1 && heartbeat.count() > 0)
+  // gloo's and nccl's liveness goes through the rendezvous store (nccl: its host side; NCCL's own watchdog only
+  // fires at the collective timeout); mpi's through MPI messages (beat_channel below).
+  if (tcp && (r.backend == "gloo" || r.backend == "nccl") && r.world_size > 1 && heartbeat.count() > 0)
     channel = detail::store_beat_channel(open_heartbeat_store(r, heartbeat), r.rank,
                                          r.host + ":" + std::to_string(r.port));
   std::unique_ptr<detail::Backend> impl = detail::create_backend_impl(r.backend, b);
