@@ -59,6 +59,20 @@ TEST(MpiLaunch, KeepsOmpNumThreads) {
   EXPECT_EQ(count(r.out, "] OMP_NUM_THREADS=3\n"), 2u) << diag(r);
 }
 
+// mpirun's kill pause off and the ranks' exit linger on (docs/launcher.md, "A rank that dies under --backend mpi");
+// values the user set are kept.
+TEST(MpiLaunch, KillPauseOffAndExitLingerOnUnlessSet) {
+  RunResult r = run_ddprun({"--backend=mpi", "--nproc-per-node=2", "--standalone", "env"}, 30);
+  ASSERT_EQ(r.exit_code(), 0) << diag(r);
+  EXPECT_EQ(count(r.out, "] OMPI_MCA_odls_base_sigkill_timeout=0\n"), 2u) << diag(r);
+  EXPECT_EQ(count(r.out, "] DDP_EXIT_LINGER=0.5\n"), 2u) << diag(r);
+  r = run_ddprun({"--backend=mpi", "--nproc-per-node=2", "--standalone", "env"}, 30,
+                 {{"OMPI_MCA_odls_base_sigkill_timeout", "1"}, {"DDP_EXIT_LINGER", "0.2"}});
+  ASSERT_EQ(r.exit_code(), 0) << diag(r);
+  EXPECT_EQ(count(r.out, "] OMPI_MCA_odls_base_sigkill_timeout=1\n"), 2u) << diag(r);
+  EXPECT_EQ(count(r.out, "] DDP_EXIT_LINGER=0.2\n"), 2u) << diag(r);
+}
+
 TEST(MpiLaunch, FailingRankIsNamed) {
   RunResult r = run_ddprun({"--backend", "mpi", "--nproc-per-node", "3", "--standalone", probe_path(), "fail", "1",
                             "3"},
