@@ -101,12 +101,6 @@ class MpirunLines : public LineHandler {
 
 constexpr const char* kExitLinger = "0.5";
 
-bool has_env(const std::vector<std::string>& env, const std::string& name) {
-  for (const std::string& kv : env)
-    if (kv.compare(0, name.size() + 1, name + "=") == 0) return true;
-  return false;
-}
-
 // A rank that mpirun saw die of a signal, as the root-cause rules take it: its death is the job's first failure
 // (mpirun's "the job has been aborted" came with it); nullopt when mpirun named no such rank.
 std::optional<RankOutcome> killed_rank(const MpirunLines& lines, const ChildResult& mpirun) {
@@ -148,8 +142,8 @@ AttemptOutcome run_mpi(const Options& options, const std::string& mpirun_path, c
   // the dead rank sooner. A rank that exits non-zero waits kExitLinger s first (the ddp runtime reads
   // DDP_EXIT_LINGER), so that peers failing alike record their own errors and preempted peers finish. A value the
   // user set wins.
-  if (!has_env(base, "OMPI_MCA_odls_base_sigkill_timeout")) vars.emplace_back("OMPI_MCA_odls_base_sigkill_timeout", "0");
-  if (!has_env(base, "DDP_EXIT_LINGER")) vars.emplace_back("DDP_EXIT_LINGER", kExitLinger);
+  if (!find_env(base, "OMPI_MCA_odls_base_sigkill_timeout", nullptr)) vars.emplace_back("OMPI_MCA_odls_base_sigkill_timeout", "0");
+  if (!find_env(base, "DDP_EXIT_LINGER", nullptr)) vars.emplace_back("DDP_EXIT_LINGER", kExitLinger);
   if (as_root) {
     vars.emplace_back("OMPI_ALLOW_RUN_AS_ROOT", "1");
     vars.emplace_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
