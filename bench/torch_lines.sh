@@ -10,7 +10,8 @@
 #                COMPUTE_PRECISIONS=fp32,bf16 to add bf16: emulated on AVX2, minutes per model)
 #   malloc     : the plain FashionCNN loop with glibc's malloc defaults (DDP_MALLOC=system) against ddp's setting
 #   save       : ddp-bench save, ResNet-18's state dict: ddp's torch.save writer against LibTorch's pickle_save
-#   cifar      : cifar10-airbench, world 2, fp32, 1 epoch on CIFAR_LIMIT samples: training samples/s
+#   cifar      : cifar10-airbench, world 2, 1 epoch on CIFAR_LIMIT samples: training samples/s, per precision in
+#                CIFAR_PRECISIONS (default fp32; "fp32 bf16" adds bfloat16: native on AVX512-BF16 and AMX)
 # Usage: bench/torch_lines.sh [ROUNDS] [PARTS]     e.g. bench/torch_lines.sh 3 "start ddp demo"
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +25,7 @@ TORCH2_BUILD=${TORCH2_BUILD:-build-torch2}
 COMPUTE_MODELS=${COMPUTE_MODELS:-mlp,cnn,fashionnet,airbench,resnet18}
 COMPUTE_PRECISIONS=${COMPUTE_PRECISIONS:-fp32}
 CIFAR_LIMIT=${CIFAR_LIMIT:-10240}
+CIFAR_PRECISIONS=${CIFAR_PRECISIONS:-fp32}
 declare -A BIN=([1.13]=build/bin [2]=$TORCH2_BUILD/bin)
 for line in 1.13 2; do
   for t in ddprun ddp-bench ddp-train hello; do
@@ -71,9 +73,11 @@ for r in $(seq "$ROUNDS"); do
       "$b/ddp-bench" save --model resnet18 --repeats 5 --out-dir "$tag-save" --json "$tag-save.json" > "$tag-save.log" 2>&1
     fi
     if [[ " $PARTS " == *" cifar "* ]]; then
-      "$b/ddprun" --nproc-per-node 2 --standalone "$b/ddp-train" cifar10-airbench --epochs 1 --precision fp32 \
-        --limit-train "$CIFAR_LIMIT" --limit-test 1000 --seed 0 --no-progress --data-dir ../shared/data/cifar10 \
-        --out-dir "$tag-cifar" > "$tag-cifar.log" 2>&1
+      for p in $CIFAR_PRECISIONS; do
+        "$b/ddprun" --nproc-per-node 2 --standalone "$b/ddp-train" cifar10-airbench --epochs 1 --precision "$p" \
+          --limit-train "$CIFAR_LIMIT" --limit-test 1000 --seed 0 --no-progress --data-dir ../shared/data/cifar10 \
+          --out-dir "$tag-cifar-$p" > "$tag-cifar-$p.log" 2>&1
+      done
     fi
     if [[ " $PARTS " == *" demo "* ]]; then
       t0=$(date +%s.%N)
@@ -132,14 +136,15 @@ for key, what in (("ddp_save_bytes_ms", "save ResNet-18 state dict: ddp's writer
                   ("ddp_read_ms", "load it: ddp read_torch_file"), ("pickle_load_ms", "load it: LibTorch pickle_load")):
     vals = {l: best([d[key] for d in runs(l, "save")]) for l in lines}
     row(what, "ms", vals, True)
-cifar = {}
-for l in lines:
-    rates = []
-    for d in glob.glob(f"{out}/{l}-*-cifar"):
-        recs = [json.loads(x) for x in open(d + "/metrics.jsonl")]
-        rates += [r["throughput"] for r in recs if r.get("kind") == "epoch"]
-    cifar[l] = best(rates, low=False)
-row("cifar10-airbench, world 2, fp32, 1 epoch: training", "samples/s", cifar, False)
+for prec in ("fp32", "bf16"):
+    cifar = {}
+    for l in lines:
+        rates = []
+        for d in glob.glob(f"{out}/{l}-*-cifar-{prec}"):
+            recs = [json.loads(x) for x in open(d + "/metrics.jsonl")]
+            rates += [r["throughput"] for r in recs if r.get("kind") == "epoch"]
+        cifar[l] = best(rates, low=False)
+    row(f"cifar10-airbench, world 2, {prec}, 1 epoch: training", "samples/s", cifar, False)
 print(f"| measure | LibTorch 1.13 (Debian) | LibTorch 2.x (PyPI, {os.environ.get('TORCH2_BUILD', 'build-torch2')}) | unit | 2.x faster by |")
 print("|---|---|---|---|---|")
 print("\n".join(rows))
