@@ -133,6 +133,22 @@ std::vector<std::vector<std::string>> DistributedDataParallelBase::bucket_parame
   return out;
 }
 
+std::vector<int64_t> DistributedDataParallelBase::bucket_order() const {
+  if (!reducer_) return {};
+  const auto order = reducer_->bucket_order();
+  return {order.begin(), order.end()};
+}
+
+void DistributedDataParallelBase::load_bucket_order(const std::vector<int64_t>& order) {
+  if (!reducer_) return;  // nothing to reduce: no buckets
+  std::vector<size_t> indices;
+  for (int64_t k : order) {
+    if (k < 0) throw InvalidArgument("DistributedDataParallel: load_bucket_order: index " + std::to_string(k) + " is negative");
+    indices.push_back(static_cast<size_t>(k));
+  }
+  reducer_->restore_order(indices);
+}
+
 const DDPStats& DistributedDataParallelBase::stats() const {
   static const DDPStats none;
   return reducer_ ? reducer_->stats() : none;

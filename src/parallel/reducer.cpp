@@ -106,9 +106,7 @@ void Reducer::prepare_for_forward(bool grad_enabled) {
   // Only a forward whose backward will synchronise rebuilds: the rebuild is
   // collective, and an evaluation forward may run on some ranks only.
   if (rebuild_due_ && !rebuilt_ && grad_enabled && sync_) {
-    std::vector<size_t> order = arrival_;
-    for (size_t k = params_.size(); k-- > 0;)
-      if (std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);
+    std::vector<size_t> order = arrival_order();
     // Ranks may have seen different orders (unused parameters differ per
     // rank); every rank must build the same buckets, so rank 0's order wins.
     if (!world_of_one_) {
@@ -121,7 +119,41 @@ void Reducer::prepare_for_forward(bool grad_enabled) {
     build(order);
     rebuilt_ = true;
     rebuild_due_ = false;
+    rebuilt_order_ = std::move(order);
   }
+}
+
+// The arrival order of the first synchronised backward, then the parameters that got no gradient (reverse).
+std::vector<size_t> Reducer::arrival_order() const {
+  std::vector<size_t> order = arrival_;
+  for (size_t k = params_.size(); k-- > 0;)
+    if (std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);
+  return order;
+}
+
+std::vector<size_t> Reducer::bucket_order() const {
+  if (rebuilt_) return rebuilt_order_;
+  if (rebuild_due_) return arrival_order();  // rank 0's is what the next forward's rebuild will broadcast
+  return {};
+}
+
+void Reducer::restore_order(const std::vector<size_t>& order) {
+  std::vector<char> seen(params_.size(), 0);
+  for (size_t k : order)
+    if (k >= params_.size() || seen[k]++)
+      throw InvalidArgument("DistributedDataParallel: a bucket order must list each of the model's " +
+                            std::to_string(params_.size()) + " parameters once; got " + std::to_string(order.size()) +
+                            " indices, " + (k >= params_.size() ? "one out of range (" : "one repeated (") +
+                            std::to_string(k) + ")");
+  if (order.size() != params_.size())
+    throw InvalidArgument("DistributedDataParallel: a bucket order must list each of the model's " +
+                          std::to_string(params_.size()) + " parameters once; got " + std::to_string(order.size()));
+  if (in_backward_) throw InvalidArgument("DistributedDataParallel: the bucket order cannot change during a backward");
+  build(order);
+  rebuilt_ = true;
+  rebuild_due_ = false;
+  arrival_.clear();
+  rebuilt_order_ = order;
 }
 
 // Walks the autograd graph from the outputs; parameters whose accumulators

@@ -62,6 +62,12 @@ class Reducer {
   void shadow_backward();
   // Parameter indices per bucket.
   const std::vector<std::vector<size_t>>& buckets() const { return bucket_params_; }
+  // The parameter order of the rebuild after the first synchronised backward: the one built, or after that
+  // backward the one the next forward will build (this rank's arrival order; rank 0's is used); empty before.
+  std::vector<size_t> bucket_order() const;
+  // Builds the buckets in `order` (a permutation of the parameter indices, else InvalidArgument) and skips the
+  // rebuild: a resumed run reduces in the buckets of the run it continues. Every rank alike, outside a backward.
+  void restore_order(const std::vector<size_t>& order);
   const DDPStats& stats() const { return stats_; }
 
  private:
@@ -76,6 +82,7 @@ class Reducer {
   };
 
   void build(const std::vector<size_t>& order);
+  std::vector<size_t> arrival_order() const;
   void on_gradient_accumulated(size_t index);  // the autograd hook of parameter `index`
   void mark_ready(size_t index, bool used);
   void launch_ready_buckets();
@@ -120,6 +127,7 @@ class Reducer {
   bool expect_gradients_ = false;    // a forward ran since the last reduction
   std::vector<size_t> arrival_;     // order of the first synchronised backward
   bool rebuilt_ = false, rebuild_due_ = false;
+  std::vector<size_t> rebuilt_order_;  // what the rebuild (or restore_order) built
   bool layout_checked_ = false;  // ranks compared their buckets (bucket_agreement.h) since build()
 
   DDPStats stats_;

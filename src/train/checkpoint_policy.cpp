@@ -39,6 +39,7 @@ void save_checkpoint(Job& j, const LoopState& s) {
                                             j.ema ? &j.ema->module() : nullptr, rng, loss_sums, j.group->size(),
                                             j.total_steps);
     add_comm_hook_state(c, j.cfg.comm_hook, hook_states);
+    add_bucket_order(c, j.strategy->bucket_order());
     return c;
   });
 }
@@ -80,6 +81,7 @@ LoopState resume_or_start(Job& j) {
                              j.ema ? &j.ema->module() : nullptr, j.logs.console());
     }
     if (j.hook) restore_comm_hook(ckpt, path, j.cfg, *j.group, *j.hook, j.logs.console());
+    restore_bucket_order(ckpt, path, *j.strategy, j.logs.console());
     j.last_checkpoint = path;
     j.logs.console().line("resumed from " + path + " at epoch " + std::to_string(s.epoch + 1) + ", step " +
                           std::to_string(s.step) +

@@ -161,4 +161,24 @@ void restore_comm_hook(const c10::IValue& ckpt, const std::string& path, const T
   console.warning("checkpoint " + path + " " + why + ": comm hook '" + cfg.comm_hook + "' starts afresh");
 }
 
+void add_bucket_order(c10::IValue& ckpt, const std::vector<int64_t>& order) {
+  if (order.empty()) return;
+  ckpt.toGenericDict().insert("ddp_bucket_order", c10::List<int64_t>(order));
+}
+
+void restore_bucket_order(const c10::IValue& ckpt, const std::string& path, Strategy& strategy, const Console& console) {
+  auto d = ckpt.toGenericDict();
+  auto it = d.find("ddp_bucket_order");
+  if (it == d.end()) return;  // the rebuild after the first step, as in a new run
+  std::vector<int64_t> order;
+  if (it->value().isList())  // a generic list as read back (ddp's reader, Python's torch.save)
+    for (const auto& k : it->value().toListRef()) order.push_back(k.isInt() ? k.toInt() : -1);
+  try {
+    strategy.load_bucket_order(order);
+  } catch (const InvalidArgument& e) {
+    console.warning("checkpoint " + path + ": its ddp_bucket_order does not fit this model (" + e.what() +
+                    "); the buckets are rebuilt after the first step, so the resumed gradients may differ in the last bit");
+  }
+}
+
 }  // namespace ddp::train::detail

@@ -50,6 +50,11 @@ LoopState restore_checkpoint(const c10::IValue& ckpt, const std::string& path, c
 // stateless hook (its state_dict() None) adds nothing. `states`: gather_object's
 // result on rank 0.
 void add_comm_hook_state(c10::IValue& ckpt, const std::string& spec, const std::vector<c10::IValue>& states);
+// "ddp_bucket_order": the order DDP rebuilt its buckets in (nothing when empty). On resume the strategy builds
+// the same buckets, so that the resumed run's gradients equal the uninterrupted run's to the bit; a checkpoint
+// without it gets the usual rebuild after the first step, one whose order does not fit the model a warning too.
+void add_bucket_order(c10::IValue& ckpt, const std::vector<int64_t>& order);
+void restore_bucket_order(const c10::IValue& ckpt, const std::string& path, Strategy& strategy, const Console& console);
 // Loads this rank's hook state, if the checkpoint has one for the same spec and
 // world size; otherwise (a checkpoint of another hook or world) the hook starts
 // afresh and rank 0 prints a warning saying so.

@@ -56,5 +56,45 @@ TEST(Bucketing, RebuiltOnceInArrivalOrder) {
   EXPECT_EQ(model.bucket_parameter_names(), (Names{{"a.weight"}, {"b.weight"}, {"c.weight"}}));
 }
 
+// A resumed run builds the buckets of the run it continues (the order a checkpoint keeps), not the initial
+// ones, and does not rebuild after its first step.
+TEST(Bucketing, ALoadedOrderIsBuiltAtOnceAndKept) {
+  DDPOptions o;
+  o.group = create_backend("local", {});
+  o.bucket_cap_mb = 1e-6;
+  o.first_bucket_cap_mb = 1e-6;
+  using Names = std::vector<std::vector<std::string>>;
+  DistributedDataParallel first(std::make_shared<Reordered>(), o);
+  EXPECT_TRUE(first.bucket_order().empty());  // no backward yet
+  first(at::ones({1, 4})).sum().backward();
+  // a, b, c: the arrival order, which the next forward builds (a checkpoint here must hold it already)
+  EXPECT_EQ(first.bucket_order(), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(first.bucket_parameter_names(), (Names{{"c.weight"}, {"b.weight"}, {"a.weight"}}));
+  first(at::ones({1, 4})).sum().backward();
+  EXPECT_EQ(first.bucket_order(), (std::vector<int64_t>{0, 1, 2}));
+
+  DistributedDataParallel resumed(std::make_shared<Reordered>(), o);
+  resumed.load_bucket_order({2, 0, 1});  // not the arrival order, so a rebuild would show
+  EXPECT_EQ(resumed.bucket_parameter_names(), (Names{{"c.weight"}, {"a.weight"}, {"b.weight"}}));
+  for (int i = 0; i < 3; ++i) resumed(at::ones({1, 4})).sum().backward();
+  EXPECT_EQ(resumed.bucket_parameter_names(), (Names{{"c.weight"}, {"a.weight"}, {"b.weight"}}));
+  EXPECT_EQ(resumed.bucket_order(), (std::vector<int64_t>{2, 0, 1}));
+}
+
+TEST(Bucketing, LoadBucketOrderRefusesWhatIsNotAPermutation) {
+  DDPOptions o;
+  o.group = create_backend("local", {});
+  DistributedDataParallel model(std::make_shared<Reordered>(), o);
+  for (const std::vector<int64_t>& bad : {std::vector<int64_t>{0, 1}, {0, 1, 1}, {0, 1, 3}, {-1, 0, 1}, {0, 1, 2, 0}}) {
+    try {
+      model.load_bucket_order(bad);
+      ADD_FAILURE() << "accepted an order of " << bad.size();
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("DistributedDataParallel"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(model.bucket_order().empty());  // nothing was built from them
+}
+
 }  // namespace
 }  // namespace ddp

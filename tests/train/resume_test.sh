@@ -27,6 +27,10 @@ if sys.argv[3] == "1":  # the hook's per-rank state is in both and equal
                 assert torch.equal(x[key][k], y[key][k]), ("FAIL: comm hook state", r, key, k)
     print("comm hook state equal on", len(ha["ranks"]), "ranks")
 assert a["step"] == b["step"] and a["epoch"] == b["epoch"] == 2, (a["step"], b["step"])
+# DDP's rebuilt buckets: kept by the checkpoint, and the resumed run reduced in the same ones.
+order = a["ddp_bucket_order"]
+assert sorted(order) == list(range(len(order))) and len(order) > 0, order
+assert b["ddp_bucket_order"] == order, ("FAIL: bucket order", order, b["ddp_bucket_order"])
 for part in ("model", "ema"):
     if part not in a:
         continue

@@ -78,6 +78,15 @@ class DistributedDataParallelBase {
   const DDPOptions& options() const { return options_; }
   // Names of the parameters in each bucket, in bucket order.
   std::vector<std::vector<std::string>> bucket_parameter_names() const;
+  // The parameter order (indices into the parameters that require gradients) the buckets are rebuilt in after the
+  // first iteration: the order gradients arrived (rank 0's is every rank's); empty before the first synchronised
+  // backward. A checkpoint (written by rank 0) keeps it so that
+  // load_bucket_order() can give a resumed run the same buckets: a sum over 3 or more ranks depends on where
+  // a value falls in the buffer, so other buckets change the last bit of the gradients.
+  std::vector<int64_t> bucket_order() const;
+  // Builds the buckets in `order` now and skips the rebuild (every rank alike, before a forward).
+  // InvalidArgument unless it lists every parameter index once.
+  void load_bucket_order(const std::vector<int64_t>& order);
   const DDPStats& stats() const;
 
  protected:

@@ -21,6 +21,8 @@ class DdpStrategy : public Strategy {
   int64_t optimizer_state_bytes() const override;
   std::string describe() const override { return "ddp"; }
   std::optional<std::string> non_finite_gradient() override;
+  std::vector<int64_t> bucket_order() const override { return model_->bucket_order(); }
+  void load_bucket_order(const std::vector<int64_t>& order) override { model_->load_bucket_order(order); }
 
  protected:
   std::unique_ptr<DistributedDataParallel<Net>> model_;

@@ -71,6 +71,11 @@ class Strategy {
   }
   // Collective, at the end of fit: the Task's model holds the trained weights on every rank.
   virtual void finish() {}
+  // The order DDP rebuilt its gradient buckets in (DistributedDataParallelBase::bucket_order()), for a
+  // checkpoint; empty where there are no such buckets or before the first step.
+  virtual std::vector<int64_t> bucket_order() const { return {}; }
+  // On resume, every rank: the same buckets as the run that wrote the checkpoint (an exact resume).
+  virtual void load_bucket_order(const std::vector<int64_t>& order) { (void)order; }
 };
 
 using StrategyFactory = std::function<std::unique_ptr<Strategy>(StrategyParts)>;
