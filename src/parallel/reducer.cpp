@@ -138,16 +138,16 @@ std::vector<size_t> Reducer::bucket_order() const {
 }
 
 void Reducer::restore_order(const std::vector<size_t>& order) {
+  const auto refuse = [&](const std::string& what) {
+    return InvalidArgument("DistributedDataParallel: a bucket order must list each of the model's " +
+                           std::to_string(params_.size()) + " parameters once: " + what);
+  };
   std::vector<char> seen(params_.size(), 0);
-  for (size_t k : order)
-    if (k >= params_.size() || seen[k]++)
-      throw InvalidArgument("DistributedDataParallel: a bucket order must list each of the model's " +
-                            std::to_string(params_.size()) + " parameters once; got " + std::to_string(order.size()) +
-                            " indices, " + (k >= params_.size() ? "one out of range (" : "one repeated (") +
-                            std::to_string(k) + ")");
-  if (order.size() != params_.size())
-    throw InvalidArgument("DistributedDataParallel: a bucket order must list each of the model's " +
-                          std::to_string(params_.size()) + " parameters once; got " + std::to_string(order.size()));
+  for (size_t k : order) {
+    if (k >= params_.size()) throw refuse("index " + std::to_string(k) + " is out of range");
+    if (seen[k]++) throw refuse("index " + std::to_string(k) + " is repeated");
+  }
+  if (order.size() != params_.size()) throw refuse("got " + std::to_string(order.size()) + " indices");
   if (in_backward_) throw InvalidArgument("DistributedDataParallel: the bucket order cannot change during a backward");
   build(order);
   rebuilt_ = true;
