@@ -140,13 +140,7 @@ std::vector<int64_t> DistributedDataParallelBase::bucket_order() const {
 }
 
 void DistributedDataParallelBase::load_bucket_order(const std::vector<int64_t>& order) {
-  if (!reducer_) return;  // nothing to reduce: no buckets
-  std::vector<size_t> indices;
-  for (int64_t k : order) {
-    if (k < 0) throw InvalidArgument("DistributedDataParallel: load_bucket_order: index " + std::to_string(k) + " is negative");
-    indices.push_back(static_cast<size_t>(k));
-  }
-  reducer_->restore_order(indices);
+  if (reducer_) reducer_->restore_order(order);  // else nothing to reduce: no buckets
 }
 
 const DDPStats& DistributedDataParallelBase::stats() const {

@@ -137,23 +137,23 @@ std::vector<size_t> Reducer::bucket_order() const {
   return {};
 }
 
-void Reducer::restore_order(const std::vector<size_t>& order) {
+void Reducer::restore_order(const std::vector<int64_t>& order) {
   const auto refuse = [&](const std::string& what) {
     return InvalidArgument("DistributedDataParallel: a bucket order must list each of the model's " +
                            std::to_string(params_.size()) + " parameters once: " + what);
   };
   std::vector<char> seen(params_.size(), 0);
-  for (size_t k : order) {
-    if (k >= params_.size()) throw refuse("index " + std::to_string(k) + " is out of range");
+  for (int64_t k : order) {
+    if (k < 0 || k >= static_cast<int64_t>(params_.size())) throw refuse("index " + std::to_string(k) + " is out of range");
     if (seen[k]++) throw refuse("index " + std::to_string(k) + " is repeated");
   }
   if (order.size() != params_.size()) throw refuse("got " + std::to_string(order.size()) + " indices");
   if (in_backward_) throw InvalidArgument("DistributedDataParallel: the bucket order cannot change during a backward");
-  build(order);
+  rebuilt_order_.assign(order.begin(), order.end());
+  build(rebuilt_order_);
   rebuilt_ = true;
   rebuild_due_ = false;
   arrival_.clear();
-  rebuilt_order_ = order;
 }
 
 // Walks the autograd graph from the outputs; parameters whose accumulators

@@ -67,7 +67,7 @@ class Reducer {
   std::vector<size_t> bucket_order() const;
   // Builds the buckets in `order` (a permutation of the parameter indices, else InvalidArgument) and skips the
   // rebuild: a resumed run reduces in the buckets of the run it continues. Every rank alike, outside a backward.
-  void restore_order(const std::vector<size_t>& order);
+  void restore_order(const std::vector<int64_t>& order);
   const DDPStats& stats() const { return stats_; }
 
  private:
