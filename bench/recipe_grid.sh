@@ -6,7 +6,7 @@
 # epoch's training loss instead (for recipes whose test accuracy says little, as mlp's synthetic data);
 # SYNC_BN=no leaves out the --sync-bn rows (recipes without BatchNorm layers: mlp, cifar10-resnet9); EPOCHS=N
 # trains N epochs instead of 1 (recipes whose global batch leaves few steps in one epoch of LIMIT samples);
-# SEEDS="0" (default "0 1 2") for a quicker pass.
+# SEEDS="0" (default "0 1 2") for a quicker pass; WORLDS="3 4" (default "1 2 3 4") runs only those worlds.
 # usage: bench/recipe_grid.sh [BUILD_DIR] [RECIPE] [LIMIT] [extra ddp-train flags...]
 #   e.g. bench/recipe_grid.sh build fashion-mnist 6000; PRECISIONS=fp32 for fp32 only
 set -uo pipefail
@@ -18,7 +18,7 @@ bad=0 runs=0
 seeds=${SEEDS:-0 1 2}
 echo "| world | sync-bn | precision |$(for s in $seeds; do printf ' seed %s |' "$s"; done) s/run |"
 echo "|---:|---|---|$(for s in $seeds; do printf -- '---:|'; done)---:|"
-for world in 1 2 3 4; do
+for world in ${WORLDS:-1 2 3 4}; do
   for bn in "" $([ "${SYNC_BN:-yes}" = no ] || echo --sync-bn); do
     [ "$world" = 1 ] && [ -n "$bn" ] && continue  # one rank: SyncBatchNorm is BatchNorm
     for precision in ${PRECISIONS:-fp32 bf16}; do

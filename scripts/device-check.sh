@@ -57,7 +57,7 @@ rc=$?
 grep -E 'ddp:|ddp backends' "$OUT/configure.log" | sed 's/^-- /- /' | tee -a "$REPORT"
 [ $rc = 0 ] || { log "configure FAILED ($rc): see configure.log"; tail -30 "$OUT/configure.log"; exit 1; }
 t0=$(date +%s)
-timeout "$(left)" cmake --build "$BUILD" -j "$(nproc)" --target test_cuda test_init suite_mp ddprun ddp-train > "$OUT/build.log" 2>&1
+timeout "$(left)" cmake --build "$BUILD" -j "$(nproc)" --target test_cuda test_init suite_mp dist_probe ddprun ddp-train > "$OUT/build.log" 2>&1
 rc=$?
 log "- build: exit $rc in $(( $(date +%s) - t0 )) s"
 [ $rc = 0 ] || { log "build FAILED: see build.log"; grep -B2 -A12 -m3 'error' "$OUT/build.log" | head -60; exit 1; }
