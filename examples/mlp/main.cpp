@@ -16,6 +16,7 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -36,15 +37,23 @@ struct Config {
 Config parse(int argc, char** argv) {
   Config c;
   CLI::App app("A 4-layer tanh MLP on synthetic data, single-process or with DDP under ddprun", "mlp");
-  app.add_option("--n-layers", c.n_layers)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--n-layers", c.n_layers)->check(CLI::Range(1, 1 << 30))->capture_default_str();
   app.add_option("--dim-in", c.dim_in)->check(CLI::Range(2, 1 << 20))->capture_default_str();
   app.add_option("--n-classes", c.n_classes)->check(CLI::Range(2, 1 << 20))->capture_default_str();
-  app.add_option("--dim-hidden", c.dim_hidden)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--dim-hidden", c.dim_hidden)->check(CLI::Range(1, 1 << 30))->capture_default_str();
   app.add_option("--train-size", c.train_size, "samples generated; the first 10% train, the last 10% test")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--batch-size", c.batch_size)->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--learning-rate", c.learning_rate)->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--niters", c.niters)->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::Range(1, 1 << 30))->capture_default_str();
+  app.add_option("--batch-size", c.batch_size)->check(CLI::Range(1, 1 << 30))->capture_default_str();
+  const CLI::Validator positive_finite(
+      [](std::string& text) {
+        double v = 0;
+        return CLI::detail::lexical_cast(text, v) && std::isfinite(v) && v > 0
+                   ? std::string()
+                   : "expected a positive finite number, got '" + text + "'";
+      },
+      "POSITIVE");
+  app.add_option("--learning-rate", c.learning_rate)->check(positive_finite)->capture_default_str();
+  app.add_option("--niters", c.niters)->check(CLI::Range(1, 1 << 30))->capture_default_str();
   app.add_option("--data", c.data, "skip: batch i on rank i % world; sampler: a DistributedSampler")
       ->check(CLI::IsMember({"skip", "sampler"}))->capture_default_str();
   try {

@@ -30,9 +30,9 @@ int main(int argc, char** argv) try {
   psgd.start_powerSGD_iter = 10;  // plain all_reduce first: early gradients are the most sensitive
   int64_t steps = 100;
   CLI::App app("DDP with and without PowerSGD on the same data", "powersgd");
-  app.add_option("--rank", psgd.matrix_approximation_rank, "matrix_approximation_rank")->check(CLI::PositiveNumber);
+  app.add_option("--rank", psgd.matrix_approximation_rank, "matrix_approximation_rank")->check(CLI::Range(1, 1 << 30));
   app.add_option("--start", psgd.start_powerSGD_iter, "start_powerSGD_iter")->check(CLI::Range(2, 1 << 30));
-  app.add_option("--steps", steps)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--steps", steps)->check(CLI::Range(1, 1 << 30))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   auto g = ddp::init_process_group();

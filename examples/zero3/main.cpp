@@ -30,7 +30,7 @@ int main(int argc, char** argv) try {
   int64_t steps = 60;
   std::string save;
   CLI::App app("ZeRO-3 (FullyShardedDataParallel) with Adam", "zero3");
-  app.add_option("--steps", steps)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--steps", steps)->check(CLI::Range(1, 1 << 30))->capture_default_str();
   app.add_option("--save", save, "write a sharded checkpoint to this directory, then load it back");
   CLI11_PARSE(app, argc, argv);
 

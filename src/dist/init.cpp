@@ -44,8 +44,8 @@ bool contains_ci(std::string s, std::string needle) {
 std::string seconds_text(Milliseconds ms) { return detail::format_seconds(ms.count() / 1000.0) + " s"; }
 
 // Rendezvous over TCP; rank 0 hosts the store. Failures name host and port.
-// A rank that cannot reach the store yet says so every DDP_WAIT_REPORT_INTERVAL
-// (30 s) and fails with ddp::Error at the timeout.
+// A rank that cannot reach the store yet says so after 5 s, then every DDP_WAIT_REPORT_INTERVAL
+// (30 s), and fails with ddp::Error at the timeout.
 StorePtr open_tcp_store(const detail::Rendezvous& r) {
   ErrorContext ctx{r.backend, r.rank, r.world_size, "init"};
   const std::string where = r.host + ":" + std::to_string(r.port);

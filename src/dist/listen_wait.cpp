@@ -61,7 +61,8 @@ Attempt try_connect(const std::string& host, int port, Milliseconds limit) {
 std::string wait_until_listening(const std::string& host, int port, Milliseconds timeout, Milliseconds interval,
                                  const std::function<void(Milliseconds, const std::string&)>& report) {
   const auto start = Clock::now();
-  Milliseconds next_report = interval;
+  // The first report after 5 s, so that a wrong address shows at once what is tried; then every interval.
+  Milliseconds next_report = std::min(interval, Milliseconds(5000));
   for (;;) {
     auto elapsed = std::chrono::duration_cast<Milliseconds>(Clock::now() - start);
     const Milliseconds left = timeout - elapsed;
@@ -71,6 +72,7 @@ std::string wait_until_listening(const std::string& host, int port, Milliseconds
     if (elapsed >= timeout) return a.why;
     if (elapsed >= next_report) {
       report(elapsed, a.why);
+      next_report = interval;
       while (next_report <= elapsed) next_report += interval;
     }
     // Refused at once (rank 0 not listening yet): again soon. A name that does not resolve: not 20 times a second.

@@ -12,7 +12,7 @@ namespace ddp::detail {
 
 // Tries TCP connections to host:port until one is accepted ("") or `timeout` has
 // passed (why the last try failed: the name does not resolve, connections are refused,
-// nothing answers). Calls report(elapsed, why) every `interval` while waiting.
+// nothing answers). Calls report(elapsed, why) after 5 s (or `interval` if shorter), then every `interval`.
 std::string wait_until_listening(const std::string& host, int port, Milliseconds timeout, Milliseconds interval,
                                  const std::function<void(Milliseconds, const std::string&)>& report);
 

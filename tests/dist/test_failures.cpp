@@ -280,6 +280,17 @@ TEST(Rendezvous, UnreachableMasterFailsClearlyAtTheTimeout) {
   EXPECT_TRUE(has(slow.output, "[gloo] rank 1/2 init: waiting for rank 0's store at 127.0.0.2:" + port + ": "));
   EXPECT_TRUE(has(slow.output, " of 3 s (DDP_RDZV_TIMEOUT): connections are refused"));
   EXPECT_TRUE(has(slow.output, "within 3 s (DDP_RDZV_TIMEOUT)"));
+  // With the default report interval (30 s), the first line comes after 5 s: what is tried shows at once.
+  Result first = run(env + "DDP_RDZV_TIMEOUT=8 " + DIST_PROBE_PATH + " sum");
+  SCOPED_TRACE(first.output);
+  EXPECT_EQ(first.exit_code, 1);
+  size_t waiting = 0;
+  for (size_t at = first.output.find("waiting for rank 0's store"); at != std::string::npos;
+       at = first.output.find("waiting for rank 0's store", at + 1))
+    ++waiting;
+  EXPECT_EQ(waiting, 1u);
+  EXPECT_TRUE(has(first.output, "init: waiting for rank 0's store at 127.0.0.2:" + port + ": 5"));
+  EXPECT_TRUE(has(first.output, " of 8 s (DDP_RDZV_TIMEOUT): connections are refused"));
   Result unknown = run("RANK=1 WORLD_SIZE=2 MASTER_ADDR=no-such-host.invalid MASTER_PORT=" + port +
                        " DDP_RDZV_TIMEOUT=1 " + DIST_PROBE_PATH + " sum");
   SCOPED_TRACE(unknown.output);

@@ -98,28 +98,57 @@ TEST(TailBuffer, KeepsLastLines) {
 }
 
 TEST(MpiOutput, ParsesTaggedLines) {
-  auto t = parse_tagged_line("[1,2]<stdout>:hello [x]");
+  MpiLineDemux d;
+  auto t = d.feed("[1,2]<stdout>:hello [x]");
   ASSERT_TRUE(t.has_value());
   EXPECT_EQ(t->rank, 2);
   EXPECT_FALSE(t->is_stderr);
   EXPECT_EQ(t->text, "hello [x]");
-  t = parse_tagged_line("[31146,13]<stderr>:");
+  t = d.feed("[31146,13]<stderr>:");
   ASSERT_TRUE(t.has_value());
   EXPECT_EQ(t->rank, 13);
   EXPECT_TRUE(t->is_stderr);
   EXPECT_EQ(t->text, "");
-  t = parse_tagged_line("[1,0]<stddiag>:diag");
+  t = d.feed("[1,0]<stddiag>:diag");
   ASSERT_TRUE(t.has_value());
   EXPECT_TRUE(t->is_stderr);
-  EXPECT_FALSE(parse_tagged_line("-----------------").has_value());
-  EXPECT_FALSE(parse_tagged_line("[1,x]<stdout>:a").has_value());
-  EXPECT_FALSE(parse_tagged_line("[1,2]<other>:a").has_value());
-  EXPECT_FALSE(parse_tagged_line("  Process name: [[31146,1],1]").has_value());
+  EXPECT_FALSE(d.feed("-----------------").has_value());
+  EXPECT_FALSE(d.feed("[1,x]<stdout>:a").has_value());
+  EXPECT_FALSE(d.feed("[1,2]<other>:a").has_value());
+  EXPECT_FALSE(d.feed("  Process name: [[31146,1],1]").has_value());
   // A line written in pieces: mpirun tags each piece, inside the line and at its end.
-  t = parse_tagged_line("[7,1]<stderr>:ddp-train: warning: [7,1]<stderr>:resuming x with [y] [2,1]<stderr>:z[7,1]<stderr>:");
+  t = d.feed("[7,1]<stderr>:ddp-train: warning: [7,1]<stderr>:resuming x with [y] [2,1]<stderr>:z[7,1]<stderr>:");
   ASSERT_TRUE(t.has_value());
   EXPECT_EQ(t->rank, 1);
   EXPECT_EQ(t->text, "ddp-train: warning: resuming x with [y] [2,1]<stderr>:z");  // another job's text is kept
+  EXPECT_TRUE(d.finish().empty());
+}
+
+// Pieces of several ranks' lines in one of mpirun's lines: each rank's piece waits for the rest of its line.
+TEST(MpiOutput, PiecesOfSeveralRanksStayWithTheirRank) {
+  MpiLineDemux d;
+  auto t = d.feed("[5,0]<stdout>:partial-0[5,1]<stdout>:partial-1[5,2]<stdout>:partial-2[5,0]<stdout>: line-0");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->rank, 0);
+  EXPECT_EQ(t->text, "partial-0 line-0");
+  t = d.feed("[5,1]<stdout>: line-1");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->rank, 1);
+  EXPECT_EQ(t->text, "partial-1 line-1");
+  // One rank's stdout and stderr are apart too.
+  t = d.feed("[5,2]<stderr>:err-2[5,0]<stdout>:tail-0[5,2]<stderr>: more");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->rank, 2);
+  EXPECT_TRUE(t->is_stderr);
+  EXPECT_EQ(t->text, "err-2 more");
+  const std::vector<TaggedLine> rest = d.finish();  // mpirun ended: the unfinished lines
+  ASSERT_EQ(rest.size(), 2u);
+  EXPECT_EQ(rest[0].rank, 0);
+  EXPECT_EQ(rest[0].text, "tail-0");
+  EXPECT_EQ(rest[1].rank, 2);
+  EXPECT_FALSE(rest[1].is_stderr);
+  EXPECT_EQ(rest[1].text, "partial-2");
+  EXPECT_TRUE(d.finish().empty());
 }
 
 TEST(MpiOutput, FailureFromExitCodeBlock) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <regex>
 
@@ -57,6 +58,23 @@ TEST(MpiLaunch, KeepsOmpNumThreads) {
                            {{"OMP_NUM_THREADS", "3"}});
   ASSERT_EQ(r.exit_code(), 0) << diag(r);
   EXPECT_EQ(count(r.out, "] OMP_NUM_THREADS=3\n"), 2u) << diag(r);
+}
+
+// Ranks that write their lines in pieces at the same time: mpirun puts the pieces of several ranks in one of its
+// lines, each behind its tag; every rank's line comes out whole under its own prefix, and a last line without a
+// newline too.
+TEST(MpiLaunch, LinesInPiecesStayWithTheirRank) {
+  const std::string script =
+      "r=$OMPI_COMM_WORLD_RANK; printf \"partial-$r\"; sleep 0.$((2 * r)); echo \" line-$r\"; sleep 0.7; "
+      "printf \"tail-$r\"";
+  RunResult r = run_ddprun({"--backend=mpi", "--nproc-per-node=3", "--standalone", "sh", "-c", script}, 30);
+  ASSERT_EQ(r.exit_code(), 0) << diag(r);
+  std::vector<std::string> lines = r.out_lines();
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, (std::vector<std::string>{"[rank 0] partial-0 line-0", "[rank 0] tail-0",
+                                              "[rank 1] partial-1 line-1", "[rank 1] tail-1",
+                                              "[rank 2] partial-2 line-2", "[rank 2] tail-2"}))
+      << diag(r);
 }
 
 // mpirun's kill pause off and the ranks' exit linger on (docs/launcher.md, "A rank that dies under --backend mpi");

@@ -117,6 +117,25 @@ TEST(Options, Help) {
     EXPECT_NE(usage.find(flag), std::string::npos) << flag << " missing from:\n" << usage;
 }
 
+// An inherited DDP_HEARTBEAT_TIMEOUT that is not a number of seconds is refused (nan and inf too), unless
+// --heartbeat-timeout replaces it; a valid one is the default.
+TEST(Options, InheritedHeartbeatTimeoutIsChecked) {
+  for (const char* bad : {"nan", "inf", "-1", "abc"}) {
+    ::setenv("DDP_HEARTBEAT_TIMEOUT", bad, 1);
+    EXPECT_EQ(parse_error({"prog"}), std::string("invalid value '") + bad +
+                                         "' in the environment's DDP_HEARTBEAT_TIMEOUT: expected a number of seconds "
+                                         ">= 0 (0 turns the heartbeat off); unset it or give --heartbeat-timeout");
+    ParseOutcome given = parse({"--heartbeat-timeout", "3", "prog"});
+    EXPECT_EQ(given.kind, ParseOutcome::kRun) << given.error;
+    EXPECT_EQ(given.options.heartbeat_timeout_s, 3);
+  }
+  ::setenv("DDP_HEARTBEAT_TIMEOUT", "7.5", 1);
+  ParseOutcome inherited = parse({"prog"});
+  EXPECT_EQ(inherited.kind, ParseOutcome::kRun) << inherited.error;
+  EXPECT_EQ(inherited.options.heartbeat_timeout_s, 7.5);
+  ::unsetenv("DDP_HEARTBEAT_TIMEOUT");
+}
+
 TEST(Options, BadNumbers) {
   EXPECT_EQ(parse_error({"--nproc-per-node", "0", "prog"}),
             "invalid value '0' for --nproc-per-node: expected an integer >= 1 or 'auto'");

@@ -133,7 +133,7 @@ TEST(TrainConfig, Timeout) {
   EXPECT_FALSE(parse_line({"mlp"}).config.timeout.has_value());
   EXPECT_EQ(parse_line({"mlp", "--timeout", "12.5"}).config.timeout, std::optional<double>(12.5));
   EXPECT_NE(error_of({"mlp", "--timeout", "0"}).find("ddp-train: --timeout must be positive"), std::string::npos);
-  EXPECT_NE(error_of({"mlp", "--timeout", "soon"}).find("--timeout expects a number, got 'soon'"), std::string::npos);
+  EXPECT_NE(error_of({"mlp", "--timeout", "soon"}).find("--timeout expects a finite number, got 'soon'"), std::string::npos);
   EXPECT_NE(usage().find("--timeout"), std::string::npos);
   EXPECT_NE(to_config_file(parse_line({"mlp", "--timeout", "90"}).config).find("\ntimeout = 90\n"), std::string::npos);
 }
@@ -235,7 +235,7 @@ TEST(Settings, FlagsAreCheckedByTheTable) {
   EXPECT_EQ(error_of({"mlp", "--epochs", "0x10"}), "ddp-train: --epochs expects an integer, got '0x10'");
   EXPECT_EQ(parse_line({"mlp", "--epochs", "010"}).config.epochs, std::optional<int64_t>(10));  // decimal, not octal
   EXPECT_EQ(parse_line({"mlp", "--epochs", "+3"}).config.epochs, std::optional<int64_t>(3));
-  EXPECT_EQ(error_of({"mlp", "--lr", "inf"}), "ddp-train: --lr expects a number, got 'inf'");
+  EXPECT_EQ(error_of({"mlp", "--lr", "inf"}), "ddp-train: --lr expects a finite number, got 'inf'");
   EXPECT_EQ(error_of({"mlp", "--betas", "0.9,1"}), "ddp-train: --betas must each be in [0, 1), got 1");
   EXPECT_EQ(error_of({"mlp", "--betas", "0.9"}),
             "ddp-train: --betas expects two numbers as B1,B2 (e.g. 0.9,0.999), got '0.9'");

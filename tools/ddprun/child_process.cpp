@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
@@ -62,7 +63,13 @@ SpawnedChild spawn_child(const SpawnSpec& spec) {
   const std::string exec_error = "cannot execute '" + spec.exec_path + "' for " + spec.label;
 
   const pid_t parent = ::getpid();  // to detect that ddprun died before prctl() below
+  // Signals wait until the child has reset ddprun's handlers: a SIGTERM that stops the job while this child
+  // is still ddprun would otherwise run ddprun's handler in it and reach ddprun's own signal pipe.
+  sigset_t all, before;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &before);
   pid_t pid = ::fork();
+  if (pid != 0) ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
   if (pid < 0) {
     out.error = std::string("fork() failed: ") + std::strerror(errno);
     for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) ::close(fd);
@@ -70,7 +77,7 @@ SpawnedChild spawn_child(const SpawnSpec& spec) {
   }
   if (pid == 0) {
     ::setpgid(0, 0);
-    reset_signals_in_child();
+    reset_signals_in_child();  // default handlers, then nothing blocked: a pending SIGTERM ends the child
 #ifdef __linux__
     if (spec.death_signal > 0) {
       ::prctl(PR_SET_PDEATHSIG, spec.death_signal);

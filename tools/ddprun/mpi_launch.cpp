@@ -59,12 +59,8 @@ class MpirunLines : public LineHandler {
   explicit MpirunLines(RankLogs* logs) : logs_(logs) {}
 
   void on_line(size_t, Stream stream, std::string_view line) override {
-    if (std::optional<TaggedLine> tagged = parse_tagged_line(line)) {
-      const Stream rank_stream = tagged->is_stderr ? Stream::kErr : Stream::kOut;
-      logs_->write(tagged->rank, rank_stream, tagged->text);
-      if (tagged->is_stderr) rank_tails_[tagged->rank].add(tagged->text);
-      if (logs_->to_console(rank_stream))
-        write_line(tagged->is_stderr ? STDERR_FILENO : STDOUT_FILENO, rank_prefix(tagged->rank), tagged->text);
+    if (std::optional<TaggedLine> tagged = demux_.feed(line)) {
+      rank_line(*tagged);
       return;
     }
     (void)stream;
@@ -80,6 +76,11 @@ class MpirunLines : public LineHandler {
     write_line(STDERR_FILENO, "[mpirun] ", line);
   }
 
+  // mpirun has ended: the ranks' unfinished last lines.
+  void finish() {
+    for (const TaggedLine& l : demux_.finish()) rank_line(l);
+  }
+
   std::vector<std::string> rank_tail(int rank) const {
     auto it = rank_tails_.find(rank);
     return it == rank_tails_.end() ? std::vector<std::string>() : it->second.lines();
@@ -91,6 +92,15 @@ class MpirunLines : public LineHandler {
   long long lost_wall_us() const { return lost_wall_us_; }
 
  private:
+  void rank_line(const TaggedLine& l) {
+    const Stream rank_stream = l.is_stderr ? Stream::kErr : Stream::kOut;
+    logs_->write(l.rank, rank_stream, l.text);
+    if (l.is_stderr) rank_tails_[l.rank].add(l.text);
+    if (logs_->to_console(rank_stream))
+      write_line(l.is_stderr ? STDERR_FILENO : STDOUT_FILENO, rank_prefix(l.rank), l.text);
+  }
+
+  MpiLineDemux demux_;
   bool lost_ = false;
   long long lost_wall_us_ = 0;
   std::map<int, TailBuffer> rank_tails_;
@@ -168,6 +178,7 @@ AttemptOutcome run_mpi(const Options& options, const std::string& mpirun_path, c
   supervisor.set_stop_timeout(options.heartbeat_timeout_s);
   supervisor.set_monitor_interval(options.monitor_interval_s);
   SupervisorResult result = supervisor.run({mpirun});
+  lines.finish();
   if (!result.spawn_error.empty()) {
     report(result.spawn_error);
     return {1, result.received_signal > 0};

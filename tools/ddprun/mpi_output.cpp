@@ -46,26 +46,41 @@ bool read_tag(std::string_view line, size_t* pos, long* job, TaggedLine* out) {
 
 }  // namespace
 
-// mpirun tags each chunk a rank writes, so a line written in pieces carries more tags of the same job inside
-// it ("[1,0]<stderr>:ddp-train: warning: [1,0]<stderr>:resuming ..."): every one is removed.
-std::optional<TaggedLine> parse_tagged_line(std::string_view line) {
+std::optional<TaggedLine> MpiLineDemux::feed(std::string_view line) {
   size_t pos = 0;
   long job = 0;
-  TaggedLine out;
-  if (!read_tag(line, &pos, &job, &out)) return std::nullopt;
-  for (size_t at = line.find('[', pos); at != std::string_view::npos; at = line.find('[', pos)) {
-    out.text.append(line.substr(pos, at - pos));
-    long inner_job = 0;
-    TaggedLine inner;
+  TaggedLine piece;
+  if (!read_tag(line, &pos, &job, &piece)) return std::nullopt;
+  // Each further tag of this job ends the piece before it, which waits for the rest of its rank's line.
+  for (size_t at = line.find('[', pos); at != std::string_view::npos; at = line.find('[', at + 1)) {
+    long next_job = 0;
+    TaggedLine next;
     size_t after = at;
-    if (read_tag(line, &after, &inner_job, &inner) && inner_job == job) {
-      pos = after;
-    } else {
-      out.text.push_back('[');
-      pos = at + 1;
-    }
+    if (!read_tag(line, &after, &next_job, &next) || next_job != job) continue;
+    pending_[{piece.rank, piece.is_stderr}].append(line.substr(pos, at - pos));
+    piece = next;
+    pos = after;
+    at = after - 1;
   }
-  out.text.append(line.substr(pos));
+  auto it = pending_.find({piece.rank, piece.is_stderr});
+  if (it != pending_.end()) {
+    piece.text = std::move(it->second);
+    pending_.erase(it);
+  }
+  piece.text.append(line.substr(pos));
+  return piece;
+}
+
+std::vector<TaggedLine> MpiLineDemux::finish() {
+  std::vector<TaggedLine> out;
+  for (auto& [key, text] : pending_) {
+    TaggedLine l;
+    l.rank = key.first;
+    l.is_stderr = key.second;
+    l.text = std::move(text);
+    out.push_back(std::move(l));
+  }
+  pending_.clear();
   return out;
 }
 

@@ -1,9 +1,12 @@
 // Understanding mpirun's output: --tag-output prefixes and failure messages.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace ddprun {
 
@@ -13,10 +16,21 @@ struct TaggedLine {
   std::string text;  // without any of mpirun's tags
 };
 
-// Parses "[jobid,rank]<stdout>:text" / "<stderr>" / "<stddiag>"; nullopt for
-// lines without such a tag (mpirun's own messages). Tags of the same job within
-// the text (a line the rank wrote in pieces) are removed too.
-std::optional<TaggedLine> parse_tagged_line(std::string_view line);
+// Sorts mpirun's lines ("[jobid,rank]<stdout>:text", "<stderr>", "<stddiag>") into the ranks' lines. mpirun
+// tags each chunk a rank writes, so one of its lines can hold pieces of several ranks' lines, each behind its
+// tag: "[1,0]<stdout>:part-0[1,1]<stdout>:part-1[1,0]<stdout>: end-0". A rank's piece waits for the rest of its
+// line; the line ends with the piece that ends mpirun's line.
+class MpiLineDemux {
+ public:
+  // nullopt for a line without a leading tag (mpirun's own messages); else the rank line it ends, without any of
+  // mpirun's tags of this job (another job's are text).
+  std::optional<TaggedLine> feed(std::string_view line);
+  // At the end: the pieces still waiting, as lines.
+  std::vector<TaggedLine> finish();
+
+ private:
+  std::map<std::pair<int, bool>, std::string> pending_;  // (rank, is_stderr): the start of its line
+};
 
 struct MpiFailure {
   int rank = -1;

@@ -328,11 +328,14 @@ ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus
   define(app, out.options, online_cpus, &given);
   // Without --heartbeat-timeout, an inherited DDP_HEARTBEAT_TIMEOUT (a valid one) is kept, for the ranks and for
   // ddprun's own stopped-rank check, as DDP_TIMEOUT is without --timeout.
+  std::string bad_heartbeat_env;  // refused below unless --heartbeat-timeout replaces it
   if (const char* env = std::getenv("DDP_HEARTBEAT_TIMEOUT"); env != nullptr && *env != '\0') {
     double s = 0;
     if (parse_seconds(env, &s)) {
       out.options.heartbeat_timeout_s = s;
       out.options.heartbeat_timeout = env;
+    } else {
+      bad_heartbeat_env = env;
     }
   }
   // "--flag=" gives the flag an empty value (CLI11 would take the next argument).
@@ -357,6 +360,10 @@ ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus
   } catch (const CLI::ParseError& e) {
     return fail(explain(e));
   }
+
+  if (!bad_heartbeat_env.empty() && app.count("--heartbeat-timeout") == 0)
+    return fail("invalid value '" + bad_heartbeat_env + "' in the environment's DDP_HEARTBEAT_TIMEOUT: expected a "
+                "number of seconds >= 0 (0 turns the heartbeat off); unset it or give --heartbeat-timeout");
 
   // What CLI11 did not take: ["--"] program args..., or an unknown option first.
   std::vector<std::string> rest = app.remaining();

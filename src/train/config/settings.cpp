@@ -132,7 +132,7 @@ T convert(const Setting& s, const std::string& text) {
   } else {
     if (CLI::detail::lexical_cast(text, v) && std::isfinite(v)) return v;
   }
-  throw InvalidArgument("ddp-train: " + flag_of(s) + " expects " + (std::is_integral_v<T> ? "an integer" : "a number") +
+  throw InvalidArgument("ddp-train: " + flag_of(s) + " expects " + (std::is_integral_v<T> ? "an integer" : "a finite number") +
                         ", got '" + text + "'");
 }
 
