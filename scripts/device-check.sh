@@ -1,34 +1,68 @@
 #!/usr/bin/env bash
 # The GPU check (issue "GPUs"), for a machine with a GPU that installs nothing (the device tool's):
-#   here:  ./scripts/device-check.sh --pack      # what that machine lacks, copied into .device/ (git-ignored)
+#   here:  ./scripts/device-check.sh --pack      # into .device/ (git-ignored): the binaries the check runs, built
+#                                                # here against the GPU machines' LibTorch (torch 2.11.0, CUDA
+#                                                # 13.0), stripped, found there under /opt/torch/.venv; and the
+#                                                # headers a build there would lack
 #   there: ./scripts/device-check.sh             # with .device carried along
-# There it builds ddp against the machine's LibTorch (DEVICE_PYTHON's torch, default /opt/torch/.venv), runs
-# the cuda-labelled tests, and writes a short report, device-report.md, with the logs into OUT (default
-# device-out/). Everything inside DEVICE_CHECK_BUDGET seconds (default 480: 8 minutes).
+# There it runs the packed binaries if they were built from these sources and start; else it builds them against
+# the machine's LibTorch (DEVICE_PYTHON's torch, default /opt/torch/.venv). Then each check with a timeout of its
+# own: the cuda tests, the collectives suite over nccl at world 1 and at world 2 on one GPU, nccl's fault tests,
+# ddp-train on the GPU. It writes a short report, device-report.md, with a log per check into OUT (default
+# device-out/). Everything inside DEVICE_CHECK_BUDGET seconds (default 480: 8 minutes); out of budget fails.
 # DEVICE_IGNORE_SYSTEM=1 hides /usr from CMake's searches, so that a rehearsal on a machine that has the
 # packages proves .device/ holds all that the build finds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEV=$PWD/.device
 ARCH_LIB=/usr/lib/x86_64-linux-gnu
+TARGETS=(test_cuda test_init suite_mp dist_probe ddprun ddp-train)
+THERE_SITE=/opt/torch/.venv/lib/python3.12/site-packages  # the GPU machines' (device/KINDS.md: Python 3.12.3)
+THERE_TORCH=2.11.0
+
+# What the binaries are built from: every file under the folders the build reads, tracked or not.
+source_hash() {
+  find CMakeLists.txt cmake src include tests tools resources -type f -print0 | sort -z | xargs -0 sha1sum |
+    sha1sum | cut -c1-16
+}
+# device_cmake BUILD PREFIX_PATH PYTHON: CMAKE_ARGS = the one configuration of the device build, here and there.
+device_cmake() {
+  CMAKE_ARGS=(-S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$2" -DDDP_PYTHON="$3"
+              -DDDP_CUDA_TESTS_ONLY=ON -DDDP_BUILD_EXAMPLES=OFF -DDDP_WITH_MPI=OFF
+              -DDDP_WITH_IMAGE_FOLDER=OFF -DDDP_WITH_REPORT=OFF -DDDP_WITH_CHECKPOINT_VERIFY=OFF)
+}
 
 if [ "${1:-}" = --pack ]; then
   rm -rf "$DEV"
-  mkdir -p "$DEV/usr/include" "$DEV/usr/share/cmake" "$DEV/usr/lib/x86_64-linux-gnu/cmake"
-  # Header-only or static: Debian's gloo headers (c10d's ProcessGroupGloo.hpp; LibTorch carries gloo itself),
-  # CLI11, nlohmann-json, toml++, GoogleTest, zlib's headers.
+  mkdir -p "$DEV/usr/include" "$DEV/usr/share/cmake" "$DEV/usr/lib/x86_64-linux-gnu/cmake" "$DEV/bin" "$DEV/lib"
+  # For a build there, should the binaries not start: Debian's gloo headers (c10d's ProcessGroupGloo.hpp;
+  # LibTorch carries gloo itself), CLI11, nlohmann-json, toml++, GoogleTest, zlib's headers.
   cp -r /usr/include/{gloo,CLI,nlohmann,toml++,gtest,gmock} /usr/include/{zlib.h,zconf.h} "$DEV/usr/include/"
   cp -r /usr/share/cmake/{CLI11,nlohmann_json} "$DEV/usr/share/cmake/"
   cp -r $ARCH_LIB/cmake/{GTest,tomlplusplus} "$DEV/usr/lib/x86_64-linux-gnu/cmake/"
   cp $ARCH_LIB/lib{gtest,gtest_main,gmock,gmock_main}.a "$DEV/usr/lib/x86_64-linux-gnu/"
-  du -sh "$DEV"
+  # The binaries, against the same LibTorch as there (PyPI's torch==2.11.0 in a venv here).
+  venv=${DEVICE_PACK_VENV:-build-device-pack/venv}
+  DDP_TORCH2_VERSION=$THERE_TORCH DDP_TORCHVISION_VERSION=0.26.0 ./scripts/install-deps.sh --torch 2 --venv "$venv"
+  build=${DEVICE_PACK_BUILD:-build-device-pack}
+  # RUNPATH: ddp's libraries beside the binaries, then torch's there (the build's own entries, for here, come
+  # first and do not exist there).
+  device_cmake "$build" "$("$venv/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')" "$venv/bin/python"
+  cmake "${CMAKE_ARGS[@]}" -DCMAKE_BUILD_RPATH="\$ORIGIN/../lib;$THERE_SITE/torch/lib"
+  cmake --build "$build" -j "$(nproc)" --target "${TARGETS[@]}"
+  for t in "${TARGETS[@]}"; do strip --strip-unneeded -o "$DEV/bin/$t" "$build/bin/$t"; done
+  for l in "$build"/lib/libddp_*.so.*.*; do strip --strip-unneeded -o "$DEV/lib/$(basename "$l")" "$l"; done
+  (cd "$build/lib" && for l in libddp_*.so*; do [ -L "$l" ] && cp -P "$l" "$DEV/lib/"; done)
+  source_hash > "$DEV/source-hash"
+  echo "built $(date -u +%FT%TZ) on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) against torch" \
+    "$("$venv/bin/python" -c 'import torch; print(torch.__version__)')" > "$DEV/built"
+  du -sh "$DEV" "$DEV/bin" "$DEV/lib"
   exit 0
 fi
 
 [ -d "$DEV/usr/include/gloo" ] || { echo "device-check: no .device/ here: run ./scripts/device-check.sh --pack on the build machine and carry .device" >&2; exit 2; }
 START=$(date +%s)
 BUDGET=${DEVICE_CHECK_BUDGET:-480}
-left() { echo $((BUDGET - ($(date +%s) - START))); }
 PY=${DEVICE_PYTHON:-/opt/torch/.venv/bin/python3}
 OUT=${OUT:-$PWD/device-out}
 BUILD=${DEVICE_BUILD:-build-device}
@@ -36,50 +70,94 @@ mkdir -p "$OUT"
 REPORT=$OUT/device-report.md
 log() { echo "$*" | tee -a "$REPORT"; }
 : > "$REPORT"
+trap 'rc=$?; [ $rc = 0 ] || echo "device-check: stopped with exit $rc (see $OUT)" >&2' EXIT
+# budget STEP [LIMIT]: T = the seconds STEP may take (LIMIT, or what is left if less); once the budget is
+# spent, the check stops, saying before which step (and T never reaches 0, which `timeout` takes as no limit).
+budget() {
+  T=$((BUDGET - ($(date +%s) - START)))
+  [ "$T" -gt 0 ] || { log "- out of budget (DEVICE_CHECK_BUDGET=$BUDGET s) before: $1"; exit 1; }
+  if [ -n "${2:-}" ] && [ "$2" -lt "$T" ]; then T=$2; fi
+}
 
-TORCH_CMAKE=$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')
-log "# ddp device check, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+log "# ddp device check, $(date -u +%FT%TZ), sources $(source_hash)"
 log ""
 log "- GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo 'nvidia-smi: none')"
-log "- torch: $("$PY" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())')"
+log "- torch: $("$PY" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())' 2>&1 | tail -1)"
 log "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores"
 
-ZLIB_SO=$(ls $ARCH_LIB/libz.so $ARCH_LIB/libz.so.1 2>/dev/null | head -1)
-ignore=()
-[ "${DEVICE_IGNORE_SYSTEM:-0}" = 1 ] && ignore=(-DCMAKE_IGNORE_PREFIX_PATH="/usr;/usr/local")
-set +e
-timeout "$(left)" cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$TORCH_CMAKE;$DEV/usr" -DDDP_PYTHON="$PY" "${ignore[@]}" \
-  -DDDP_CUDA_TESTS_ONLY=ON -DDDP_BUILD_EXAMPLES=OFF \
-  -DDDP_WITH_IMAGE_FOLDER=OFF -DDDP_WITH_REPORT=OFF -DDDP_WITH_CHECKPOINT_VERIFY=OFF \
-  -DZLIB_INCLUDE_DIR="$DEV/usr/include" -DZLIB_LIBRARY="$ZLIB_SO" > "$OUT/configure.log" 2>&1
-rc=$?
-grep -E 'ddp:|ddp backends' "$OUT/configure.log" | sed 's/^-- /- /' | tee -a "$REPORT"
-[ $rc = 0 ] || { log "configure FAILED ($rc): see configure.log"; tail -30 "$OUT/configure.log"; exit 1; }
-t0=$(date +%s)
-timeout "$(left)" cmake --build "$BUILD" -j "$(nproc)" --target test_cuda test_init suite_mp dist_probe ddprun ddp-train > "$OUT/build.log" 2>&1
-rc=$?
-log "- build: exit $rc in $(( $(date +%s) - t0 )) s"
-[ $rc = 0 ] || { log "build FAILED: see build.log"; grep -B2 -A12 -m3 'error' "$OUT/build.log" | head -60; exit 1; }
-t0=$(date +%s)
-(cd "$BUILD" && timeout "$(left)" ctest -L cuda --output-on-failure) > "$OUT/cuda-tests.log" 2>&1
-rc=$?
-log "- cuda tests: exit $rc in $(( $(date +%s) - t0 )) s: $(grep -E 'tests passed|tests failed' "$OUT/cuda-tests.log" | tail -1)"
-grep -E '^ *[0-9]+/[0-9]+ Test' "$OUT/cuda-tests.log" | sed 's/^/    /' | tee -a "$REPORT"
-"$BUILD/bin/test_init" --gtest_filter='Device*:Backends*' > "$OUT/device-tests.log" 2>&1
-log "- test_init Device*/Backends*: exit $? ($(grep -E 'PASSED|FAILED' "$OUT/device-tests.log" | head -2 | xargs))"
+# The binaries: the packed ones if built from these sources and they start here, else a build.
+BIN=
+if [ -x "$DEV/bin/test_init" ] && [ "$(cat "$DEV/source-hash" 2>/dev/null)" = "$(source_hash)" ]; then
+  if "$DEV/bin/test_init" --gtest_list_tests > "$OUT/packed-start.log" 2>&1; then
+    BIN=$DEV/bin
+    log "- binaries: packed ($(cat "$DEV/built"))"
+  else
+    log "- binaries: packed ones do not start here ($(tail -1 "$OUT/packed-start.log" | cut -c1-160)): building"
+  fi
+elif [ -x "$DEV/bin/test_init" ]; then
+  log "- binaries: packed from other sources ($(cat "$DEV/source-hash")): building"
+fi
+if [ -z "$BIN" ]; then
+  # zlib's library: the dev symlink where there is one, else the runtime's (GPU images lack the dev package).
+  ZLIB_SO=
+  for z in $ARCH_LIB/libz.so $ARCH_LIB/libz.so.1 /lib/x86_64-linux-gnu/libz.so.1; do
+    [ -e "$z" ] && { ZLIB_SO=$z; break; }
+  done
+  [ -n "$ZLIB_SO" ] || { log "- no libz.so or libz.so.1 under $ARCH_LIB: zlib is needed to build"; exit 1; }
+  ignore=()
+  [ "${DEVICE_IGNORE_SYSTEM:-0}" = 1 ] && ignore=(-DCMAKE_IGNORE_PREFIX_PATH="/usr;/usr/local")
+  TORCH_CMAKE=$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')
+  set +e
+  budget configure
+  device_cmake "$BUILD" "$TORCH_CMAKE;$DEV/usr" "$PY"
+  timeout "$T" cmake "${CMAKE_ARGS[@]}" "${ignore[@]}" -DZLIB_INCLUDE_DIR="$DEV/usr/include" -DZLIB_LIBRARY="$ZLIB_SO" > "$OUT/configure.log" 2>&1
+  rc=$?
+  set -e
+  grep -E 'ddp:|ddp backends' "$OUT/configure.log" | sed 's/^-- /- /' | tee -a "$REPORT"
+  [ $rc = 0 ] || { log "- configure FAILED ($rc): see configure.log"; tail -30 "$OUT/configure.log"; exit 1; }
+  t0=$(date +%s)
+  budget build
+  set +e
+  timeout "$T" cmake --build "$BUILD" -j "$(nproc)" --target "${TARGETS[@]}" > "$OUT/build.log" 2>&1
+  rc=$?
+  set -e
+  log "- build: exit $rc in $(( $(date +%s) - t0 )) s"
+  [ $rc = 0 ] || { log "- build FAILED: see build.log"; grep -B2 -A12 -m3 'error' "$OUT/build.log" | head -60; exit 1; }
+  BIN=$BUILD/bin
+fi
+
+# check NAME LIMIT_S COMMAND...: one check, its log OUT/NAME.log, one line in the report (its last summary
+# line: gtest's, ctest's, a script's). A check that fails is counted; the next one still runs.
+failed=()
+check() {
+  local name=$1 limit=$2 t0 rc f
+  shift 2
+  f=$OUT/$name.log
+  budget "$name" "$limit"
+  t0=$(date +%s)
+  set +e
+  timeout "$T" "$@" > "$f" 2>&1
+  rc=$?
+  set -e
+  [ $rc = 124 ] && echo "(timed out after $T s)" >> "$f"
+  [ $rc = 0 ] || failed+=("$name")
+  log "- $name: exit $rc in $(( $(date +%s) - t0 )) s: $( (grep -E 'PASSED|FAILED|passed|failed|timed out|skipped' "$f" || tail -1 "$f") | tail -1 | cut -c1-200)"
+}
+export OMP_NUM_THREADS=1 DDP_TIMEOUT=120 DDP_CHECK_HOOK_WAITS=1
+check cuda-tests 240 "$BIN/test_cuda" --gtest_brief=1
+check devices 60 "$BIN/test_init" --gtest_filter='Device*:Backends*' --gtest_brief=1
+check suite-nccl-w1 200 "$BIN/ddprun" --nproc-per-node 1 --standalone --backend nccl "$BIN/suite_mp" --gtest_brief=1
+# World 2 on one GPU: each rank its own NCCL host (tests/dist/own_host.sh), joined over NCCL's sockets.
+check suite-nccl-w2-one-gpu 200 "$BIN/ddprun" --nproc-per-node 2 --standalone --backend nccl \
+  tests/dist/own_host.sh "$BIN/suite_mp" --gtest_brief=1
+check nccl-faults-one-gpu 200 tests/dist/nccl_one_gpu_test.sh "$BIN"
 # ddp-train's MLP on the GPU and on the CPU, then through ddprun (backend auto: nccl for the GPU).
-for run in "cuda" "cpu" "ddprun cuda"; do
-  dev=${run##* }
-  cmd=("$BUILD/bin/ddp-train" mlp --device "$dev" --epochs 2 --no-progress --out-dir "$BUILD/runs/mlp-$dev")
-  [ "${run%% *}" = ddprun ] && cmd=("$BUILD/bin/ddprun" --nproc-per-node 1 --standalone "${cmd[@]}")
-  t0=$(date +%s%3N)
-  timeout "$(left)" "${cmd[@]}" > "$OUT/mlp-${run// /-}.log" 2>&1
-  r=$?
-  f="$OUT/mlp-${run// /-}.log"
-  log "- ddp-train mlp ($run): exit $r in $(( $(date +%s%3N) - t0 )) ms: $( (grep -m1 'rank(s) on' "$f" || head -2 "$f") | cut -c1-200)"
-  log "    $( (grep -E '^done' "$f" || tail -1 "$f") | tail -1 | cut -c1-200)"
+for run in cuda cpu ddprun-cuda; do
+  dev=${run##*-}
+  cmd=("$BIN/ddp-train" mlp --device "$dev" --epochs 2 --no-progress --out-dir "$OUT/runs/mlp-$run")
+  [ "$run" = ddprun-cuda ] && cmd=("$BIN/ddprun" --nproc-per-node 1 --standalone "${cmd[@]}")
+  check "mlp-$run" 90 "${cmd[@]}"
+  log "    $( (grep -m1 'rank(s) on' "$OUT/mlp-$run.log"; grep -E '^done' "$OUT/mlp-$run.log") | xargs | cut -c1-200)"
 done
-set -e
-[ $rc = 0 ] || { grep -E -B3 -A20 'Failure|FAILED' "$OUT/cuda-tests.log" | head -80; exit 1; }
-log "- total: $(( $(date +%s) - START )) s"
+log "- total: $(( $(date +%s) - START )) s; failed: ${failed[*]:-none}"
+[ ${#failed[@]} = 0 ] || { for n in "${failed[@]}"; do echo "== $n"; grep -E -B3 -A20 'Failure|FAILED|FAIL' "$OUT/$n.log" | head -40; done; exit 1; }

@@ -1,6 +1,8 @@
 #include "dist/agreement.h"
 
+#include "dist/hook_waits.h"
 #include "dist/wait_report.h"
+#include "dist/host_memory.h"
 
 #include <ATen/ATen.h>
 
@@ -101,7 +103,7 @@ CallCheck default_call_check(bool host_gathers) {
 at::Tensor fingerprint(const Call& c, const at::Tensor& t, int reduce_op, int root) {
   const bool shape = c.op != OpType::kAllToAll;
   at::Tensor f = at::full({kFingerprintLength}, -1, at::kLong);
-  int64_t* p = f.data_ptr<int64_t>();
+  int64_t* p = host_data<int64_t>(f, "the call check");
   p[kSeq] = c.seq;
   p[kOp] = static_cast<int64_t>(c.op);
   p[kReduceOp] = reduce_op;
@@ -139,15 +141,17 @@ std::string describe_fingerprint(const int64_t* f) {
 
 void check_agreement(Backend& b, const Call& c, const at::Tensor& t, int reduce_op, int root, CallCheck level) {
   if (level == CallCheck::kOff || c.ctx.size <= 1) return;
+  AllowHookWait exempt;  // a debug aid's exchange, synchronous by design (hook_waits.h)
   at::Tensor mine = fingerprint(c, t, reduce_op, root);
   if (level == CallCheck::kHash) {
-    at::Tensor hashes = gather(b, c, at::full({1}, hash_of(mine.data_ptr<int64_t>()), at::kLong));
-    const int64_t* h = hashes.data_ptr<int64_t>();
+    const int64_t hash = hash_of(host_data<int64_t>(mine, "the call check"));
+    at::Tensor hashes = gather(b, c, at::full({1}, hash, at::kLong));
+    const int64_t* h = host_data<int64_t>(hashes, "the call check");
     if (std::all_of(h, h + c.ctx.size, [&](int64_t x) { return x == h[0]; })) return;
   }
   // Every rank gets here alike: all saw the same hashes.
   at::Tensor all = gather(b, c, mine);
-  compare(c, all.data_ptr<int64_t>(), level);
+  compare(c, host_data<int64_t>(all, "the call check"), level);
 }
 
 }  // namespace ddp::detail

@@ -9,6 +9,8 @@
 
 #include "ddp/dist/errors.h"
 #include "dist/pack.h"
+#include "dist/host_memory.h"
+#include "dist/ivalue_tensors.h"
 
 namespace ddp {
 namespace {
@@ -17,16 +19,18 @@ GroupPtr resolve(GroupPtr g) { return g ? g : default_group(); }
 
 at::Tensor bytes_tensor(const std::string& s) {
   auto t = at::empty({static_cast<int64_t>(s.size())}, at::kByte);
-  if (!s.empty()) std::memcpy(t.data_ptr(), s.data(), s.size());
+  if (!s.empty()) std::memcpy(detail::host_bytes(t, "an object collective"), s.data(), s.size());
   return t;
 }
 
 std::string tensor_bytes(const at::Tensor& t, int64_t n) {
-  return std::string(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(n));
+  return std::string(static_cast<const char*>(detail::host_bytes(t, "an object collective")), size_t(n));
 }
 
+// Tensors travel from the CPU and arrive there, on every receiver (ivalue_tensors.h).
 std::string pickle(const c10::IValue& v) {
-  std::vector<char> data = torch::jit::pickle_save(v);
+  const c10::IValue on_cpu = detail::map_tensors(v, [](const at::Tensor& t) { return t.is_cpu() ? t : t.cpu(); });
+  std::vector<char> data = torch::jit::pickle_save(on_cpu);
   return std::string(data.begin(), data.end());
 }
 
@@ -161,7 +165,7 @@ std::vector<std::string> all_gather_bytes(const std::string& bytes, GroupPtr g) 
   int64_t max = 0;
   for (auto& s : sizes) max = std::max(max, s.item<int64_t>());
   auto padded = at::zeros({max}, at::kByte);
-  if (!bytes.empty()) std::memcpy(padded.data_ptr(), bytes.data(), bytes.size());
+  if (!bytes.empty()) std::memcpy(detail::host_bytes(padded, "an object collective"), bytes.data(), bytes.size());
   std::vector<at::Tensor> outs;
   for (int i = 0; i < w; ++i) outs.push_back(at::empty({max}, at::kByte));
   g->all_gather(outs, padded);
@@ -228,7 +232,7 @@ std::vector<c10::IValue> gather_object(const c10::IValue& value, int dst, GroupP
   }
   g->gather(size, sizes, o);
   at::Tensor padded = at::zeros({max.item<int64_t>()}, at::kByte);
-  if (!bytes.empty()) std::memcpy(padded.data_ptr(), bytes.data(), bytes.size());
+  if (!bytes.empty()) std::memcpy(detail::host_bytes(padded, "an object collective"), bytes.data(), bytes.size());
   g->gather(padded, blocks, o);
   std::vector<c10::IValue> out;
   for (int r = 0; r < w && at_dst; ++r) out.push_back(unpickle(tensor_bytes(blocks[r], sizes[r].item<int64_t>())));
@@ -259,7 +263,8 @@ c10::IValue scatter_object_list(const std::vector<c10::IValue>& objects, int src
   const int64_t size = header[0].item<int64_t>(), width = header[1].item<int64_t>();
   for (int r = 0; r < w && at_src; ++r) {
     blocks.push_back(at::zeros({width}, at::kByte));
-    if (!bytes[r].empty()) std::memcpy(blocks.back().data_ptr(), bytes[r].data(), bytes[r].size());
+    if (!bytes[r].empty())
+      std::memcpy(detail::host_bytes(blocks.back(), "an object collective"), bytes[r].data(), bytes[r].size());
   }
   at::Tensor mine = at::empty({width}, at::kByte);
   g->scatter(mine, blocks, o);

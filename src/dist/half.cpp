@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "ddp/errors.h"
+#include "dist/host_memory.h"
 
 namespace ddp {
 namespace {
@@ -60,10 +61,15 @@ at::Tensor to_16bit(const at::Tensor& src, at::ScalarType dtype, double divisor)
   if (src.scalar_type() != at::kFloat || (dtype != at::kHalf && dtype != at::kBFloat16))
     throw InvalidArgument(std::string("to_16bit: converts float32 to Half or BFloat16, got ") +
                           c10::toString(src.scalar_type()) + " to " + c10::toString(dtype));
+  if (!src.is_cpu()) {
+    // On the tensor's own device (a GPU, meta): device ops, never a host read; one rounding, after the division
+    // in float32, as below (CUDA divides by a multiplication with the reciprocal: it may differ in the last bit).
+    return (divisor == 1.0 ? src : src.div(divisor)).to(dtype);
+  }
   const at::Tensor in = src.contiguous();
   at::Tensor out = at::empty(src.sizes(), src.options().dtype(dtype));
-  const float* x = in.data_ptr<float>();
-  auto* y = static_cast<uint16_t*>(out.data_ptr());
+  const float* x = detail::host_data<float>(in, "to_16bit");
+  auto* y = static_cast<uint16_t*>(detail::host_bytes(out, "to_16bit"));
   const int64_t n = in.numel();
   const float d = static_cast<float>(divisor);
   if (dtype == at::kBFloat16) {

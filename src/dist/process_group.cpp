@@ -46,6 +46,17 @@ void ProcessGroup::agree(const Call& c, const at::Tensor& t, int reduce_op, int 
   detail::check_agreement(*impl_, c, t, reduce_op, root, check_.load());
 }
 
+bool ProcessGroup::supports(ReduceOp op) const {
+  const bool bitwise = op == ReduceOp::BAND || op == ReduceOp::BOR || op == ReduceOp::BXOR;
+  return !bitwise || impl_->has_bitwise();
+}
+
+void ProcessGroup::check_reduction(const Call& c, ReduceOp op, at::ScalarType dtype) const {
+  detail::check_op(c.ctx, op, dtype);
+  if (!supports(op))
+    throw_invalid(c.ctx, name_ + " has no " + to_string(op) + " (bitwise) reduction; use gloo or mpi for it");
+}
+
 void ProcessGroup::count(const at::Tensor& payload) {
   if (payload.defined()) bytes_.fetch_add(static_cast<int64_t>(payload.nbytes()), std::memory_order_relaxed);
 }
@@ -136,7 +147,7 @@ Work ProcessGroup::broadcast(at::Tensor& t, const BroadcastOptions& o) {
 Work ProcessGroup::all_reduce(at::Tensor& t, const AllReduceOptions& o) {
   Call c = call(OpType::kAllReduce, o, t);
   detail::check_tensor(c.ctx, t, "tensor");
-  detail::check_op(c.ctx, o.op, t.scalar_type());
+  check_reduction(c, o.op, t.scalar_type());
   return issue(c, [this, t, op = o.op](const Call& c) mutable {
     agree(c, t, static_cast<int>(op));
     if (t.numel() == 0) return Work();
@@ -160,7 +171,7 @@ Work ProcessGroup::all_reduce_coalesced(std::vector<at::Tensor>& ts, const AllRe
   int64_t numel = 0;
   for (size_t i = 0; i < ts.size(); ++i) {
     detail::check_tensor(c.ctx, ts[i], "tensors[" + std::to_string(i) + "]");
-    detail::check_op(c.ctx, o.op, ts[i].scalar_type());
+    check_reduction(c, o.op, ts[i].scalar_type());
     numel += ts[i].numel();
     c.bytes += static_cast<int64_t>(ts[i].nbytes());
   }
@@ -190,7 +201,7 @@ Work ProcessGroup::all_reduce_coalesced(std::vector<at::Tensor>& ts, const AllRe
 Work ProcessGroup::reduce(at::Tensor& t, const ReduceOptions& o) {
   Call c = call(OpType::kReduce, o, t);
   detail::check_tensor(c.ctx, t, "tensor");
-  detail::check_op(c.ctx, o.op, t.scalar_type());
+  check_reduction(c, o.op, t.scalar_type());
   detail::check_rank(c.ctx, o.dst, "dst");
   return issue(c, [this, t, op = o.op, dst = o.dst](const Call& c) {
     agree(c, t, static_cast<int>(op), dst);
@@ -251,7 +262,7 @@ Work ProcessGroup::reduce_scatter(at::Tensor& out, const std::vector<at::Tensor>
                                   const ReduceScatterOptions& o) {
   Call c = call(OpType::kReduceScatter, o, out);
   detail::check_tensor(c.ctx, out, "output");
-  detail::check_op(c.ctx, o.op, out.scalar_type());
+  check_reduction(c, o.op, out.scalar_type());
   detail::check_list(c.ctx, ins, "inputs", size_, out, "output");
   return issue(c, [this, out, ins, op = o.op](const Call& c) mutable {
     agree(c, out, static_cast<int>(op));

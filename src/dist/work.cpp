@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "ddp/dist/errors.h"
+#include "dist/hook_waits.h"
 #include "dist/sequencer.h"
 
 namespace ddp {
@@ -53,6 +54,7 @@ void Work::wait(Milliseconds timeout) {
   }
   std::exception_ptr failed;
   if (impl) {
+    if (detail::waits_checked_here() && !impl->is_completed()) detail::fail_wait_in_hook("a wait for a collective");
     try {
       impl->wait(timeout);
     } catch (const TimeoutError&) {

@@ -19,7 +19,7 @@ std::string describe_buckets(const std::vector<at::Tensor>& flats) {
   return s.str();
 }
 
-void check_bucket_agreement(ProcessGroup& group, const std::vector<at::Tensor>& flats) {
+void check_bucket_agreement(ProcessGroup& group, const std::vector<at::Tensor>& flats, const char* where) {
   const int world = group.size();
   if (world <= 1) return;
   const std::string mine = describe_buckets(flats);
@@ -43,7 +43,7 @@ void check_bucket_agreement(ProcessGroup& group, const std::vector<at::Tensor>& 
   s << "rank 0: " << views[0];
   for (int r = 1; r < world; ++r)
     if (views[r] != views[0]) s << "; rank " << r << ": " << views[r];
-  ErrorContext ctx{group.backend(), group.rank(), group.size(), "DistributedDataParallel backward"};
+  ErrorContext ctx{group.backend(), group.rank(), group.size(), where};
   throw Error(ctx.prefix() + "ranks disagree on the gradient buckets: " + s.str() +
               " (every rank must construct DDP with the same model, dtypes and bucket_cap_mb / "
               "first_bucket_cap_mb)");

@@ -12,7 +12,7 @@ Work AllReduceHook::run(ProcessGroup& group, GradBucket& bucket) {
   at::Tensor buffer = bucket.buffer;
   buffer.div_(group.size());
   AllReduceOptions o;
-  o.async_op = !bucket.is_last();  // the last one has nothing left to overlap with
+  o.async_op = true;  // the last bucket too: a hook must not wait (DDP waits at the end of backward)
   return group.all_reduce(buffer, o);  // value(): the buffer, reduced
 }
 
@@ -28,7 +28,7 @@ Work CompressHook::run(ProcessGroup& group, GradBucket& bucket) {
   at::Tensor compressed = bucket.buffer.scalar_type() == at::kFloat ? to_16bit(bucket.buffer, dtype_, group.size())
                                                                      : bucket.buffer.to(dtype_).div_(group.size());
   AllReduceOptions o;
-  o.async_op = !bucket.is_last();
+  o.async_op = true;
   at::Tensor buffer = bucket.buffer;
   return group.all_reduce(compressed, o).then([buffer](at::Tensor reduced) mutable {
     buffer.copy_(reduced);  // decompress into the bucket

@@ -107,7 +107,9 @@ void DistributedDataParallelBase::before_forward() {
 }
 
 void DistributedDataParallelBase::after_forward(const std::vector<at::Tensor>& outputs) {
-  if (reducer_ && at::GradMode::is_enabled()) reducer_->prepare_for_backward(outputs);
+  if (!reducer_ || !at::GradMode::is_enabled()) return;
+  reducer_->settle_divisor();  // Join's count of ranks still training, waited here rather than in a hook
+  reducer_->prepare_for_backward(outputs);
 }
 
 DistributedDataParallelBase::NoSyncGuard::NoSyncGuard(DistributedDataParallelBase& ddp) : ddp_(ddp) {

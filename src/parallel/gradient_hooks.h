@@ -1,14 +1,16 @@
 // One autograd post hook on each of some gradient accumulators, removed again on destruction: what DDP's reducer
 // and FSDP's backward are fed by. fn(i) runs after accumulator i added a new gradient into its parameter's .grad().
-// The accumulators are kept alive here (they hold the hooks).
+// The accumulators are kept alive here (they hold the hooks). fn runs under a HookScope named `hook`
+// (dist/hook_waits.h: nothing in it may wait for communication), which says the rank too.
 //
-//   GradientHooks hooks(GradientHooks::accumulators_of(params), [this](size_t i) { on_gradient(i); });
+//   GradientHooks hooks(GradientHooks::accumulators_of(params), ctx.prefix() + "...", [this](size_t i) { ... });
 #pragma once
 #include <ATen/core/Tensor.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "ddp/torch_compat.h"
@@ -21,7 +23,7 @@ namespace ddp::detail {
 
 class GradientHooks {
  public:
-  GradientHooks(std::vector<compat::AutogradNodePtr> accumulators, std::function<void(size_t)> fn);
+  GradientHooks(std::vector<compat::AutogradNodePtr> accumulators, std::string hook, std::function<void(size_t)> fn);
   ~GradientHooks();
   GradientHooks(const GradientHooks&) = delete;
   GradientHooks& operator=(const GradientHooks&) = delete;

@@ -7,6 +7,7 @@
 #include "ddp/dist/errors.h"
 #include "dist/error_context.h"
 #include "parallel/reducer.h"
+#include "dist/host_memory.h"
 
 namespace ddp {
 namespace {
@@ -55,7 +56,7 @@ void Join::detach() {
 void Join::on_forward(bool training, bool sync) {
   if (!have_counts_) joined_counts();  // the previous iteration's, if never waited for
   pending_tensor_ = at::zeros({world_ + kNumFlags}, at::kFloat);
-  float* t = pending_tensor_.data_ptr<float>();
+  float* t = detail::host_data<float>(pending_tensor_, "Join's flags");
   t[rank_] = 1;
   t[world_ + kTraining] = training;
   t[world_ + kSync] = sync;
@@ -69,7 +70,7 @@ void Join::on_forward(bool training, bool sync) {
 const std::vector<float>& Join::joined_counts() {
   if (!have_counts_ && pending_tensor_.defined()) {
     pending_.wait();
-    const float* t = pending_tensor_.data_ptr<float>();
+    const float* t = detail::host_data<float>(pending_tensor_, "Join's flags");
     counts_.assign(t, t + world_ + kNumFlags);
     pending_ = Work();
   }
@@ -111,7 +112,8 @@ void Join::finish() {
   for (;;) {
     at::Tensor t = at::zeros({world_ + kNumFlags}, at::kFloat);
     g.all_reduce(t);
-    counts_.assign(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
+    const float* c = detail::host_data<float>(t, "Join's flags");
+    counts_.assign(c, c + t.numel());
     if (active_ranks(counts_) == 0) break;
     if (options_.throw_on_early_termination) {
       ErrorContext ctx{g.backend(), rank_, world_, "Join"};

@@ -6,6 +6,7 @@
 
 #include "ddp/errors.h"
 #include "ddp/parallel/powersgd.h"
+#include "dist/host_memory.h"
 
 namespace ddp {
 
@@ -55,7 +56,7 @@ int64_t NumpyRandomState::randint(int64_t high) {
 
 at::Tensor NumpyRandomState::state() const {
   at::Tensor s = at::empty({kN + 1}, at::kLong);
-  int64_t* d = s.data_ptr<int64_t>();
+  int64_t* d = detail::host_data<int64_t>(s, "NumpyRandomState");
   for (int i = 0; i < kN; ++i) d[i] = mt_[i];
   d[kN] = pos_;
   return s;
@@ -65,7 +66,7 @@ void NumpyRandomState::set_state(const at::Tensor& s) {
   if (s.scalar_type() != at::kLong || s.dim() != 1 || s.numel() != kN + 1)
     throw InvalidArgument("NumpyRandomState: a state is 625 int64 values (624 MT19937 words, then the position)");
   at::Tensor c = s.contiguous();
-  const int64_t* d = c.data_ptr<int64_t>();
+  const int64_t* d = detail::host_data<int64_t>(c, "NumpyRandomState");
   if (d[kN] < 0 || d[kN] > kN) throw InvalidArgument("NumpyRandomState: position " + std::to_string(d[kN]) + " out of [0, 624]");
   for (int i = 0; i < kN; ++i) mt_[i] = static_cast<uint32_t>(d[i]);
   pos_ = static_cast<int>(d[kN]);

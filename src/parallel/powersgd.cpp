@@ -81,8 +81,7 @@ at::Tensor with_error(PowerSGDState& st, size_t b, const at::Tensor& input) {
 
 // The same view as `t` (a view into `buffer`) into `other`, laid out as buffer.
 at::Tensor same_view(const at::Tensor& t, const at::Tensor& buffer, const at::Tensor& other) {
-  const int64_t offset = (static_cast<const char*>(t.data_ptr()) - static_cast<const char*>(buffer.data_ptr())) /
-                         static_cast<int64_t>(t.element_size());
+  const int64_t offset = t.storage_offset() - buffer.storage_offset();  // both in buffer's storage, on any device
   return other.narrow(0, offset, t.numel()).view(t.sizes());
 }
 

@@ -10,6 +10,7 @@
 #include "ddp/dist/errors.h"
 #include "ddp/dist/timeline.h"
 #include "dist/error_context.h"
+#include "dist/host_memory.h"
 #include "parallel/bucket_agreement.h"
 #include "parallel/bucketing.h"
 
@@ -19,14 +20,12 @@ namespace {
 double ms(std::chrono::steady_clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
 // The built-in reduction: one all_reduce (SUM) of a bucket whose gradients were
-// divided by the world size while it was filled. The last bucket is launched
-// once backward has computed every gradient: nothing is left to overlap, and a
-// blocking call lets a backend run it on this thread (mpi) instead of handing
-// it to its communication thread.
+// divided by the world size while it was filled. Asynchronous, the last bucket
+// too: it is launched from a gradient hook, where nothing may wait (hook_waits.h).
 Work all_reduce_bucket(ProcessGroup& group, GradBucket& bucket) {
   at::Tensor buffer = bucket.buffer;
   AllReduceOptions o;
-  o.async_op = !bucket.is_last();
+  o.async_op = true;
   return group.all_reduce(buffer, o);
 }
 
@@ -50,6 +49,9 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
   // One post hook per parameter's gradient accumulator: it runs after the
   // new gradient has been added to param.grad().
   hooks_ = std::make_unique<GradientHooks>(GradientHooks::accumulators_of(params_),
+                                           ErrorContext{group_->backend(), group_->rank(), group_->size(),
+                                                        "DistributedDataParallel's gradient hook"}
+                                               .prefix(),
                                            [this](size_t i) { on_gradient_accumulated(i); });
 }
 
@@ -103,6 +105,8 @@ void Reducer::build(const std::vector<size_t>& order) {
 
 void Reducer::prepare_for_forward(bool grad_enabled) {
   if (in_backward_) reset_iteration();  // a backward that threw half way
+  divisor_ = 0;  // a forward that had no backward leaves no divisor behind
+  divisor_source_ = nullptr;
   // Only a forward whose backward will synchronise rebuilds: the rebuild is
   // collective, and an evaluation forward may run on some ranks only.
   if (rebuild_due_ && !rebuilt_ && grad_enabled && sync_) {
@@ -111,7 +115,7 @@ void Reducer::prepare_for_forward(bool grad_enabled) {
     // rank); every rank must build the same buckets, so rank 0's order wins.
     if (!world_of_one_) {
       at::Tensor shared = at::empty({static_cast<int64_t>(order.size())}, at::kLong);
-      int64_t* o = shared.data_ptr<int64_t>();
+      int64_t* o = host_data<int64_t>(shared, "DistributedDataParallel's bucket order");
       for (size_t k = 0; k < order.size(); ++k) o[k] = static_cast<int64_t>(order[k]);
       group_->broadcast(shared);
       for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<size_t>(o[k]);
@@ -121,6 +125,8 @@ void Reducer::prepare_for_forward(bool grad_enabled) {
     rebuild_due_ = false;
     rebuilt_order_ = std::move(order);
   }
+  // Ranks compare bucket layouts here, outside backward's hooks, before the first reduction of these buckets.
+  if (grad_enabled && sync_ && !world_of_one_) check_layout_once("DistributedDataParallel forward");
 }
 
 // The arrival order of the first synchronised backward, then the parameters that got no gradient (reverse).
@@ -241,11 +247,11 @@ void Reducer::mark_ready(size_t index, bool used) {
   if (--bucket.pending == 0) launch_ready_buckets();
 }
 
-void Reducer::check_layout_once() {
+void Reducer::check_layout_once(const char* where) {
   if (layout_checked_) return;
   std::vector<at::Tensor> flats;
   for (const Bucket& b : buckets_) flats.push_back(b.flat);
-  check_bucket_agreement(*group_, flats);
+  check_bucket_agreement(*group_, flats, where);
   layout_checked_ = true;
 }
 
@@ -263,7 +269,8 @@ void Reducer::launch_ready_buckets() {
       ++next_launch_;
       continue;
     }
-    check_layout_once();
+    // Done in the forward (prepare_for_forward), unless this backward came without a synchronising DDP forward.
+    check_layout_once("DistributedDataParallel backward");
     GradBucket gb;
     gb.index = next_launch_;
     gb.num_buckets = buckets_.size();
@@ -325,7 +332,7 @@ void Reducer::finalize() {
       }
       // Which parameters were used on some rank: after the buckets, same order everywhere.
       used_counts = at::empty({static_cast<int64_t>(params_.size())}, at::kInt);
-      int* counts = used_counts.data_ptr<int>();
+      int* counts = host_data<int>(used_counts, "DistributedDataParallel's unused-parameter counts");
       for (size_t i = 0; i < params_.size(); ++i) counts[i] = used_[i];
       AllReduceOptions o;
       o.async_op = true;
@@ -344,7 +351,7 @@ void Reducer::finalize() {
     }
     if (used_counts.defined()) {
       used_work.wait();
-      const int* counts = used_counts.data_ptr<int>();
+      const int* counts = host_data<int>(used_counts, "DistributedDataParallel's unused-parameter counts");
       for (size_t i = 0; i < params_.size(); ++i) globally_used[i] = counts[i] > 0;
       if (opts_.static_graph) globally_used_ = globally_used;
     }
@@ -369,6 +376,10 @@ void Reducer::finalize() {
   if (!rebuilt_) rebuild_due_ = true;
   reset_iteration();
   expect_gradients_ = false;  // until the next forward
+}
+
+void Reducer::settle_divisor() {
+  if (divisor_source_ && divisor_ == 0) divisor_ = divisor_source_();
 }
 
 double Reducer::divisor() {

@@ -52,8 +52,10 @@ class Reducer {
   bool sync() const { return sync_; }
   void set_comm_hook(std::shared_ptr<CommHook> hook);
   // What the built-in path divides gradients by in the next backward (default:
-  // the world size): asked at its first gradient. Join's ranks still training.
+  // the world size): Join's ranks still training. Asked by settle_divisor() at the
+  // end of the forward, where it may wait (Join's all_reduce), not in a hook.
   void set_divisor_source(std::function<double()> source) { divisor_source_ = std::move(source); }
+  void settle_divisor();
   // Join (reducer_join.cpp), on a rank out of inputs while others train: the
   // collectives of their forward (bucket rebuild, if due and `rebuild`) and of
   // their backward (each bucket's reduction on zeros, through the hook if
@@ -87,8 +89,8 @@ class Reducer {
   void mark_ready(size_t index, bool used);
   void launch_ready_buckets();
   void record_completed_buckets();  // timeline events of the finished reductions
-  // Before the first reduction after build(): ranks compare bucket layouts.
-  void check_layout_once();
+  // Before the first reduction after build(): ranks compare bucket layouts. `where`: the error's op.
+  void check_layout_once(const char* where);
   void finalize();
   void reset_iteration();
   double divisor();

@@ -2,6 +2,7 @@
 // the ranks still training issue in their forward and backward, on zeros.
 #include <ATen/ATen.h>
 
+#include "dist/host_memory.h"
 #include "parallel/reducer.h"
 
 namespace ddp::detail {
@@ -26,7 +27,7 @@ void Reducer::shadow_backward() {
     if (!rebuilt_) rebuild_due_ = true;
     return;
   }
-  check_layout_once();  // as the training ranks do before their first bucket
+  check_layout_once("Join");  // done in shadow_forward already, as the training ranks' forward does
   std::vector<Work> works;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     GradBucket gb;
@@ -44,7 +45,7 @@ void Reducer::shadow_backward() {
       works.push_back(hook_->run(*group_, gb));
     } else {
       AllReduceOptions o;
-      o.async_op = !gb.is_last();
+      o.async_op = true;
       works.push_back(group_->all_reduce(gb.buffer, o));
     }
   }
@@ -61,7 +62,7 @@ void Reducer::shadow_backward() {
   counted.wait();
   if (counts.defined()) {
     if (opts_.static_graph) {
-      const int* c = counts.data_ptr<int>();
+      const int* c = host_data<int>(counts, "Join's unused-parameter counts");
       globally_used_.assign(params_.size(), 0);
       for (size_t i = 0; i < params_.size(); ++i) globally_used_[i] = c[i] > 0;
       if (!have_unused_known_) {  // a static graph: the same on every rank

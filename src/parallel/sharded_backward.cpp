@@ -4,6 +4,8 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include "dist/error_context.h"
+
 namespace ddp::detail {
 
 ShardedBackward::ShardedBackward(std::vector<std::shared_ptr<ShardedUnit>> units) : units_(std::move(units)) {
@@ -16,7 +18,12 @@ ShardedBackward::ShardedBackward(std::vector<std::shared_ptr<ShardedUnit>> units
       unit_of.push_back(u);
     }
   }
-  hooks_ = std::make_unique<GradientHooks>(std::move(accumulators),
+  std::string name = "FullyShardedDataParallel's gradient hook: ";
+  if (!units_.empty()) {
+    const ProcessGroup& g = units_[0]->group();
+    name = ErrorContext{g.backend(), g.rank(), g.size(), "FullyShardedDataParallel's gradient hook"}.prefix();
+  }
+  hooks_ = std::make_unique<GradientHooks>(std::move(accumulators), name,
                                            [this, unit_of](size_t i) { on_gradient(unit_of[i]); });
 }
 
@@ -37,9 +44,12 @@ void ShardedBackward::launch_ready() {
   while (launched_ < units_.size()) {
     ShardedUnit& unit = *units_[units_.size() - 1 - launched_];
     if (arrived_[units_.size() - 1 - launched_] < unit.params().size()) return;
-    // One reduction in flight at a time: its full-size buffers are freed before
-    // the next unit's are made (else every unit's would live until the end).
-    if (launched_ > 0) units_[units_.size() - launched_]->finish_gradients();
+    // Reductions already done free their full-size buffers before the next
+    // unit's are made; one still in flight is left to the end of backward.
+    for (size_t k = 0; k < launched_; ++k) {
+      ShardedUnit& before = *units_[units_.size() - 1 - k];
+      if (before.reduction_done()) before.finish_gradients();
+    }
     unit.reduce_gradients();
     unit.rest();  // every node that used these parameters has run
     ++launched_;

@@ -1,9 +1,10 @@
 // FSDP's backward: autograd hooks count each unit's gradients; a unit whose
 // gradients are all in is reduce-scattered at once (asynchronously, in
 // descending unit order on every rank, the order backward reaches them) and its
-// parameters are freed. A reduction is waited for and added into its shard's
-// gradient when the next unit launches (one in flight: bounded memory) or at
-// the end of backward. Units that got no gradient reduce zeros.
+// parameters are freed. Nothing in a hook waits (dist/hook_waits.h): a reduction
+// found complete when the next unit launches is added into its shard's gradient
+// there, freeing its full-size buffers; the rest are waited for once, at the end
+// of backward. Units that got no gradient reduce zeros.
 #pragma once
 #include <memory>
 #include <vector>

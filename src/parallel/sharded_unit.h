@@ -47,6 +47,8 @@ class ShardedUnit {
   // Waits for reduce_gradients() and adds the result into the shard's gradient
   // (nothing if no reduction is in flight).
   void finish_gradients();
+  // True while a reduction is in flight that has completed (finish_gradients() then waits for nothing).
+  bool reduction_done() { return reduced_.defined() && work_.is_completed(); }
 
   // Every rank: the full flat parameter (padded), without touching the module.
   at::Tensor gather_flat() const;
@@ -57,6 +59,7 @@ class ShardedUnit {
   int64_t shard_numel() const { return shard_numel_; }
 
   const at::Tensor& shard() const { return shard_; }
+  const ProcessGroup& group() const { return group_; }
   const std::vector<at::Tensor>& params() const { return params_; }
   const std::vector<std::string>& names() const { return names_; }
   // The params' gradient accumulators, made while they had their real shapes (autograd

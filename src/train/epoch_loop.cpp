@@ -11,6 +11,7 @@
 #include "fit_parts.h"
 #include "rank_metrics.h"
 #include "stop_check.h"
+#include "dist/host_memory.h"
 
 namespace ddp::train::detail {
 namespace {
@@ -28,7 +29,8 @@ std::vector<int64_t> epoch_order(Job& j, int64_t epoch) {
   }
   auto gen = at::make_generator<at::CPUGeneratorImpl>(stream_seed(j.cfg.seed, Stream::ShardOrder, j.group->rank(), epoch));
   at::Tensor perm = at::randperm(j.task.train_y.size(0), gen, at::kLong);
-  return std::vector<int64_t>(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + perm.numel());
+  const int64_t* p = ddp::detail::host_data<int64_t>(perm, "the epoch's order");
+  return std::vector<int64_t>(p, p + perm.numel());
 }
 
 // Each optimizer group's lr: its lr at creation times the schedule's multiplier (0 once a group with

@@ -4,6 +4,7 @@
 
 #include "ddp/dist/collectives.h"
 #include "ddp/errors.h"
+#include "dist/host_memory.h"
 
 namespace ddp::train::detail {
 
@@ -34,7 +35,8 @@ LogPoint log_point(ProcessGroup& group, double loss, double accuracy, LogWindow&
   mine[kShared + 2 * world + rank] = steps > 0 ? world * (ddp_now.exposed_ms - window.ddp.exposed_ms) / double(steps) : 0.0;
   at::Tensor t = at::tensor(mine, at::kDouble);
   group.all_reduce(t, op(ReduceOp::AVG)).wait();
-  std::vector<double> reduced(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+  const double* p = ddp::detail::host_data<double>(t, "the ranks' metrics");
+  std::vector<double> reduced(p, p + t.numel());
   window = LogWindow{now, micro, ddp_now};
   return {reduced[0], reduced[1], rank_fields(reduced, world)};
 }

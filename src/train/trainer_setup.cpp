@@ -21,6 +21,7 @@
 #include "ddp/train/losses.h"
 #include "ddp/train/machine.h"
 #include "trainer_job.h"
+#include "dist/host_memory.h"
 
 namespace ddp::train::detail {
 namespace {
@@ -197,7 +198,8 @@ void check_task(Job& j) {
     if (t.test_total < 1) throw InvalidArgument("Trainer: the Task's test_fetch needs test_total > 0 samples");
     if (t.test_indices.empty()) {
       at::Tensor mine = exact_shard(t.test_total, *j.group);
-      t.test_indices.assign(mine.data_ptr<int64_t>(), mine.data_ptr<int64_t>() + mine.numel());
+      const int64_t* p = ddp::detail::host_data<int64_t>(mine, "the test indices");
+      t.test_indices.assign(p, p + mine.numel());
     }
   }
 }

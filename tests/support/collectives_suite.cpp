@@ -77,6 +77,13 @@ void all_reduce_bitwise(ProcessGroup& g) {
   const int r = g.rank(), w = g.size();
   for (auto dt : {at::kInt, at::kLong, at::kByte}) {
     for (auto op : {ReduceOp::BAND, ReduceOp::BOR, ReduceOp::BXOR}) {
+      if (!g.supports(op)) {  // refused, clearly, on every rank alike (nccl)
+        at::Tensor t = at::zeros({5}, at::kLong).to(dt);
+        AllReduceOptions o;
+        o.op = op;
+        EXPECT_THROW(g.all_reduce(t, o), InvalidArgument) << where(g, to_string(op));
+        continue;
+      }
       // Rank q contributes v(q) = 0b1000_0001 | (1 << (q + 1)): bit 0 and 7
       // set by all, bit q+1 by rank q alone.
       auto v = [](int q) { return int64_t(0x81) | (int64_t(1) << (q + 1)); };

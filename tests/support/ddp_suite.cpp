@@ -10,8 +10,10 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <mutex>
+#include <thread>
 
 #include "ddp/errors.h"
 #include "ddp/parallel/consistency.h"
@@ -19,6 +21,7 @@
 #include "ddp/parallel/optimizer_state.h"
 #include "ddp/parallel/zero.h"
 #include "ddp/dist/collectives.h"
+#include "dist/hook_waits.h"
 
 namespace ddp::testing {
 namespace {
@@ -525,6 +528,52 @@ void comm_hook_sees_every_bucket(ProcessGroup& g) {
   equivalence(g, tiny, "hook with a continuation", std::make_shared<SumThenAverageHook>());
 }
 
+// A Work that completes only when opened: what a hook must never wait for.
+struct Gate : Work::Impl {
+  std::atomic<bool> open{false};
+  bool is_completed() override { return open; }
+  void wait(Milliseconds) override {
+    while (!open) std::this_thread::yield();
+  }
+};
+
+// Waits inside the hook (for an operation not yet complete) before reducing.
+struct WaitingHook : CommHook {
+  std::shared_ptr<Gate> gate = std::make_shared<Gate>();
+  std::string name() const override { return "waiting"; }
+  Work run(ProcessGroup& group, GradBucket& bucket) override {
+    Work(gate).wait();
+    return AllReduceHook().run(group, bucket);
+  }
+};
+
+// Nothing may wait in a gradient hook (dist/hook_waits.h): with the check on (as in every test), a hook that
+// waits fails its backward with the rank and the hook named, on every rank; DDP's own path never waits there,
+// as every other case of the suites shows by passing with the check on.
+void hooks_never_wait(ProcessGroup& g) {
+  detail::set_hook_wait_check(true);
+  auto net = seeded<Net>(1);
+  DDPOptions o;
+  o.group = handle(g);
+  DistributedDataParallel model(net, o);
+  auto hook = std::make_shared<WaitingHook>();
+  model.register_comm_hook(hook);
+  try {
+    torch::mse_loss(model(torch::ones({1, 2})), torch::zeros({1, 4})).backward();
+    ADD_FAILURE() << tag(g, "a hook that waits did not fail its backward");
+  } catch (const std::exception& e) {
+    const std::string m = e.what();
+    const std::string where = "rank " + std::to_string(g.rank()) + "/" + std::to_string(g.size()) +
+                              " DistributedDataParallel's gradient hook: a wait for a collective would block here";
+    EXPECT_NE(m.find(where), std::string::npos) << tag(g, m);
+  }
+  // Open, the gate lets the same model train: the next forward starts afresh.
+  hook->gate->open = true;
+  zero_grads(*net);
+  torch::mse_loss(model(torch::ones({1, 2})), torch::zeros({1, 4})).backward();
+  EXPECT_TRUE(parameters_consistent(*net, 0, handle(g))) << tag(g, "after the failed backward");
+}
+
 // The last bucket's reduction starts when backward's computation ends, so
 // all of it is exposed: with a single bucket nothing overlaps.
 void stats_count_exposed_communication(ProcessGroup& g) {
@@ -723,6 +772,7 @@ const std::vector<SuiteCase>& ddp_suite() {
       {"DdpGradientTwiceIsAnError", gradient_twice_is_an_error},
       {"DdpMismatchedModels", mismatched_models_fail_everywhere},
       {"DdpCommHook", comm_hook_sees_every_bucket},
+      {"DdpHooksNeverWait", hooks_never_wait},
       {"DdpCompressHooks", compress_hooks},
       {"DdpZeroRedundancyOptimizer", zero_redundancy_optimizer},
       {"DdpEvaluationForwardOnOneRank", evaluation_forward_on_one_rank},

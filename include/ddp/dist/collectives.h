@@ -53,6 +53,9 @@ std::vector<std::string> all_gather_bytes(const std::string& bytes, GroupPtr gro
 // src's bytes on every rank.
 std::string broadcast_bytes(const std::string& bytes, int src = 0, GroupPtr group = nullptr);
 
+// Objects: any value c10::IValue holds, pickled. Tensors in them arrive on the CPU on every receiver, from any
+// device (PyTorch loads them onto the sender's device index, which another rank may not have): move them with
+// .to(device) where they are needed (ZeRO's and FSDP's consolidated state goes to a checkpoint from the CPU).
 std::vector<c10::IValue> all_gather_object(const c10::IValue& value, GroupPtr group = nullptr);
 c10::IValue broadcast_object(const c10::IValue& value, int src = 0, GroupPtr group = nullptr);
 // PyTorch's object collectives: src's list into every rank's list (resized to

@@ -79,6 +79,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   Work send(const at::Tensor& tensor, int dst, const P2POptions& opts = {});
   Work recv(at::Tensor& tensor, int src, const P2POptions& opts = {});
 
+  // Whether the backend has this reduction (nccl has no bitwise ones: BAND, BOR, BXOR); a collective with one it
+  // lacks is refused (InvalidArgument). Suites and callers decide by this, never by the backend's name.
+  bool supports(ReduceOp op) const;
+
   // Changed between collectives, alike on every rank (see CallCheck); new_group's groups start with the default.
   void set_call_check(CallCheck c) { check_.store(c); }
   CallCheck call_check() const { return check_.load(); }
@@ -100,6 +104,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // `payload`: the tensor the call moves (its bytes show in wait reports).
   detail::Call call(OpType op, const CollectiveOptions& opts, const at::Tensor& payload = {}) const;
   Work finish(Work w, const detail::Call& c) const;
+  void check_reduction(const detail::Call& c, ReduceOp op, at::ScalarType dtype) const;  // dtype, and supports()
   Work issue(detail::Call c, std::function<Work(const detail::Call&)> launch, const at::Tensor& value = {});
   void await_turn();  // blocks until everything queued on the sequencer has been issued
   Work all_reduce_16bit(at::Tensor& tensor, ReduceOp op, const detail::Call& c);

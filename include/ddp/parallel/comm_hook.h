@@ -40,7 +40,7 @@ class CommHook {
 };
 
 // Divides by the world size, then one all_reduce (SUM) of the buffer in place:
-// asynchronous, except for the last bucket. What DDP does with no hook
+// asynchronous, the last bucket too (a hook must not wait). What DDP does with no hook
 // registered, with one pass over memory more (DDP divides while it fills the
 // bucket); an example of a hook.
 class AllReduceHook final : public CommHook {

@@ -47,6 +47,7 @@ class NcclBackend final : public detail::Backend {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   bool has_avg() const override { return true; }
+  bool has_bitwise() const override { return false; }  // NCCL has no bitwise reductions
   bool has_reduce_scatter() const override { return true; }
   at::Device device_for(OpType, const at::Device&) const override { return device_; }
 

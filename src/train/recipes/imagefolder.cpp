@@ -13,6 +13,7 @@
 #include "ddp/train/evaluate.h"
 #include "ddp/train/models/resnet.h"
 #include "ddp/train/models/resnet50.h"
+#include "dist/host_memory.h"
 
 namespace ddp::train::detail {
 namespace {
@@ -89,7 +90,8 @@ Recipe make_imagefolder(TrainConfig& cfg, ProcessGroup& group) {
   r.train_fetch = fetcher(train, tp, std::move(train_picked));
   r.test_total = static_cast<int64_t>(test_picked.size());
   at::Tensor mine = exact_shard(r.test_total, group);
-  r.test_indices.assign(mine.data_ptr<int64_t>(), mine.data_ptr<int64_t>() + mine.numel());
+  const int64_t* p = ddp::detail::host_data<int64_t>(mine, "the test indices");
+  r.test_indices.assign(p, p + mine.numel());
   r.test_fetch = fetcher(val, vp, std::move(test_picked));
   if (cfg.recipe == "imagefolder-resnet50") {
     models::ResNet50 net(classes);
