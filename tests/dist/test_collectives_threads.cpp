@@ -1,6 +1,8 @@
-// The collectives suite on ranks as threads: gloo at world sizes 1-4, local at 1.
+// The collectives suite on ranks as threads: gloo and nccl's contract over gloo (nccl_standin.h) at world sizes 1-4,
+// local at 1.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <tuple>
 
 #include "support/collectives_suite.h"
@@ -24,14 +26,17 @@ std::vector<Param> params() {
   for (size_t i = 0; i < collectives_suite().size(); ++i) {
     out.emplace_back("local", 1, i);
     if (is_backend_available("gloo"))
-      for (int w = 1; w <= 4; ++w) out.emplace_back("gloo", w, i);
+      for (const char* b : {"gloo", "nccl-standin"})
+        for (int w = 1; w <= 4; ++w) out.emplace_back(b, w, i);
   }
   return out;
 }
 
 std::string name(const ::testing::TestParamInfo<Param>& info) {
   auto [backend, world, index] = info.param;
-  return backend + "_w" + std::to_string(world) + "_" + collectives_suite()[index].name;
+  std::string b = backend;
+  std::replace(b.begin(), b.end(), '-', '_');
+  return b + "_w" + std::to_string(world) + "_" + collectives_suite()[index].name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Suite, CollectivesThreads, ::testing::ValuesIn(params()), name);

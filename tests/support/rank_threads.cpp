@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/nccl_standin.h"
+
 namespace ddp::testing {
 
 void run_ranks(const std::string& backend, int world, const std::function<void(ProcessGroup&)>& fn,
@@ -28,7 +30,7 @@ void run_ranks(const std::string& backend, int world, const std::function<void(P
         o.world_size = world;
         o.timeout = timeout;
         o.host = "127.0.0.1";
-        GroupPtr g = create_backend(backend, o);
+        GroupPtr g = backend == "nccl-standin" ? make_nccl_standin(o) : create_backend(backend, o);
         fn(*g);
       } catch (const std::exception& e) {
         ADD_FAILURE() << "rank " << r << "/" << world << " threw: " << e.what();

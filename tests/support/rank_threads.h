@@ -8,7 +8,8 @@
 
 namespace ddp::testing {
 
-// Creates a group per rank and calls fn on each, in parallel. Exceptions on
+// Creates a group per rank and calls fn on each, in parallel; backend "nccl-standin" is nccl's contract over
+// gloo (nccl_standin.h). Exceptions on
 // any rank become test failures naming the rank. Groups time out after
 // `timeout` so that a broken test fails instead of hanging.
 void run_ranks(const std::string& backend, int world, const std::function<void(ProcessGroup&)>& fn,

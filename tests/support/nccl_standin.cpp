@@ -1,0 +1,109 @@
+#include "support/nccl_standin.h"
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <future>
+
+#include "ddp/dist/errors.h"
+#include "dist/backend_impl.h"
+
+namespace ddp::testing {
+namespace {
+
+using detail::Call;
+
+bool is_16bit(const at::Tensor& t) { return t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16; }
+
+class NcclStandIn final : public detail::Backend {
+ public:
+  explicit NcclStandIn(std::unique_ptr<detail::Backend> in) : in_(std::move(in)) {}
+
+  std::string name() const override { return "nccl-standin"; }
+  int rank() const override { return in_->rank(); }
+  int size() const override { return in_->size(); }
+  bool can_reduce(at::ScalarType) const override { return true; }  // NCCL reduces float16 and bfloat16 itself
+  bool has_avg() const override { return true; }
+  bool has_bitwise() const override { return false; }
+  bool has_reduce_scatter() const override { return true; }
+  int max_tag() const override { return in_->max_tag(); }
+  at::Device device_for(OpType op, const at::Device& where) const override { return in_->device_for(op, where); }
+
+  Work broadcast(at::Tensor& buf, int root, const Call& c) override { return in_->broadcast(buf, root, c); }
+  // What gloo cannot (AVG, 16-bit sums) is done here, as one reduction of the dtype, the way NCCL does it.
+  Work all_reduce(at::Tensor& buf, ReduceOp op, const Call& c) override {
+    at::Tensor wide = is_16bit(buf) ? buf.to(at::kFloat) : buf;
+    return settle(in_->all_reduce(wide, inner(op), c), wide, buf, op);
+  }
+  Work reduce(at::Tensor& buf, ReduceOp op, int root, const Call& c) override {
+    at::Tensor wide = is_16bit(buf) ? buf.to(at::kFloat) : buf;
+    Work w = in_->reduce(wide, inner(op), root, c);
+    return rank() == root ? settle(std::move(w), wide, buf, op) : w;
+  }
+  Work all_gather(at::Tensor& out, const at::Tensor& in, const Call& c) override { return in_->all_gather(out, in, c); }
+  Work gather(at::Tensor& out, const at::Tensor& in, int root, const Call& c) override {
+    return in_->gather(out, in, root, c);
+  }
+  Work scatter(at::Tensor& out, const at::Tensor& in, int root, const Call& c) override {
+    return in_->scatter(out, in, root, c);
+  }
+  // Native for the front: here an all_reduce of the whole input, of which this rank keeps its block.
+  Work reduce_scatter(at::Tensor& out, const at::Tensor& in, ReduceOp op, const Call& c) override {
+    at::Tensor whole = in.to(is_16bit(in) ? at::kFloat : in.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
+    at::Tensor mine = whole.view({size(), -1})[rank()];
+    return settle(in_->all_reduce(whole, inner(op), c), mine, out, op);
+  }
+  Work all_to_all(at::Tensor& out, const std::vector<int64_t>& out_counts, const at::Tensor& in,
+                  const std::vector<int64_t>& in_counts, const Call& c) override {
+    return in_->all_to_all(out, out_counts, in, in_counts, c);
+  }
+  Work barrier(const Call& c) override { return in_->barrier(c); }
+  Work send(const at::Tensor& buf, int dst, int tag, const Call& c) override { return in_->send(buf, dst, tag, c); }
+  Work recv(at::Tensor& buf, int src, int tag, const Call& c) override { return in_->recv(buf, src, tag, c); }
+  std::unique_ptr<Backend> split(const std::vector<int>& ranks, int index, Milliseconds timeout) override {
+    auto sub = in_->split(ranks, index, timeout);
+    return sub ? std::make_unique<NcclStandIn>(std::move(sub)) : nullptr;
+  }
+  std::unique_ptr<detail::BeatChannel> beat_channel() override { return in_->beat_channel(); }
+
+ private:
+  static ReduceOp inner(ReduceOp op) { return op == ReduceOp::AVG ? ReduceOp::SUM : op; }
+  // After the reduction: AVG's division and the rounding back to 16 bits, once each, into `target`. As on a
+  // GPU, the result lands by itself (a thread here), not when someone waits: a Work nobody waits for holds it too.
+  Work settle(Work w, at::Tensor result, at::Tensor target, ReduceOp op) {
+    const int world = size();
+    if (op != ReduceOp::AVG && result.is_same(target)) return w;
+    return Work(std::make_shared<Landing>(std::async(std::launch::async, [w, result, target, op, world]() mutable {
+      w.wait();
+      if (op == ReduceOp::AVG) result.div_(world);
+      if (!result.is_same(target)) target.view({-1}).copy_(result.reshape({-1}));
+    })));
+  }
+  // Completes when the thread that lands the result is done; rethrows its error.
+  class Landing final : public Work::Impl {
+   public:
+    explicit Landing(std::future<void> f) : done_(f.share()) {}
+    bool is_completed() override { return done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
+    void wait(Milliseconds timeout) override {
+      if (timeout != kNoTimeout && done_.wait_for(timeout) != std::future_status::ready)
+        throw TimeoutError("nccl-standin: a reduction did not land within its timeout");
+      done_.get();
+    }
+
+   private:
+    std::shared_future<void> done_;
+  };
+
+  std::unique_ptr<detail::Backend> in_;
+};
+
+}  // namespace
+
+GroupPtr make_nccl_standin(const BackendOptions& opts) {
+  auto impl = std::make_unique<NcclStandIn>(detail::create_backend_impl("gloo", opts));
+  GroupPtr g = std::make_shared<ProcessGroup>(std::move(impl), opts.timeout);
+  if (g->call_check() == CallCheck::kHash) g->set_call_check(CallCheck::kOff);  // nccl's default
+  return g;
+}
+
+}  // namespace ddp::testing
