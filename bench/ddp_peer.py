@@ -1,6 +1,7 @@
 """PyTorch's Python DDP (python3-torch, gloo) on the workloads of
 `ddp-bench ddp`: same models, batch, synthetic data and timing.
-Run: build/bin/ddprun --nproc-per-node 2 --standalone /usr/bin/python3 bench/ddp_peer.py --model mlp"""
+Run: build/bin/ddprun --nproc-per-node 2 --standalone /usr/bin/python3 bench/ddp_peer.py --model mlp
+--device cuda: on LOCAL_RANK's GPU, over nccl, timed after torch.cuda.synchronize() (the device check's peer)."""
 import argparse
 import json
 import os
@@ -45,12 +46,18 @@ def main():
     p.add_argument("--warmup", type=int, default=30)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--no-ddp", action="store_true")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--json", default="")
     a = p.parse_args()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     use_ddp = not a.no_ddp
+    device = torch.device("cpu")
+    if a.device == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    backend = "nccl" if a.device == "cuda" else "gloo"
     if use_ddp:
-        dist.init_process_group("gloo")
+        dist.init_process_group(backend)
     rank = dist.get_rank() if use_ddp else 0
     torch.manual_seed(1 + rank)
     if a.model == "cnn":
@@ -58,7 +65,12 @@ def main():
     else:
         net = mlp(2048 if a.model == "wide" else 256)
         x, y = torch.randn(a.batch, 1024), torch.randint(32, (a.batch,))
+    net, x, y = net.to(device), x.to(device), y.to(device)
     model = nn.parallel.DistributedDataParallel(net) if use_ddp else net
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
 
     def step():
@@ -68,22 +80,25 @@ def main():
 
     for _ in range(a.warmup):
         step()
+    sync()
     if use_ddp:
         dist.barrier()
     t0 = time.perf_counter()
     for _ in range(a.steps):
         step()
-    ms = torch.tensor([(time.perf_counter() - t0) * 1000 / a.steps], dtype=torch.float64)
+    sync()
+    ms = torch.tensor([(time.perf_counter() - t0) * 1000 / a.steps], dtype=torch.float64, device=device)
     if use_ddp:
         dist.all_reduce(ms, op=dist.ReduceOp.MAX)
     ms = ms.item()
     if rank == 0:
         params = sum(p.numel() for p in net.parameters())
-        print(f"pytorch: model {a.model} ({params / 1e6:.2f}M parameters), batch {a.batch}, {world} ranks, "
-              f"{'DDP over gloo' if use_ddp else 'no DDP'}: step {ms:.3f} ms | {1000 * a.batch * world / ms:.0f} samples/s")
+        print(f"pytorch: model {a.model} ({params / 1e6:.2f}M parameters) on {device}, batch {a.batch}, {world} ranks, "
+              f"{'DDP over ' + backend if use_ddp else 'no DDP'}: step {ms:.3f} ms | {1000 * a.batch * world / ms:.0f} samples/s")
         if a.json:
             with open(a.json, "w") as f:
-                json.dump(dict(tool="pytorch", model=a.model, world=world, ddp=use_ddp, backend="gloo", batch=a.batch,
+                json.dump(dict(tool="pytorch", model=a.model, device=str(device), world=world, ddp=use_ddp,
+                               backend=backend, batch=a.batch,
                                params=params, ms_per_step=ms), f)
     # PyTorch 1.13's gloo teardown can spin forever once the peer has exited:
     # meet at a barrier, then leave without it.

@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DEV=$PWD/.device
 ARCH_LIB=/usr/lib/x86_64-linux-gnu
-TARGETS=(test_cuda test_init suite_mp dist_probe ddprun ddp-train)
+TARGETS=(test_cuda test_init suite_mp dist_probe ddprun ddp-train ddp-bench)
 THERE_SITE=/opt/torch/.venv/lib/python3.12/site-packages  # the GPU machines' (device/KINDS.md: Python 3.12.3)
 THERE_TORCH=2.11.0
 
@@ -158,6 +158,22 @@ for run in cuda cpu ddprun-cuda; do
   [ "$run" = ddprun-cuda ] && cmd=("$BIN/ddprun" --nproc-per-node 1 --standalone "${cmd[@]}")
   check "mlp-$run" 90 "${cmd[@]}"
   log "    $( (grep -m1 'rank(s) on' "$OUT/mlp-$run.log"; grep -E '^done' "$OUT/mlp-$run.log") | xargs | cut -c1-200)"
+done
+# Side by side on this GPU: DDP's step against the plain loop (world 1), and against PyTorch's Python DDP (world 1,
+# and world 2 on one GPU), the course MLP and FashionCNN. Figures in the report; the goals are docs/benchmarks.md's.
+BENCH=(--steps 200 --warmup 20)
+check bench-mlp-pair-w1 60 "$BIN/ddprun" --nproc-per-node 1 --standalone "$BIN/ddp-bench" ddp --model mlp --device cuda --pair "${BENCH[@]}"
+check bench-cnn-pair-w1 60 "$BIN/ddprun" --nproc-per-node 1 --standalone "$BIN/ddp-bench" ddp --model cnn --device cuda --pair "${BENCH[@]}"
+for w in 1 2; do
+  host=()
+  [ $w = 2 ] && host=(tests/dist/own_host.sh)
+  for m in mlp cnn; do
+    check "bench-$m-w$w" 60 "$BIN/ddprun" --nproc-per-node $w --standalone --backend nccl "${host[@]}" \
+      "$BIN/ddp-bench" ddp --model $m --device cuda "${BENCH[@]}"
+    check "bench-$m-w$w-pytorch" 90 "$BIN/ddprun" --nproc-per-node $w --standalone "${host[@]}" "$PY" bench/ddp_peer.py \
+      --model $m --device cuda "${BENCH[@]}"
+    log "    ddp $(grep -o 'step [0-9.]* ms' "$OUT/bench-$m-w$w.log" | head -1) | pytorch $(grep -o 'step [0-9.]* ms' "$OUT/bench-$m-w$w-pytorch.log" | head -1)"
+  done
 done
 log "- total: $(( $(date +%s) - START )) s; failed: ${failed[*]:-none}"
 [ ${#failed[@]} = 0 ] || { for n in "${failed[@]}"; do echo "== $n"; grep -E -B3 -A20 'Failure|FAILED|FAIL' "$OUT/$n.log" | head -40; done; exit 1; }

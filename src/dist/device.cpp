@@ -1,5 +1,6 @@
 #include "ddp/dist/device.h"
 
+#include <ATen/ATen.h>
 #include <ATen/Context.h>
 
 #include <cstdlib>
@@ -24,6 +25,11 @@ int cuda_device_count() {
   } catch (const std::exception&) {
     return 0;  // a driver that fails to answer: no GPU
   }
+}
+
+void synchronize(const at::Device& device) {
+  if (device.is_cpu()) return;
+  at::zeros({1}, at::TensorOptions().device(device)).item<float>();  // a copy to the host, in the stream's order
 }
 
 int local_rank_from_env() {

@@ -38,6 +38,7 @@ namespace {
 struct Options {
   std::string model = "mlp";  // mlp | wide | cnn
   std::string backend = "auto";
+  std::string device = "cpu";  // cpu | cuda | cuda:N | auto (resolve_device)
   int steps = 300, warmup = 30, batch = 64;
   bool use_ddp = true, bucket_view = DDPOptions{}.gradient_as_bucket_view, pair = false;
   double bucket_cap_mb = 25, first_bucket_mb = 1;
@@ -102,6 +103,8 @@ Run run(Net net, const at::Tensor& x, const at::Tensor& y, const Options& o, Gro
   auto factory = [&o](std::vector<torch::optim::OptimizerParamGroup> groups) {
     return make_optimizer(o.optimizer, std::move(groups));
   };
+  const at::Device device = x.device();
+  net->to(device);
   if (o.sync_bn) convert_sync_batchnorm(net.ptr(), g);
   std::unique_ptr<torch::optim::Optimizer> plain;
   std::unique_ptr<ZeroRedundancyOptimizer> zero;
@@ -117,10 +120,12 @@ Run run(Net net, const at::Tensor& x, const at::Tensor& y, const Options& o, Gro
   };
   for (int i = 0; i < o.warmup; ++i) step();
   DDPStats before = model ? model->stats() : DDPStats{};
+  synchronize(device);
   g->barrier();
   const int64_t bytes_before = g->traffic().bytes;
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < o.steps; ++i) step();
+  synchronize(device);  // a GPU's steps are timed once they have run, not once they are queued
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / o.steps;
   const double bytes = double(g->traffic().bytes - bytes_before) / o.steps;
   DDPStats after = model ? model->stats() : DDPStats{};
@@ -144,6 +149,9 @@ struct Pair {
 // Two copies of the model with the same weights: one plain, one under DDP.
 template <typename Net>
 Pair run_pair(Net plain, Net wrapped, const at::Tensor& x, const at::Tensor& y, const Options& o, GroupPtr g) {
+  const at::Device device = x.device();
+  plain->to(device);
+  wrapped->to(device);
   {
     at::NoGradGuard no_grad;
     auto src = plain->parameters(), dst = wrapped->parameters();
@@ -183,8 +191,10 @@ Pair run_pair(Net plain, Net wrapped, const at::Tensor& x, const at::Tensor& y, 
   constexpr int kBlock = 10;
   std::vector<double> t_plain, t_ddp;
   auto block = [&](auto& step) {
+    synchronize(device);
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < kBlock; ++i) step();
+    synchronize(device);
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / kBlock;
   };
   g->barrier();
@@ -226,8 +236,9 @@ int pair_main(const Options& o, GroupPtr g, const at::Tensor& x, const at::Tenso
   Pair r = with_model(o, [&](auto make) { return run_pair(make(), make(), x, y, o, g); });
   if (g->rank() == 0) {
     print_machine_lines();
-    std::printf("ddp-bench ddp --pair: model %s (%.2fM parameters), batch %d per rank, %d ranks, DDP over %s%s, %d threads/rank\n",
-                o.model.c_str(), r.params / 1e6, o.batch, g->size(), g->backend().c_str(),
+    std::printf("ddp-bench ddp --pair: model %s (%.2fM parameters) on %s, batch %d per rank, %d ranks, DDP over %s%s, "
+                "%d threads/rank\n",
+                o.model.c_str(), r.params / 1e6, x.device().str().c_str(), o.batch, g->size(), g->backend().c_str(),
                 o.sync_bn ? " with SyncBatchNorm" : "", at::get_num_threads());
     if (!o.timeline.empty())
       std::printf("  DDP %.3f ms/step | DDP recording a timeline %.3f ms/step | ratio %.4f, +%.3f ms/step (medians of "
@@ -250,7 +261,7 @@ int pair_main(const Options& o, GroupPtr g, const at::Tensor& x, const at::Tenso
                   r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms);
     if (!o.json.empty())
       write_json(o.json, {{"tool", "ddp-bench ddp --pair"}, {"cpu", train::describe(train::cpu_info())},
-                          {"model", o.model}, {"world", g->size()}, {"backend", g->backend()}, {"batch", o.batch},
+                          {"model", o.model}, {"device", x.device().str()}, {"world", g->size()}, {"backend", g->backend()}, {"batch", o.batch},
                           {"params", r.params}, {"sync_bn", o.sync_bn}, {"join", o.join}, {"guards", o.guards}, {"call_check", o.call_check}, {"timeline", !o.timeline.empty()}, {"plain_ms_per_step", r.plain_ms},
                           {"ddp_ms_per_step", r.ddp_ms}});
   }
@@ -276,9 +287,12 @@ int run_ddp(const Options& o) {
   if (!o.timeline.empty()) timeline::start(o.timeline);
   InitOptions init;
   init.backend = o.backend;
+  init.device = o.device;  // backend auto: nccl for a GPU
   auto g = init_process_group(init);
-  torch::manual_seed(1 + g->rank());  // different data per rank, as in training
-  auto [x, y] = make_batch(o);
+  const at::Device device = resolve_device(o.device);
+  torch::manual_seed(1 + g->rank());  // different data per rank, as in training (drawn on the CPU)
+  auto [x_cpu, y_cpu] = make_batch(o);
+  const at::Tensor x = x_cpu.to(device), y = y_cpu.to(device);
   if (o.pair) return pair_main(o, g, x, y);
   Run r = with_model(o, [&](auto make) { return run(make(), x, y, o, g); });
   double ms = r.ms_per_step;
@@ -296,8 +310,8 @@ int run_ddp(const Options& o) {
   const double n = std::max<int64_t>(1, s.iterations);
   if (g->rank() == 0) {
     print_machine_lines();
-    std::printf("ddp-bench ddp: model %s (%.2fM parameters), batch %d per rank, %d ranks, %s%s, %d threads/rank\n",
-                o.model.c_str(), params / 1e6, o.batch, g->size(), o.use_ddp ? ("DDP over " + g->backend()).c_str() : "no DDP",
+    std::printf("ddp-bench ddp: model %s (%.2fM parameters) on %s, batch %d per rank, %d ranks, %s%s, %d threads/rank\n",
+                o.model.c_str(), params / 1e6, device.str().c_str(), o.batch, g->size(), o.use_ddp ? ("DDP over " + g->backend()).c_str() : "no DDP",
                 o.sync_bn ? ", SyncBatchNorm" : "", at::get_num_threads());
     std::printf("  step %.3f ms | %.0f samples/s | comm %.3f ms/step, %.3f ms exposed, %.0f%% overlapped | "
                 "%.0f bytes/step (hook %s)\n", ms, 1000.0 * o.batch * g->size() / ms, s.comm_ms / n, s.exposed_ms / n,
@@ -307,7 +321,7 @@ int run_ddp(const Options& o) {
                 params * 4 / 1e6, state_mb, o.zero ? "ZeRO-1 over " : "", o.optimizer.c_str(), rss_mb);
     if (!o.json.empty())
       write_json(o.json, {{"tool", "ddp-bench ddp"}, {"cpu", train::describe(train::cpu_info())}, {"model", o.model},
-                          {"world", g->size()}, {"ddp", o.use_ddp}, {"backend", g->backend()}, {"batch", o.batch},
+                          {"device", device.str()}, {"world", g->size()}, {"ddp", o.use_ddp}, {"backend", g->backend()}, {"batch", o.batch},
                           {"params", params}, {"ms_per_step", ms}, {"comm_ms_per_step", s.comm_ms / n},
                           {"exposed_ms_per_step", s.exposed_ms / n}, {"comm_hook", o.comm_hook},
                           {"bytes_per_step", r.bytes_per_step}, {"optimizer", o.optimizer}, {"zero", o.zero},
@@ -324,7 +338,17 @@ void add_ddp_command(CLI::App& app, std::function<int()>& run) {
   sub->add_option("--model", o->model, "mlp | wide (hidden 2048) | cnn (FashionCNN)")
       ->check(CLI::IsMember({"mlp", "wide", "cnn"}))
       ->capture_default_str();
-  sub->add_option("--backend", o->backend, "gloo | mpi | auto")->capture_default_str();
+  sub->add_option("--backend", o->backend, "gloo | mpi | nccl | auto")->capture_default_str();
+  sub->add_option("--device", o->device, "where the model and batch live: cpu | cuda (LOCAL_RANK's GPU) | cuda:N | auto")
+      ->check([](const std::string& spec) {
+        try {
+          check_device_spec(spec);
+          return std::string();
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+      })
+      ->capture_default_str();
   sub->add_option("--steps", o->steps, "timed steps")->check(CLI::PositiveNumber)->capture_default_str();
   sub->add_option("--warmup", o->warmup, "untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
   sub->add_option("--batch", o->batch, "samples per rank")->check(CLI::PositiveNumber)->capture_default_str();

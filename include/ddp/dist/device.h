@@ -25,5 +25,8 @@ void check_device_spec(const std::string& spec);
 // ddp::InvalidArgument for a spec it cannot read, and ddp::Error for a GPU that is not there, saying why
 // (no CUDA in this build, no GPU visible, cuda:N beyond the count) and what to use instead.
 at::Device resolve_device(const std::string& spec, int local_rank = -1);
+// Waits until the work queued so far on `device`'s current stream (kernels, and collectives a wait joined to
+// it) is done: what a host clock needs before it reads a GPU's time. Nothing to wait for on the CPU.
+void synchronize(const at::Device& device);
 
 }  // namespace ddp
