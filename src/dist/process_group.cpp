@@ -8,6 +8,7 @@
 
 #include "dist/agreement.h"
 #include "dist/backend_impl.h"
+#include "dist/device_scope.h"
 #include "dist/pack.h"
 #include "dist/sequencer.h"
 #include "dist/staging.h"
@@ -90,8 +91,9 @@ Work ProcessGroup::issue(Call c, std::function<Work(const Call&)> launch, const 
   if (value.defined()) w.set_value(value);
   w.bind(sequencer_);
   // The entry holds the group: a group released meanwhile is destroyed only after its queue ran.
-  sequencer_->post(to_string(c.op), [self = shared_from_this(), run, c, promise]() mutable {
+  sequencer_->post(to_string(c.op), [self = shared_from_this(), run, c, promise, value]() mutable {
     try {
+      detail::DeviceScope on(value);  // issued on the sequencer's thread: the tensor's device is current
       c.async = true;  // the caller waits (on the promise), not the sequencer
       promise.set_work(run(c));
     } catch (...) {

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "ddp/dist/errors.h"
+#include "dist/device_scope.h"
 #include "dist/hook_waits.h"
 #include "dist/sequencer.h"
 
@@ -171,7 +172,9 @@ Work Work::then(std::function<at::Tensor(at::Tensor)> fn) {
     child.bind(seq);
     seq->post("then", [parent = *this, fn = std::move(fn), promise]() mutable {
       try {
-        promise.set_value(fn(parent.value()));
+        at::Tensor v = parent.value();
+        detail::DeviceScope on(v);  // the value's device is current while fn runs
+        promise.set_value(fn(v));
       } catch (...) {
         promise.set_error(std::current_exception());
       }
@@ -182,7 +185,9 @@ Work Work::then(std::function<at::Tensor(at::Tensor)> fn) {
   Work parent = *this;
   std::weak_ptr<State> weak = child.state_;  // the child owns this step: no cycle
   child.on_success([parent, fn = std::move(fn), weak]() mutable {
-    at::Tensor v = fn(parent.value());
+    at::Tensor in = parent.value();
+    detail::DeviceScope on(in);
+    at::Tensor v = fn(in);
     if (auto s = weak.lock()) {
       std::lock_guard<std::mutex> lock(s->mu);
       s->value = std::move(v);

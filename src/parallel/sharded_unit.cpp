@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include "ddp/errors.h"
+#include "dist/device_scope.h"
 #include "dist/error_context.h"
 
 namespace ddp::detail {
@@ -49,6 +50,7 @@ void ShardedUnit::allocate_full() {
   c10::StorageImpl* storage = full_.storage().unsafeGetStorageImpl();
   const size_t bytes = size_t(padded_) * full_.element_size();
   if (storage->nbytes() == bytes) return;
+  detail::DeviceScope on(full_);  // a GPU's allocator takes the current device: the unit's
   storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
   storage->set_nbytes(bytes);
   tracker_->now += int64_t(bytes);
