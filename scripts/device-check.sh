@@ -51,8 +51,8 @@ if [ "${1:-}" = --pack ]; then
   cmake "${CMAKE_ARGS[@]}" -DCMAKE_BUILD_RPATH="\$ORIGIN/../lib;$THERE_SITE/torch/lib"
   cmake --build "$build" -j "$(nproc)" --target "${TARGETS[@]}"
   for t in "${TARGETS[@]}"; do strip --strip-unneeded -o "$DEV/bin/$t" "$build/bin/$t"; done
-  for l in "$build"/lib/libddp_*.so.*.*; do strip --strip-unneeded -o "$DEV/lib/$(basename "$l")" "$l"; done
-  (cd "$build/lib" && for l in libddp_*.so*; do [ -L "$l" ] && cp -P "$l" "$DEV/lib/"; done)
+  # Under the names the binaries ask for (libddp_dist.so.0, ...), as files: a carried tree may drop symlinks.
+  for l in "$build"/lib/libddp_*.so.0; do strip --strip-unneeded -o "$DEV/lib/$(basename "$l")" "$(readlink -f "$l")"; done
   source_hash > "$DEV/source-hash"
   echo "built $(date -u +%FT%TZ) on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) against torch" \
     "$("$venv/bin/python" -c 'import torch; print(torch.__version__)')" > "$DEV/built"
