@@ -332,6 +332,21 @@ int run_ddp(const Options& o) {
   return 0;
 }
 
+namespace {
+// A CLI11 check: `accept` throws for a value it refuses; its message is CLI11's.
+template <typename Accept>
+std::function<std::string(const std::string&)> refused_by(Accept accept) {
+  return [accept](const std::string& value) {
+    try {
+      accept(value);
+      return std::string();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+  };
+}
+}  // namespace
+
 void add_ddp_command(CLI::App& app, std::function<int()>& run) {
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand("ddp", "training-step time under DDP, communication and overlap");
@@ -340,14 +355,7 @@ void add_ddp_command(CLI::App& app, std::function<int()>& run) {
       ->capture_default_str();
   sub->add_option("--backend", o->backend, "gloo | mpi | nccl | auto")->capture_default_str();
   sub->add_option("--device", o->device, "where the model and batch live: cpu | cuda (LOCAL_RANK's GPU) | cuda:N | auto")
-      ->check([](const std::string& spec) {
-        try {
-          check_device_spec(spec);
-          return std::string();
-        } catch (const std::exception& e) {
-          return std::string(e.what());
-        }
-      })
+      ->check(refused_by([](const std::string& spec) { check_device_spec(spec); }))
       ->capture_default_str();
   sub->add_option("--steps", o->steps, "timed steps")->check(CLI::PositiveNumber)->capture_default_str();
   sub->add_option("--warmup", o->warmup, "untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
@@ -360,14 +368,7 @@ void add_ddp_command(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   sub->add_option("--comm-hook", o->comm_hook, "how buckets are reduced: allreduce | fp16 | bf16 | powersgd[:rank=R,start=S,...] | batched_powersgd[:...]")
-      ->check([](const std::string& spec) {
-        try {
-          make_comm_hook(spec);
-          return std::string();
-        } catch (const std::exception& e) {
-          return std::string(e.what());
-        }
-      })
+      ->check(refused_by([](const std::string& spec) { make_comm_hook(spec); }))
       ->capture_default_str();
   sub->add_option("--optimizer", o->optimizer, "sgd | adam (lr 0.01)")
       ->check(CLI::IsMember({"sgd", "adam"}))
