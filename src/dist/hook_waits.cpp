@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ddp/dist/errors.h"
+#include "dist/agreement.h"
 
 namespace ddp::detail {
 namespace {
@@ -18,8 +19,7 @@ bool from_environment() {
   if (!value.empty() && value != "0")
     throw InvalidArgument("DDP_CHECK_HOOK_WAITS=" + value +
                           ": expected 1 (a wait for communication inside a gradient hook throws) or 0 (off)");
-  const char* debug = std::getenv("DDP_DEBUG");
-  return debug && (std::string(debug) == "DETAIL" || std::string(debug) == "detail");
+  return default_call_check(true) == CallCheck::kDetail;  // DDP_DEBUG (or TORCH_DISTRIBUTED_DEBUG) = DETAIL, any case
 }
 
 std::atomic<int>& state() {  // -1: not read yet
