@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "ddp/dist/device.h"
 #include "ddp/errors.h"
 
 namespace ddp::data {
@@ -68,6 +69,7 @@ struct BatchLoader::State {
                        (out.data.defined() ? "sizes " + c10::str(out.data.sizes()) : std::string("no tensor")) +
                        " for batch " + std::to_string(b) + " of epoch " + std::to_string(ep) + "; expected " +
                        std::to_string(len) + " samples along dim 0");
+    if (opts.pin_memory) out = {pinned(out.data), pinned(out.target)};  // here, off the training thread
     return out;
   }
 
@@ -101,6 +103,8 @@ void check_options(const BatchLoaderOptions& options) {
   if (options.prefetch < 0) bad("prefetch must be >= 0, got " + std::to_string(options.prefetch));
   if (options.workers < 1) bad("workers must be >= 1, got " + std::to_string(options.workers));
   if (options.augment && options.augment_epoch) bad("set augment or augment_epoch, not both");
+  if (options.pin_memory && cuda_device_count() == 0)
+    bad("pin_memory needs a GPU (pinned memory is CUDA's) and this process sees none; leave it off for the CPU");
 }
 }  // namespace
 

@@ -32,6 +32,22 @@ void synchronize(const at::Device& device) {
   at::zeros({1}, at::TensorOptions().device(device)).item<float>();  // a copy to the host, in the stream's order
 }
 
+bool wants_pinned_host(const at::Device& device) { return device.is_cuda(); }
+
+at::Tensor pinned(const at::Tensor& t) {
+  if (cuda_device_count() == 0)
+    throw Error("pin_memory: pinned host memory needs a GPU (CUDA) and this process sees none (" +
+                std::string(cuda_built() ? "no GPU visible" : "this ddp was built without CUDA") +
+                "); batches for the CPU need no pinning");
+  return t.is_pinned() ? t : t.pin_memory();
+}
+
+at::Tensor to_device(const at::Tensor& t, const at::Device& device) {
+  if (t.device() == device) return t;
+  const bool async = device.is_cuda() && t.is_cpu() && t.is_pinned();
+  return t.to(device, /*non_blocking=*/async);
+}
+
 int local_rank_from_env() {
   const detail::EnvFn env = detail::process_env();
   for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"})

@@ -5,13 +5,15 @@
 #include <atomic>
 #include <optional>
 
+#include "ddp/dist/device.h"
 #include "ddp/dist/timeline.h"
 #include "ddp/errors.h"
+#include "dist/host_memory.h"
 #include "finite_check.h"
 #include "fit_parts.h"
 #include "rank_metrics.h"
+#include "running_loss.h"
 #include "stop_check.h"
-#include "dist/host_memory.h"
 
 namespace ddp::train::detail {
 namespace {
@@ -46,45 +48,41 @@ double set_lr(Job& j, int64_t step) {
   return *j.cfg.lr * m;
 }
 
-struct MicroResult {
-  double loss = 0;
-  double hits = -1;  // top-1 hits in the batch; -1: not a classification batch
-};
-
 // One micro-batch: forward (under autocast for bf16), loss, backward. DDP averages
 // the gradients across ranks during backward unless `sync` is false (accumulating).
-MicroResult forward_backward(Job& j, const data::Batch& batch, bool sync) {
+// The loss and hits stay on the device, summed into `running`: nothing here waits for the GPU.
+// Returns whether the batch is a classification's (hits counted).
+bool forward_backward(Job& j, const data::Batch& batch, bool sync, RunningLoss& running) {
   const std::shared_ptr<void> no_sync = sync ? nullptr : j.strategy->no_sync();
   at::Tensor logits;
   timeline::Span forward("compute", "forward");
-  const at::Tensor target = batch.target.to(j.device);
+  const at::Tensor target = to_device(batch.target, j.device);  // non-blocking from the loader's pinned memory
   {
     Autocast autocast(j.precision.precision, j.device.type());  // bf16: the forward pass only
     // in NHWC already where the Task asks (set_up_data)
-    logits = j.strategy->forward(batch.data.to(j.device)).to(at::kFloat);
+    logits = j.strategy->forward(to_device(batch.data, j.device)).to(at::kFloat);
   }
   at::Tensor loss = j.loss(logits, target);
   if (loss.numel() != 1)
     throw InvalidArgument("Trainer: the Task's loss gave " + std::to_string(loss.numel()) +
                           " values for a batch; it must return the batch's mean, one value");
-  MicroResult r;
-  if (is_classification(logits, target))
-    r.hits = logits.detach().argmax(1).eq(target).sum().item<double>();
+  const bool classification = is_classification(logits, target);
+  running.add_micro(loss, classification ? logits.detach().argmax(1).eq(target).sum() : at::Tensor());
   forward.end();
   timeline::Span backward("compute", "backward");  // the buckets' reductions overlap it (tracks "bucket N")
   (loss / double(j.cfg.accumulate)).backward();
-  r.loss = loss.item<double>();
-  return r;
+  return classification;
 }
 
 // --nan-check: after the gradients are reduced and before the step, so a NaN or inf never reaches the weights.
 // The reduced gradients are the same on every rank, so every rank stops at the same step.
-void check_finite_step(Job& j, const LoopState& s, double window_loss) {
+// (One read per step: whether to step must be known on the host, as GradScaler's found_inf.)
+void check_finite_step(Job& j, const LoopState& s, RunningLoss& running, int64_t window) {
   if (!j.cfg.nan_check) return;
   const auto bad = j.strategy->non_finite_gradient();
   if (!bad) return;
   std::ostringstream loss;
-  loss << window_loss;
+  loss << running.read().step / double(window);
   throw Error("the gradients are not finite at epoch " +
               std::to_string(s.epoch + 1) + ", step " + std::to_string(s.step + 1) + " (this rank's loss " +
               loss.str() + "); first non-finite gradient: " + *bad +
@@ -119,14 +117,18 @@ double train_epoch(Job& j, LoopState& s) {
   const TrainConfig& c = j.cfg;
   j.loader->start_epoch(epoch_order(j, s.epoch), s.epoch, s.micro);
   j.logs.begin_epoch(s.epoch, *c.epochs, j.steps_per_epoch);
-  double window_sum = 0;
-  int64_t window = 0;
-  double hits = 0, counted = 0;  // top-1 hits and samples since the last log point (classification)
+  RunningLoss running(j.device, s.loss_sum);
+  int64_t window = 0;  // micro-batches in the step in progress
+  double counted = 0;  // samples since the last log point (classification)
   bool classification = true;
+  std::optional<double> shown_loss;  // the progress line's loss: the last log point's (read there, not per step)
   const auto t0 = Clock::now();
   const int64_t first_micro = s.micro;
   StopSchedule stop(*j.group);
   LogWindow since_log{t0, s.micro, j.strategy->stats()};  // each rank's own numbers since the last log point
+  const auto flush = [&] {  // the epoch's losses onto the host, for a checkpoint or the epoch's mean
+    s.loss_sum = running.read().epoch;
+  };
   while (s.micro < j.micro_per_epoch) {
     timeline::Span waiting("data", "data wait");
     auto batch = j.loader->next();
@@ -138,15 +140,12 @@ double train_epoch(Job& j, LoopState& s) {
       j.strategy->zero_grad();
       stop.begin(s.step, g_stop_signal.load());
     }
-    const MicroResult micro = forward_backward(j, *batch, sync);
+    classification = forward_backward(j, *batch, sync, running) && classification;
     ++s.micro;
-    window_sum += micro.loss;
     ++window;
-    classification = classification && micro.hits >= 0;
-    hits += micro.hits;
     counted += double(batch->target.size(0));
     if (!sync) continue;
-    check_finite_step(j, s, window_sum / double(window));
+    check_finite_step(j, s, running, window);
     {
       timeline::Span span("compute", "optimizer step");
       j.strategy->step();
@@ -155,36 +154,40 @@ double train_epoch(Job& j, LoopState& s) {
     if (j.ema && s.step % *c.ema_every == 0) update_average(j, s.step);
     if (j.ema && j.task.lookahead_rho && s.step == j.total_steps) j.ema->copy_to(*j.task.model.ptr());
 
-    const double rate = double((s.micro - first_micro) * *c.batch_size * j.group->size()) / seconds_since(t0);
-    j.logs.step(s.micro / c.accumulate, window_sum / double(window), lr, rate);
-    s.loss_sum += window_sum;
     s.loss_count += window;
     if (s.step % c.log_every == 0) {  // means over ranks of the loss and accuracy, and each rank's numbers
-      const double acc = classification && counted > 0 ? hits / counted : -1;
-      const auto ranks = log_point(*j.group, window_sum / double(window), acc, since_log, s.micro,
-                                           *c.batch_size, j.strategy->stats());
+      const RunningLoss::Read now = running.read();
+      shown_loss = now.step / double(window);
+      const double acc = classification && counted > 0 ? now.hits / counted : -1;
+      const auto ranks = log_point(*j.group, *shown_loss, acc, since_log, s.micro, *c.batch_size, j.strategy->stats());
       std::vector<std::pair<std::string, double>> values = {{"Loss/train", ranks.mean_loss}};
       if (ranks.mean_accuracy >= 0) values.emplace_back("acc1/train", ranks.mean_accuracy);
       values.emplace_back("lr", lr);
       j.logs.scalars("train", s.step, values, ranks.fields);
-      hits = counted = 0;
+      counted = 0;
       classification = true;
     }
-    window_sum = 0;
+    running.end_step();
+    const double rate = double((s.micro - first_micro) * *c.batch_size * j.group->size()) / seconds_since(t0);
+    j.logs.step(s.micro / c.accumulate, shown_loss, lr, rate);
     window = 0;
     if (stop.requested()) {  // preemption: this step's state, saved where a restart resumes exactly
+      flush();
       save_checkpoint(j, s);
       s.preempted = true;
       break;
     }
-    if (c.checkpoint_every > 0 && s.step % c.checkpoint_every == 0 && s.micro < j.micro_per_epoch)
+    if (c.checkpoint_every > 0 && s.step % c.checkpoint_every == 0 && s.micro < j.micro_per_epoch) {
+      flush();
       save_checkpoint(j, s);
+    }
     // Not within half an interval of the epoch's end, which has its own evaluation.
     if (*c.eval_every > 0 && (s.micro / c.accumulate) % *c.eval_every == 0 &&
         2 * (j.micro_per_epoch - s.micro) >= *c.eval_every * c.accumulate)
       evaluate_within_epoch(j, s);
   }
   stop.drain();  // a step begun but not finished (none with drop_last): keep the ranks in step
+  flush();
   return s.loss_count ? s.loss_sum / double(s.loss_count) : 0.0;
 }
 

@@ -16,6 +16,7 @@
 
 #include "ddp/dist/collectives.h"
 #include "ddp/dist/process_group.h"
+#include "dist/host_memory.h"
 
 namespace ddp::train::detail {
 
@@ -48,8 +49,9 @@ class StopSchedule {
     if (!work_) return false;
     work_->wait();
     work_.reset();
-    next_ = last_step_ + std::max<int64_t>(1, -flag_[1].item<int64_t>());
-    return flag_[0].item<int64_t>() != 0;
+    const int64_t* f = ddp::detail::host_data<int64_t>(flag_, "the stop check's flags");  // a CPU tensor
+    next_ = last_step_ + std::max<int64_t>(1, -f[1]);
+    return f[0] != 0;
   }
 
   // The check in flight, if any, for a step begun but not finished: waited so the ranks stay in step.

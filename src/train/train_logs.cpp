@@ -30,8 +30,13 @@ void TrainLogs::begin_epoch(int64_t epoch, int64_t epochs, int64_t steps) {
                      epochs * steps);
 }
 
-void TrainLogs::step(int64_t step_in_epoch, double loss, double lr, double samples_per_s) {
-  if (progress_) progress_->update(step_in_epoch, {{"loss", loss}, {"lr", lr}, {"samples/s", samples_per_s}});
+// `loss`: the last log point's (none before the first): read there, not at every step (running_loss.h).
+void TrainLogs::step(int64_t step_in_epoch, std::optional<double> loss, double lr, double samples_per_s) {
+  if (!progress_) return;
+  std::vector<std::pair<std::string, double>> fields;
+  if (loss) fields.emplace_back("loss", *loss);
+  fields.insert(fields.end(), {{"lr", lr}, {"samples/s", samples_per_s}});
+  progress_->update(step_in_epoch, fields);
 }
 
 void TrainLogs::end_epoch(const std::string& summary) {

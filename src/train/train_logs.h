@@ -2,6 +2,7 @@
 // TensorBoard events, JSON lines and the report page. On other ranks every call
 // does nothing.
 #pragma once
+#include <optional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -24,7 +25,7 @@ class TrainLogs {
   Console& console() { return console_; }
 
   void begin_epoch(int64_t epoch, int64_t epochs, int64_t steps);
-  void step(int64_t step_in_epoch, double loss, double lr, double samples_per_s);
+  void step(int64_t step_in_epoch, std::optional<double> loss, double lr, double samples_per_s);
   void end_epoch(const std::string& summary);
   // A line of its own within an epoch (the progress bar goes on below it).
   void note(const std::string& line);

@@ -106,6 +106,7 @@ void set_up_data(Job& j) {
   data::BatchLoaderOptions lo;
   lo.batch_size = *cfg.batch_size;
   lo.drop_last = true;
+  lo.pin_memory = wants_pinned_host(j.device);  // the step's copies to a GPU then wait for nothing
   lo.seed = stream_seed(cfg.seed, Stream::Augment, rank);
   lo.augment_epoch = t.augment;
   data::FetchBatch fetch = t.train_fetch;

@@ -108,6 +108,22 @@ TEST_F(Cuda, EveryCollectiveOnGpuTensors) {
   }
 }
 
+// The Trainer's batch path: pinned host memory, copied to the GPU without blocking the host, equal once the
+// stream is synchronised; a tensor already on the GPU is itself.
+TEST_F(Cuda, PinnedBatchesCopyToTheGpuWithoutBlocking) {
+  const at::Tensor host = at::arange(1 << 20, at::kFloat);
+  const at::Tensor p = pinned(host);
+  EXPECT_TRUE(p.is_pinned());
+  EXPECT_TRUE(pinned(p).is_same(p));
+  const at::Device gpu0(at::kCUDA, 0);
+  const at::Tensor d = to_device(p, gpu0);
+  EXPECT_EQ(d.device(), gpu0);
+  EXPECT_TRUE(to_device(d, gpu0).is_same(d));
+  synchronize(gpu0);
+  EXPECT_TRUE(at::equal(d.cpu(), host));
+  EXPECT_TRUE(at::equal(to_device(host, gpu0).cpu(), host));  // pageable: a blocking copy, the same values
+}
+
 TEST_F(Cuda, OneCallsTensorsMustShareADevice) {
   run_ranks(groups().back().first, 1, [](ProcessGroup& g) {
     std::vector<at::Tensor> outs{at::empty({3})};

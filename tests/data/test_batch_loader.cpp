@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "ddp/data/batch_loader.h"
+#include "ddp/dist/device.h"
 #include "ddp/dist/errors.h"
 
 namespace ddp::testing {
@@ -224,6 +225,30 @@ TEST(BatchLoader, BadArguments) {
   } catch (const ddp::Error& e) {
     EXPECT_NE(std::string(e.what()).find("augment returned sizes [1, 3] for batch 0 of epoch 0; expected 3"),
               std::string::npos) << e.what();
+  }
+}
+
+// pin_memory: batches in pinned memory, pinned on the workers, where a GPU is visible; refused at construction
+// where none is (pinned memory is CUDA's), saying so.
+TEST(BatchLoader, PinMemoryPinsBatchesForAGpuAndIsRefusedWithoutOne) {
+  BatchLoaderOptions o;
+  o.batch_size = 4;
+  o.pin_memory = true;
+  const at::Tensor x = at::arange(24, at::kFloat).reshape({12, 2}), y = at::arange(12, at::kLong);
+  if (cuda_device_count() == 0) {
+    try {
+      BatchLoader loader(x, y, o);
+      ADD_FAILURE() << "pin_memory without a GPU was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("BatchLoader: pin_memory needs a GPU"), std::string::npos) << e.what();
+    }
+    return;
+  }
+  BatchLoader loader(x, y, o);
+  loader.start_epoch({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 0);
+  while (auto b = loader.next()) {
+    EXPECT_TRUE(b->data.is_pinned());
+    EXPECT_TRUE(b->target.is_pinned());
   }
 }
 

@@ -100,3 +100,20 @@ TEST(Device, AutoBackendFollowsTheDevice) {
   EXPECT_NE(message_of<InvalidArgument>([&] { ddp::detail::resolve_rendezvous(o, env, false, true); }).find("device 'tpu'"),
             std::string::npos);
 }
+
+// A tensor already on the device moves without a copy or an op; pinning says where there is no GPU to pin for.
+TEST(Device, ToDeviceKeepsATensorThatIsThereAndPinningNeedsAGpu) {
+  const at::Tensor t = at::arange(6, at::kFloat);
+  EXPECT_TRUE(to_device(t, at::Device(at::kCPU)).is_same(t));
+  EXPECT_FALSE(wants_pinned_host(at::Device(at::kCPU)));
+  EXPECT_TRUE(wants_pinned_host(at::Device(at::kCUDA, 0)));
+  if (cuda_device_count() == 0) {
+    const std::string m = message_of<Error>([&] { pinned(t); });
+    EXPECT_NE(m.find("pin_memory: pinned host memory needs a GPU"), std::string::npos) << m;
+  } else {
+    const at::Tensor p = pinned(t);
+    EXPECT_TRUE(p.is_pinned());
+    EXPECT_TRUE(pinned(p).is_same(p));
+    EXPECT_TRUE(at::equal(p, t));
+  }
+}

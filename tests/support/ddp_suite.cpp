@@ -706,19 +706,32 @@ void zero_redundancy_optimizer(ProcessGroup& g) {
   const std::vector<int> expected_owner = {w > 1 ? 1 : 0, 0, w == 1 ? 0 : w == 2 ? 1 : 2};  // fc1, fc2, fc3
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(zero.owner(i), expected_owner[i]) << tag(g, "owner of " + std::to_string(i));
   auto gen = at::make_generator<at::CPUGeneratorImpl>(40 + r);
-  auto train = [&](int steps) {
-    for (int step = 0; step < steps; ++step) {
-      at::Tensor x = randn({3, 2}, gen), y = randn({3, 4}, gen);
-      plain->zero_grad();
-      torch::mse_loss(plain_model(x), y).backward();
-      plain->step();
-      zero.zero_grad();
-      torch::mse_loss(zero_model(x), y).backward();
-      zero.step();
-    }
-  };
-  train(10);
   auto pa = a->parameters(), pb = b->parameters();
+  std::string first_difference;  // the first step whose reduced gradients or parameters differ, and by how much
+  const auto differs = [](const std::vector<at::Tensor>& x, const std::vector<at::Tensor>& y, bool grads) {
+    std::string out;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const at::Tensor u = grads ? x[i].grad() : x[i], v = grads ? y[i].grad() : y[i];
+      if (!at::equal(u, v))
+        out += " " + std::string(grads ? "grad" : "param") + std::to_string(i) + " by " +
+               std::to_string((u - v).abs().max().item<double>());
+    }
+    return out;
+  };
+  for (int step = 0; step < 10; ++step) {
+    at::Tensor x = randn({3, 2}, gen), y = randn({3, 4}, gen);
+    plain->zero_grad();
+    torch::mse_loss(plain_model(x), y).backward();
+    zero.zero_grad();
+    torch::mse_loss(zero_model(x), y).backward();
+    const std::string grads = differs(pa, pb, true);
+    plain->step();
+    zero.step();
+    const std::string params = differs(pa, pb, false);
+    if (first_difference.empty() && !(grads + params).empty())
+      first_difference = "step " + std::to_string(step) + ":" + grads + params;
+  }
+  EXPECT_EQ(first_difference, "") << tag(g, "ZeRO against plain AdamW, both over DDP");
   for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(at::equal(pa[i], pb[i])) << tag(g, "ZeRO parameter " + std::to_string(i));
   // Each rank holds its partition's state only; together, exactly the plain optimizer's.
   at::Tensor bytes = at::full({1}, double(zero.local_state_bytes()), at::kDouble);

@@ -43,6 +43,7 @@ struct BatchLoaderOptions {
   bool drop_last = false;
   int prefetch = 2;            // batches prepared ahead on the background thread(s) (0: synchronous)
   int workers = 1;             // background threads building batches (>= 1; batches still come in order)
+  bool pin_memory = false;     // batches in pinned host memory, pinned on the workers, for non-blocking copies to a GPU
   uint64_t seed = 0;           // augmentation generator: seeded from (seed, epoch) so results never depend on thread timing
   std::function<at::Tensor(const at::Tensor& batch, at::Generator& gen)> augment;  // optional, applied to data only
   // Like augment, also given the epoch (e.g. flips that alternate by epoch); set at most one of the two.

@@ -7,6 +7,7 @@
 // Specs: "auto", "cpu", "cuda" (the rank's GPU), "cuda:N". The rank's GPU is LOCAL_RANK modulo the GPUs
 // visible, so several ranks may share one GPU (gloo and mpi allow it; NCCL refuses two ranks on one GPU).
 #pragma once
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include <string>
@@ -28,5 +29,15 @@ at::Device resolve_device(const std::string& spec, int local_rank = -1);
 // Waits until the work queued so far on `device`'s current stream (kernels, and collectives a wait joined to
 // it) is done: what a host clock needs before it reads a GPU's time. Nothing to wait for on the CPU.
 void synchronize(const at::Device& device);
+
+// Whether host batches bound for `device` should be in pinned (page-locked) memory: a GPU's copies from it
+// are asynchronous (PyTorch's DataLoader(pin_memory=True)). False for the CPU.
+bool wants_pinned_host(const at::Device& device);
+// `t` in pinned host memory: itself when already pinned, else a pinned copy. ddp::Error where this process
+// has no GPU (pinned memory is CUDA's), saying so.
+at::Tensor pinned(const at::Tensor& t);
+// `t` on `device`: itself when already there (no copy, no op), non-blocking when it is pinned host memory
+// going to a GPU (the host runs on while the copy waits in the stream), else a blocking copy.
+at::Tensor to_device(const at::Tensor& t, const at::Device& device);
 
 }  // namespace ddp
