@@ -83,10 +83,12 @@ struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> 
     g.all_gather(gathered, local);
     at::Tensor all = at::stack(gathered);  // [W, 2C + 1], rank order: the same sums everywhere
     at::Tensor counts = all.narrow(1, 2 * c, 1), means = all.narrow(1, 0, c), m2s = all.narrow(1, c, c);
-    const double total = counts.sum().item<double>();
-    if (total <= 1)
+    // The count stays on the device (no wait for a GPU); read only where this rank's own values cannot make
+    // it more than 1, so every rank reads it when it is too small, and all throw.
+    const at::Tensor total = counts.sum();
+    if (n <= 1 && total.item<double>() <= 1)
       throw InvalidArgument(context(g) + "expected more than 1 value per channel when training, got " +
-                            std::to_string(int64_t(total)) + " over all ranks (input size " +
+                            std::to_string(int64_t(total.item<double>())) + " over all ranks (input size " +
                             c10::str(input.sizes()) + " here)");
     at::Tensor mean = (means * counts).sum(0) / total;
     at::Tensor m2 = (m2s + counts * (means - mean).square()).sum(0);
@@ -115,7 +117,7 @@ struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> 
     auto saved = ctx->get_saved_variables();
     const at::Tensor &input = saved[0], &weight = saved[1];
     const at::Tensor mean = ctx->saved_data["mean"].toTensor(), invstd = ctx->saved_data["invstd"].toTensor();
-    const double total = ctx->saved_data["count"].toDouble();
+    const at::Tensor total = ctx->saved_data["count"].toTensor();  // float64, 0-dim, on the input's device
     auto holder = c10::static_intrusive_pointer_cast<GroupHolder>(ctx->saved_data["group"].toCapsule());
     const int64_t c = input.size(1);
     const at::ScalarType type = compute_type(input);

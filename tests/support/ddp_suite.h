@@ -21,6 +21,8 @@ const std::vector<SuiteCase>& powersgd_suite();
 const std::vector<SuiteCase>& fsdp_suite();
 // Join's cases (join_suite.cpp): uneven inputs, part of ddp_suite().
 const std::vector<SuiteCase>& join_suite();
+// DDP's steps make no host reads (step_reads_suite.cpp), part of ddp_suite().
+const std::vector<SuiteCase>& step_reads_suite();
 // SyncBatchNorm against BatchNorm on the global batch (sync_batch_norm_suite.cpp).
 const std::vector<SuiteCase>& sync_batch_norm_suite();
 
