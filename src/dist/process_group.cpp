@@ -52,6 +52,8 @@ bool ProcessGroup::supports(ReduceOp op) const {
   return !bitwise || impl_->has_bitwise();
 }
 
+at::Device ProcessGroup::device() const { return impl_->device_for(OpType::kAllReduce, at::Device(at::kCPU)); }
+
 void ProcessGroup::check_reduction(const Call& c, ReduceOp op, at::ScalarType dtype) const {
   detail::check_op(c.ctx, op, dtype);
   if (!supports(op))

@@ -13,6 +13,7 @@
 #include "ddp/dist/init.h"
 #include "ddp/errors.h"
 #include "ddp/parallel/optimizer_state.h"
+#include "dist/ivalue_tensors.h"
 
 namespace ddp {
 namespace {
@@ -182,7 +183,10 @@ void ZeroRedundancyOptimizer::consolidate_state_dict(int to) {
   std::vector<size_t> global_of;
   for (const auto& ids : local_order_) global_of.insert(global_of.end(), ids.begin(), ids.end());
   GenericDict mine = dict(c10::IntType::get());
-  for (const auto& item : local_state) mine.insert(int64_t(global_of.at(size_t(item.key().toInt()))), item.value());
+  // On the CPU, as PyTorch's consolidated state: the same on rank `to` for its own partition as for the others'.
+  for (const auto& item : local_state)
+    mine.insert(int64_t(global_of.at(size_t(item.key().toInt()))),
+                detail::map_tensors(item.value(), [](const at::Tensor& t) { return t.cpu(); }));
   std::vector<c10::IValue> all = gather_object(mine, to, group_);
   if (group_->rank() != to) {
     consolidated_.reset();

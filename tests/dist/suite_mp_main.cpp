@@ -1,8 +1,9 @@
-// The collectives and DDP suites across processes: run under ddprun (gloo or mpi), each
-// rank runs every case on the default group. Exits non-zero if any case fails
+// The collectives and DDP suites across processes: run under ddprun (gloo, mpi or nccl), each
+// rank runs every case on the default group, on its device (ProcessGroup::device(): the rank's GPU for nccl). Exits non-zero if any case fails
 // on this rank; ddprun then fails the whole run.
 #include <gtest/gtest.h>
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 
 #include <cstdio>
@@ -21,6 +22,8 @@ int main(int argc, char** argv) {
   }
   std::string suite = "Suite_" + group->backend() + "_w" + std::to_string(group->size());
   at::set_num_threads(1);
+  // The suites run on the group's device (a GPU for nccl) against float32 bounds: no TF32 in cuDNN's convolutions.
+  at::globalContext().setAllowTF32CuDNN(false);
   std::vector<ddp::testing::SuiteCase> cases = ddp::testing::collectives_suite();
   for (const auto& c : ddp::testing::ddp_suite()) cases.push_back(c);
   for (const auto& c : cases) {

@@ -73,6 +73,17 @@ void all_reduce_arithmetic(ProcessGroup& g) {
   }
 }
 
+// The group's device (the suites put their tensors there): the CPU for gloo and mpi, the rank's GPU for nccl.
+// A tensor there is reduced where it is and stays there.
+void on_the_groups_device(ProcessGroup& g) {
+  const at::Device d = g.device();
+  EXPECT_TRUE(d.is_cpu() || d.is_cuda()) << where(g, "device " + d.str());
+  at::Tensor t = at::full({5}, double(g.rank() + 1), at::TensorOptions().device(d));
+  g.all_reduce(t);
+  EXPECT_EQ(t.device(), d) << where(g, "the result left the group's device");
+  EXPECT_TRUE(at::equal(t.cpu(), at::full({5}, g.size() * (g.size() + 1) / 2.0))) << where(g, "all_reduce on " + d.str());
+}
+
 void all_reduce_bitwise(ProcessGroup& g) {
   const int r = g.rank(), w = g.size();
   for (auto dt : {at::kInt, at::kLong, at::kByte}) {
@@ -521,6 +532,7 @@ void invalid_arguments(ProcessGroup& g) {
 const std::vector<SuiteCase>& collectives_suite() {
   static const std::vector<SuiteCase> cases = {
       {"AllReduceArithmetic", all_reduce_arithmetic},
+      {"OnTheGroupsDevice", on_the_groups_device},
       {"AllReduceBitwise", all_reduce_bitwise},
       {"BroadcastEveryRoot", broadcast_every_root},
       {"ReduceEveryRoot", reduce_every_root},

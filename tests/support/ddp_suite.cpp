@@ -95,8 +95,8 @@ at::Tensor randn(at::IntArrayRef sizes, at::Generator& gen) { return at::randn(s
 void expect_close(torch::nn::Module& a, torch::nn::Module& b, const std::string& what) {
   auto pa = a.named_parameters(), pb = b.named_parameters();
   for (const auto& p : pa) {
-    const at::Tensor& x = p.value();
-    const at::Tensor& y = pb[p.key()];
+    const at::Tensor x = p.value().cpu();  // `a` may be on the group's GPU
+    const at::Tensor y = pb[p.key()].cpu();
     EXPECT_TRUE(at::allclose(x, y, 1.3e-6, 5e-5))
         << what << ": parameter " << p.key() << " differs by " << (x - y).abs().max().item<double>();
   }
@@ -114,11 +114,14 @@ void zero_grads(torch::nn::Module& m) {
 }
 
 // DDP with rank-specific initial weights (the broadcast must fix them) and a
-// local batch of 1 against one process on the global batch of W, 2 steps.
+// local batch of 1 against one process on the global batch of W, 2 steps. DDP runs
+// on the group's device (a GPU for nccl), the reference on the CPU.
 void equivalence(ProcessGroup& g, DDPOptions opts, const std::string& what,
                  std::shared_ptr<CommHook> hook = nullptr) {
   const int r = g.rank(), w = g.size();
+  const at::Device dev = g.device();
   auto net = seeded<Net>(100 + r);
+  net->to(dev);
   auto ref = seeded<Net>(100);
   std::vector<at::Tensor> initial;
   for (const auto& p : ref->parameters()) initial.push_back(p.detach().clone());
@@ -129,7 +132,7 @@ void equivalence(ProcessGroup& g, DDPOptions opts, const std::string& what,
   for (int step = 0; step < 2; ++step) {
     at::Tensor x = randn({w, 2}, gen), y = randn({w, 4}, gen);
     zero_grads(*net);
-    torch::mse_loss(model(x.narrow(0, r, 1)), y.narrow(0, r, 1)).backward();
+    torch::mse_loss(model(x.narrow(0, r, 1).to(dev)), y.narrow(0, r, 1).to(dev)).backward();
     sgd_step(*net, 1.0);
     zero_grads(*ref);
     torch::mse_loss(ref->forward(x), y).backward();
@@ -628,19 +631,20 @@ void compress_hooks(ProcessGroup& g) {
     }
     for (bool tiny : {true, false}) {
       auto net = seeded<Net>(5);
+      net->to(g.device());  // the hook compresses on the group's device (a GPU for nccl)
       DDPOptions o;
       o.group = handle(g);
       if (tiny) o.bucket_cap_mb = o.first_bucket_cap_mb = 1e-6;  // one bucket per parameter
       DistributedDataParallel model(net, o);
       model.register_comm_hook(hook);
       const int64_t before = g.traffic().bytes;
-      torch::mse_loss(model(x), y).backward();
+      torch::mse_loss(model(x.to(g.device())), y.to(g.device())).backward();
       const int64_t sent = g.traffic().bytes - before;
       int64_t numel = 0;
       bool rounded = false;
       auto params = net->parameters();
       for (size_t i = 0; i < params.size(); ++i) {
-        at::Tensor got = params[i].grad().to(at::kDouble);
+        at::Tensor got = params[i].grad().to(at::kDouble).cpu();
         at::Tensor bound = (w + 1) * u * 1.01 * magnitudes[i] + floor;
         EXPECT_TRUE(((got - sums[i]).abs() <= bound).all().item<bool>())
             << what << ": parameter " << i << " off by " << ((got - sums[i]).abs() - bound).max().item<double>()
@@ -684,9 +688,13 @@ void expect_same_state(const c10::IValue& got, const c10::IValue& want, const st
     ASSERT_TRUE(gs.contains(item.key())) << what << ": no state for parameter " << item.key().toInt();
     auto a = gs.at(item.key()).toGenericDict(), b = item.value().toGenericDict();
     ASSERT_EQ(a.size(), b.size()) << what;
-    for (const auto& kv : b)
-      EXPECT_TRUE(at::equal(a.at(kv.key()).toTensor(), kv.value().toTensor()))
+    for (const auto& kv : b) {
+      const at::Tensor mine = a.at(kv.key()).toTensor();
+      EXPECT_TRUE(mine.is_cpu()) << what << ": state[" << item.key().toInt() << "][" << kv.key().toStringRef()
+                                 << "] is on " << mine.device() << ", not the CPU";
+      EXPECT_TRUE(at::equal(mine.cpu(), kv.value().toTensor().cpu()))
           << what << ": state[" << item.key().toInt() << "][" << kv.key().toStringRef() << "]";
+    }
   }
   EXPECT_EQ(c10::str(g.at("param_groups")), c10::str(w.at("param_groups"))) << what;
 }
@@ -696,7 +704,10 @@ void expect_same_state(const c10::IValue& got, const c10::IValue& want, const st
 // gradients; the broadcast copies bits), partitions uneven and, at world 4, one empty.
 void zero_redundancy_optimizer(ProcessGroup& g) {
   const int r = g.rank(), w = g.size();
+  const at::Device dev = g.device();  // a GPU for nccl
   auto a = seeded<Net>(5), b = seeded<Net>(5);
+  a->to(dev);
+  b->to(dev);
   DDPOptions o;
   o.group = handle(g);
   DistributedDataParallel plain_model(a, o), zero_model(b, o);
@@ -719,7 +730,7 @@ void zero_redundancy_optimizer(ProcessGroup& g) {
     return out;
   };
   for (int step = 0; step < 10; ++step) {
-    at::Tensor x = randn({3, 2}, gen), y = randn({3, 4}, gen);
+    at::Tensor x = randn({3, 2}, gen).to(dev), y = randn({3, 4}, gen).to(dev);
     plain->zero_grad();
     torch::mse_loss(plain_model(x), y).backward();
     zero.zero_grad();
@@ -748,6 +759,7 @@ void zero_redundancy_optimizer(ProcessGroup& g) {
   // Loaded into a fresh ZeRO (and the state into the plain one's copy), one more step agrees.
   c10::IValue full = broadcast_object(r == to ? zero.state_dict() : c10::IValue(), to, handle(g));
   auto c = seeded<Net>(9);
+  c->to(dev);
   {
     at::NoGradGuard no_grad;
     for (size_t i = 0; i < pb.size(); ++i) c->parameters()[i].copy_(pb[i]);
@@ -761,7 +773,7 @@ void zero_redundancy_optimizer(ProcessGroup& g) {
       << tag(g, "sharding a stepped optimizer");
   torch::optim::RMSprop rmsprop(c->parameters(), torch::optim::RMSpropOptions(0.1));
   EXPECT_THROW(ZeroRedundancyOptimizer(rmsprop, ZeroOptions{handle(g)}), InvalidArgument) << tag(g, "RMSprop");
-  at::Tensor x = randn({3, 2}, gen), y = randn({3, 4}, gen);
+  at::Tensor x = randn({3, 2}, gen).to(dev), y = randn({3, 4}, gen).to(dev);
   zero.zero_grad();
   for (auto* m : {&zero_model, &resumed_model}) torch::mse_loss((*m)(x), y).backward();
   zero.step();

@@ -56,13 +56,17 @@ struct SideBySide {
   std::unique_ptr<FullyShardedDataParallel> sharded;
   std::unique_ptr<torch::optim::Optimizer> sharded_opt;
 
+  // Both on the group's device (a GPU for nccl).
   SideBySide(ProcessGroup& g, uint64_t seed, bool adam, FSDPOptions f) : plain_net(make_net(seed)) {
+    plain_net->to(g.device());
     DDPOptions d;
     d.group = handle(g);
     plain = std::make_unique<DistributedDataParallel<torch::nn::Sequential>>(plain_net, d);
     plain_opt = make_optimizer(adam, plain_net->parameters());
     f.group = handle(g);
-    sharded = std::make_unique<FullyShardedDataParallel>(make_net(seed), f);
+    torch::nn::Sequential to_shard = make_net(seed);
+    to_shard->to(g.device());
+    sharded = std::make_unique<FullyShardedDataParallel>(to_shard, f);
     sharded_opt = make_optimizer(adam, sharded->parameters());
   }
   // One step of DDP's (the whole step) and the loss's backward of FSDP's (its step is the caller's).
@@ -99,7 +103,7 @@ void train_side_by_side(ProcessGroup& g, ShardingStrategy strategy, int64_t min_
   for (int64_t n : units) shard_bytes += 4 * ceil_div(n, w);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(100 + r);
   for (int step = 0; step < 10; ++step) {
-    both.step_plain_backward_sharded(at::randn({4, 6}, gen), at::randn({4, 1}, gen));
+    both.step_plain_backward_sharded(at::randn({4, 6}, gen).to(g.device()), at::randn({4, 1}, gen).to(g.device()));
     // Between backward and step: shards of parameters and of gradients only.
     FSDPMemory m = sharded.memory();
     EXPECT_EQ(m.parameter_bytes, shard_bytes) << what << " step " << step;
@@ -125,12 +129,13 @@ void train_side_by_side(ProcessGroup& g, ShardingStrategy strategy, int64_t min_
       ADD_FAILURE() << what << ": no '" << p.key() << "' in the full state dict";
       continue;
     }
-    EXPECT_TRUE(at::allclose(*got, p.value(), 1e-5, 1e-7))
-        << what << ": '" << p.key() << "' differs from DDP by " << (*got - p.value()).abs().max().item<float>();
+    const at::Tensor want = p.value().cpu(), mine = got->cpu();
+    EXPECT_TRUE(at::allclose(mine, want, 1e-5, 1e-7))
+        << what << ": '" << p.key() << "' differs from DDP by " << (mine - want).abs().max().item<float>();
   }
   // Evaluation: the same outputs, and the gathered parameters are freed again.
   at::NoGradGuard no_grad;
-  at::Tensor x = at::randn({5, 6}, gen);
+  at::Tensor x = at::randn({5, 6}, gen).to(g.device());
   EXPECT_TRUE(at::allclose(sharded(x), plain_net->forward(x), 1e-5, 1e-6)) << what << ": evaluation";
   EXPECT_EQ(sharded.memory().parameter_bytes, shard_bytes) << what << ": after evaluation";
 }
@@ -193,7 +198,7 @@ void expect_same_optimizer_state(const torch::optim::Optimizer& a, const torch::
     }
     auto other = sb.at(item.key()).toGenericDict();
     for (const auto& kv : item.value().toGenericDict())
-      EXPECT_TRUE(at::equal(kv.value().toTensor(), other.at(kv.key()).toTensor()))
+      EXPECT_TRUE(at::equal(kv.value().toTensor().cpu(), other.at(kv.key()).toTensor().cpu()))
           << what << ": state[" << item.key().toInt() << "][" << kv.key().toStringRef() << "]";
   }
 }
@@ -278,7 +283,7 @@ void fsdp_full_optimizer_state(ProcessGroup& g) {
     EXPECT_TRUE(a.full_optimizer_state_dict(opt_a).isNone() == (r != 0)) << what << ": before any step";
     auto gen = at::make_generator<at::CPUGeneratorImpl>(300 + r);
     for (int step = 0; step < 3; ++step) {
-      both.step_plain_backward_sharded(at::randn({4, 6}, gen), at::randn({4, 1}, gen));
+      both.step_plain_backward_sharded(at::randn({4, 6}, gen).to(g.device()), at::randn({4, 1}, gen).to(g.device()));
       opt_a.step();
     }
     c10::IValue full = broadcast_object(a.full_optimizer_state_dict(opt_a, 0), 0, handle(g));
@@ -295,7 +300,8 @@ void fsdp_full_optimizer_state(ProcessGroup& g) {
         continue;
       }
       for (const auto& kv : item.value().toGenericDict()) {
-        const at::Tensor want = kv.value().toTensor(), have = gs.at(item.key()).toGenericDict().at(kv.key()).toTensor();
+        // DDP's on the group's device; the gathered full state, on the CPU
+        const at::Tensor want = kv.value().toTensor().cpu(), have = gs.at(item.key()).toGenericDict().at(kv.key()).toTensor();
         EXPECT_EQ(have.sizes(), want.sizes()) << what << ": " << kv.key().toStringRef();
         if (have.sizes() == want.sizes())
           EXPECT_TRUE(at::allclose(have, want, 1e-5, 1e-7))

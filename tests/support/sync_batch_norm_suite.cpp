@@ -45,7 +45,7 @@ double max_abs(const at::Tensor& t) { return t.numel() ? t.abs().max().item<doub
 double bound(int64_t m, double scale) { return 8.0 * double(m) * std::ldexp(1.0, -24) * scale; }
 
 double max_diff(const at::Tensor& a, const at::Tensor& b) {
-  return a.numel() ? (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>() : 0.0;
+  return a.numel() ? (a.to(at::kDouble).cpu() - b.to(at::kDouble).cpu()).abs().max().item<double>() : 0.0;
 }
 
 void expect_within(const at::Tensor& got, const at::Tensor& want, double tol, const std::string& what) {
@@ -203,6 +203,8 @@ void sync_batch_norm_fashion_cnn(ProcessGroup& g) {
   const int64_t n = kSizes[r], start = offset(r), total = offset(w);
   auto net = fashion_cnn(7 + r), ref = fashion_cnn(7);  // DDP broadcasts rank 0's weights
   convert_sync_batchnorm(net.ptr(), handle(g));
+  const at::Device dev = g.device();  // the group's (a GPU for nccl); the reference on the CPU
+  net->to(dev);
   DDPOptions o;
   o.group = handle(g);
   DistributedDataParallel<models::FashionCNN> model(net, o);
@@ -217,8 +219,8 @@ void sync_batch_norm_fashion_cnn(ProcessGroup& g) {
   for (int step = 0; step < 2; ++step) {
     const std::string what = tag(g, "FashionCNN, step " + std::to_string(step));
     at::Tensor x = at::randn({total, 1, 28, 28}, gen), y = at::randint(10, {total}, gen);
-    at::Tensor out = model(x.narrow(0, start, n));
-    (at::cross_entropy_loss(out, y.narrow(0, start, n), {}, at::Reduction::Sum) * (double(w) / total)).backward();
+    at::Tensor out = model(x.narrow(0, start, n).to(dev));
+    (at::cross_entropy_loss(out, y.narrow(0, start, n).to(dev), {}, at::Reduction::Sum) * (double(w) / total)).backward();
     (at::cross_entropy_loss(ref->forward(x), y, {}, at::Reduction::Sum) / total).backward();
     // The longest float32 reduction is BatchNorm 1's, over M = N x 28 x 28 values per
     // channel; every gradient passes through it (the other sums are the same on both
@@ -239,8 +241,10 @@ void sync_batch_norm_fashion_cnn(ProcessGroup& g) {
     // Negative control: DDP over plain BatchNorms (each rank's statistics) is far off.
     if (step == 0 && w > 1) {
       auto plain = fashion_cnn(7);
+      plain->to(dev);
       DistributedDataParallel<models::FashionCNN> local(plain, o);
-      (at::cross_entropy_loss(local(x.narrow(0, start, n)), y.narrow(0, start, n), {}, at::Reduction::Sum) *
+      (at::cross_entropy_loss(local(x.narrow(0, start, n).to(dev)), y.narrow(0, start, n).to(dev), {},
+                              at::Reduction::Sum) *
        (double(w) / total)).backward();
       double worst = 0;
       auto local_params = plain->named_parameters();
@@ -261,7 +265,7 @@ void sync_batch_norm_fashion_cnn(ProcessGroup& g) {
     expect_within(mine[bn + "running_mean"], mean, bound(total * 28 * 28, max_abs(mean) + max_abs(var.sqrt())),
                   what + "running_mean");
     expect_within(mine[bn + "running_var"], var, bound(total * 28 * 28, max_abs(var)), what + "running_var");
-    EXPECT_TRUE(at::equal(mine[bn + "num_batches_tracked"], theirs[bn + "num_batches_tracked"]))
+    EXPECT_TRUE(at::equal(mine[bn + "num_batches_tracked"].cpu(), theirs[bn + "num_batches_tracked"]))
         << what << "num_batches_tracked";
   }
   EXPECT_TRUE(parameters_consistent(*net.ptr(), 0, handle(g))) << tag(g, "FashionCNN: replicas diverged");

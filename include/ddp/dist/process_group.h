@@ -82,6 +82,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // Whether the backend has this reduction (nccl has no bitwise ones: BAND, BOR, BXOR); a collective with one it
   // lacks is refused (InvalidArgument). Suites and callers decide by this, never by the backend's name.
   bool supports(ReduceOp op) const;
+  // Where this group's collectives run without a staging copy: the rank's GPU for nccl, the CPU for gloo and mpi
+  // (which take GPU tensors too). Where a rank's model and batches belong when it follows its group.
+  at::Device device() const;
 
   // Changed between collectives, alike on every rank (see CallCheck); new_group's groups start with the default.
   void set_call_check(CallCheck c) { check_.store(c); }
