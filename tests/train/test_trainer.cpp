@@ -384,8 +384,10 @@ TEST(TrainerRanks, WorldThreeEqualsWorldOneWithThreeTimesTheBatch) {
   const auto r1 = Trainer(s1).fit(std::move(single));
   std::vector<at::Tensor> weights(3);
   std::vector<TrainSummary> results(3);
+  std::vector<Task> tasks;  // built here: task() seeds the global generator, which the rank threads share
+  for (int r = 0; r < 3; ++r) tasks.push_back(task());
   testing::run_ranks("gloo", 3, [&](ProcessGroup& g) {
-    Task t = task();
+    Task t = std::move(tasks[size_t(g.rank())]);
     auto model = t.model.ptr();
     TrainConfig s3 = quiet(three, 3);
     s3.lr = 0.1;
