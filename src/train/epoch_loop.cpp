@@ -164,6 +164,7 @@ double train_epoch(Job& j, LoopState& s) {
       if (ranks.mean_accuracy >= 0) values.emplace_back("acc1/train", ranks.mean_accuracy);
       values.emplace_back("lr", lr);
       j.logs.scalars("train", s.step, values, ranks.fields);
+      running.clear_hits();
       counted = 0;
       classification = true;
     }

@@ -36,18 +36,19 @@ class RunningLoss {
 
   struct Read {
     double step = 0;   // the step in progress: its loss sum so far
-    double hits = 0;   // top-1 hits since the previous read
+    double hits = 0;   // top-1 hits since the last clear_hits (log point)
     double epoch = 0;  // the epoch's loss sum, the step in progress not yet in it
   };
 
-  // One copy to the host; clears the hits.
-  Read read() {
+  // One copy to the host; changes nothing (a checkpoint between log points reads too).
+  Read read() const {
     at::Tensor host = sums_.to(at::kCPU);
     const double* p = ddp::detail::host_data<double>(host, "the running training loss");
-    Read r{p[0], p[1], p[2]};
-    sums_[1].zero_();
-    return r;
+    return {p[0], p[1], p[2]};
   }
+
+  // At a log point, after its read: the hits count from zero again.
+  void clear_hits() { sums_[1].zero_(); }
 
  private:
   at::Tensor sums_;

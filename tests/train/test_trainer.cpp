@@ -183,6 +183,29 @@ TEST(Trainer, TrainingAccuracyIsLoggedAtEachLogPoint) {
   EXPECT_EQ(count(log, "\"acc1/train\""), 4);
 }
 
+// A checkpoint between log points (--checkpoint-every 3, log points every 5 steps) changes no logged value:
+// the running sums it reads stay as they were.
+TEST(Trainer, CheckpointsBetweenLogPointsChangeNoLoggedValue) {
+  test::TempDir plain, saving;
+  Trainer(quiet(plain, 2)).fit(blob_task());
+  TrainConfig s = quiet(saving, 2);
+  s.checkpoint_every = 3;
+  Trainer(s).fit(blob_task());
+  auto train_lines = [](const std::string& log) {
+    std::string out;
+    std::istringstream in(log);
+    for (std::string line; std::getline(in, line);)
+      if (line.find("\"kind\":\"train\"") != std::string::npos) {
+        // without the timing fields (samples/s, communication), which differ between runs
+        out += line.substr(0, line.find("\"lr\"")) + "\n";
+      }
+    return out;
+  };
+  const std::string a = train_lines(read_file(plain / "run/metrics.jsonl"));
+  EXPECT_EQ(count(a, "acc1/train"), 4);
+  EXPECT_EQ(train_lines(read_file(saving / "run/metrics.jsonl")), a);
+}
+
 // --eval-every: evaluations within the epoch at its steps 4 and 8 of 12 (the 12th is the epoch's own),
 // each the accuracy of the model at that step, and they change nothing in the training.
 TEST(Trainer, EvaluationsWithinAnEpochSeeTheModelThenAndChangeNothing) {
