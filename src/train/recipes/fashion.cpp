@@ -93,9 +93,9 @@ Recipe make_fashion_mnist_fast(TrainConfig& cfg, ProcessGroup& group) {
 
 
 [[maybe_unused]] const bool registered =
-    register_recipe({"fashion-mnist", "FashionCNN on Fashion-MNIST (seed 004)",
+    register_recipe({"fashion-mnist", "FashionCNN (2 convolutions with BatchNorm, 3 linear layers) on Fashion-MNIST",
                      [](TrainConfig& c, int) { defaults_fashion_mnist(c); }, make_fashion_mnist}) &&
-    register_recipe({"fashion-mnist-fast", "FashionNet on Fashion-MNIST with weight averaging (the demo's)",
+    register_recipe({"fashion-mnist-fast", "FashionNet (4 small convolutions, 38k parameters) with weight averaging on Fashion-MNIST: the demo's job to 91%",
                      defaults_fashion_mnist_fast, make_fashion_mnist_fast});
 
 }  // namespace
