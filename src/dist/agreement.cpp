@@ -3,6 +3,7 @@
 #include "dist/hook_waits.h"
 #include "dist/wait_report.h"
 #include "dist/host_memory.h"
+#include "ddp/dist/launch_env.h"
 
 #include <ATen/ATen.h>
 
@@ -35,11 +36,6 @@ std::string dtype_name(int64_t code) {
     case at::kBool: return "bool";
     default: return c10::toString(static_cast<at::ScalarType>(code));
   }
-}
-
-std::string upper(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return std::toupper(ch); });
-  return s;
 }
 
 // FNV-1a over the fingerprint's bytes.
@@ -85,17 +81,12 @@ at::Tensor gather(Backend& b, const Call& c, const at::Tensor& mine) {
 }  // namespace
 
 CallCheck default_call_check(bool host_gathers) {
-  const char* names[] = {"DDP_DEBUG", "TORCH_DISTRIBUTED_DEBUG"};
-  for (const char* name : names) {
-    const char* v = std::getenv(name);
-    if (v == nullptr || *v == 0) continue;
-    const std::string level = upper(v);
-    if (level == "DETAIL") return CallCheck::kDetail;
-    if (level == "OFF") return CallCheck::kOff;
-    if (level == "INFO") break;
-    throw InvalidArgument(std::string(name) + "=" + v +
-                          ": expected OFF (ranks compare nothing before a collective), INFO (a hash of each call, "
-                          "the default) or DETAIL (each whole call)");
+  for (const launch_env::EnvVar* v : {&launch_env::kDebug, &launch_env::kTorchDebug}) {
+    const auto level = launch_env::choice(*v);
+    if (!level) continue;
+    if (*level == "DETAIL") return CallCheck::kDetail;
+    if (*level == "OFF") return CallCheck::kOff;
+    break;  // INFO
   }
   return host_gathers ? CallCheck::kHash : CallCheck::kOff;
 }

@@ -6,7 +6,7 @@
 namespace ddp {
 
 BackendChoice choose_backend(const InitOptions& opts) {
-  const auto r = detail::resolve_rendezvous(opts, detail::process_env(), is_backend_available("mpi"),
+  const auto r = detail::resolve_rendezvous(opts, launch_env::process(), is_backend_available("mpi"),
                                             is_backend_available("nccl"));
   return {r.backend, r.backend_reason};
 }

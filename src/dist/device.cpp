@@ -7,6 +7,7 @@
 
 #include "ddp/dist/errors.h"
 #include "dist/env.h"
+#include "ddp/dist/launch_env.h"
 
 namespace ddp {
 
@@ -49,10 +50,7 @@ at::Tensor to_device(const at::Tensor& t, const at::Device& device) {
 }
 
 int local_rank_from_env() {
-  const detail::EnvFn env = detail::process_env();
-  for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"})
-    if (auto v = detail::env_int(env, name)) return *v;
-  return 0;
+  return launch_env::first_count({&launch_env::kLocalRank, &launch_env::kOmpiLocalRank}).value_or(0);
 }
 
 namespace {
@@ -82,9 +80,10 @@ at::Device resolve_device(const std::string& spec, int local_rank) {
     throw Error(where + ": this ddp was built against a LibTorch without CUDA; build it against a CUDA LibTorch "
                 "(PyPI's torch wheel, or LibTorch's cu* download), or use --device cpu or auto");
   if (count == 0) {
-    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    const auto visible = launch_env::kCudaVisibleDevices.name;
+    const char* value = std::getenv(visible);
     throw Error(where + ": no GPU is visible to this process (" +
-                (visible ? "CUDA_VISIBLE_DEVICES=" + std::string(visible) + " hides them, or no NVIDIA driver answered"
+                (value ? std::string(visible) + "=" + value + " hides them, or no NVIDIA driver answered"
                          : std::string("no NVIDIA driver answered")) +
                 "); use --device cpu or auto");
   }

@@ -14,30 +14,7 @@ namespace {
 
 [[noreturn]] void bad(const std::string& what) { throw InvalidArgument("[init] " + what); }
 
-}  // namespace
-
-std::optional<int> env_int(const EnvFn& env, const std::string& name) {
-  auto v = env(name);
-  if (!v || v->empty()) return std::nullopt;
-  size_t used = 0;
-  long n = -1;
-  try {
-    n = std::stol(*v, &used);
-  } catch (...) {
-    used = 0;
-  }
-  if (used != v->size() || n < 0 || n > 1 << 30)
-    bad(name + "='" + *v + "' is not a non-negative integer (ddprun and torchrun set it)");
-  return static_cast<int>(n);
-}
-
-namespace {
-
-std::optional<int> first_int(const EnvFn& env, std::initializer_list<const char*> names) {
-  for (const char* n : names)
-    if (auto v = env_int(env, n)) return v;
-  return std::nullopt;
-}
+namespace le = launch_env;
 
 int parse_port(const std::string& text, const std::string& where) {
   size_t used = 0;
@@ -55,27 +32,17 @@ int parse_port(const std::string& text, const std::string& where) {
 Milliseconds resolve_timeout(const InitOptions& opts, const EnvFn& env) {
   if (opts.timeout.count() > 0) return opts.timeout;
   if (opts.timeout.count() < 0) bad("timeout must be positive");
-  if (auto v = env("DDP_TIMEOUT"); v && !v->empty()) {
-    char* end = nullptr;
-    double s = std::strtod(v->c_str(), &end);
-    if (end != v->c_str() + v->size() || !(s > 0) || !std::isfinite(s) || s > 1e7)
-      bad("DDP_TIMEOUT='" + *v + "' must be a positive number of seconds (at most 1e7)");
-    return Milliseconds(static_cast<int64_t>(s * 1000));
-  }
+  if (auto s = le::seconds(le::kTimeout, env)) return Milliseconds(static_cast<int64_t>(*s * 1000));
   return std::chrono::minutes(10);
 }
 
 void resolve_connect_timeout(const InitOptions& opts, const EnvFn& env, Rendezvous& r) {
-  if (auto v = env("DDP_RDZV_TIMEOUT"); v && !v->empty()) {
-    char* end = nullptr;
-    double s = std::strtod(v->c_str(), &end);
-    if (end != v->c_str() + v->size() || !(s > 0) || !std::isfinite(s) || s > 1e7)
-      bad("DDP_RDZV_TIMEOUT='" + *v + "' must be a positive number of seconds (at most 1e7)");
-    r.connect_timeout = Milliseconds(static_cast<int64_t>(s * 1000));
-    r.connect_source = "DDP_RDZV_TIMEOUT";
+  if (auto s = le::seconds(le::kRdzvTimeout, env)) {
+    r.connect_timeout = Milliseconds(static_cast<int64_t>(*s * 1000));
+    r.connect_source = le::kRdzvTimeout.name;
   } else if (r.timeout < kRdzvTimeout) {
     r.connect_timeout = r.timeout;
-    r.connect_source = opts.timeout.count() > 0 ? "InitOptions::timeout" : "DDP_TIMEOUT";
+    r.connect_source = opts.timeout.count() > 0 ? "InitOptions::timeout" : le::kTimeout.name;
   } else {
     r.connect_timeout = kRdzvTimeout;
     r.connect_source = "the first-contact deadline";
@@ -83,18 +50,10 @@ void resolve_connect_timeout(const InitOptions& opts, const EnvFn& env, Rendezvo
 }
 
 bool launched_by_mpi(const EnvFn& env) {
-  return env("OMPI_COMM_WORLD_SIZE") || env("PMI_SIZE") || env("PMIX_RANK");
+  return le::text(le::kOmpiSize, env) || le::text(le::kPmiSize, env) || le::text(le::kPmixRank, env);
 }
 
 }  // namespace
-
-EnvFn process_env() {
-  return [](const std::string& name) -> std::optional<std::string> {
-    const char* v = std::getenv(name.c_str());
-    if (!v) return std::nullopt;
-    return std::string(v);
-  };
-}
 
 Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mpi_available, bool nccl_available) {
   Rendezvous r;
@@ -104,13 +63,15 @@ Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mp
   r.backend = opts.backend;
   r.backend_reason = "InitOptions::backend \"" + opts.backend + "\"";
   if (r.backend == "auto") {
-    auto b = env("DDP_BACKEND");
-    auto why = env("DDP_BACKEND_REASON");  // ddprun's, e.g. "auto: one node, OpenMPI 4.1.4"
-    // ddprun's own auto choice for a gloo launch yields to a GPU device: the rank takes nccl.
-    const bool launcher_auto = b && *b == "gloo" && why && why->rfind("auto:", 0) == 0;
-    if (b && !b->empty() && *b != "auto" && !(launcher_auto && nccl_available && r.device.is_cuda())) {
+    const auto b = le::choice(le::kBackend, env);
+    const auto why = le::text(le::kBackendReason, env);  // the launcher's, e.g. "auto: one node, OpenMPI 4.1.4"
+    const auto on_gpu = le::choice(le::kBackendOnGpu, env);  // the launcher's choice for a rank on a GPU
+    if (on_gpu && nccl_available && r.device.is_cuda()) {
+      r.backend = *on_gpu;
+      r.backend_reason = why ? *why : std::string(le::kBackendOnGpu.name) + "=" + *on_gpu;
+    } else if (b && *b != "auto") {
       r.backend = *b;
-      r.backend_reason = why && !why->empty() ? *why : "DDP_BACKEND=" + *b;
+      r.backend_reason = why ? *why : std::string(le::kBackend.name) + "=" + *b;
     } else if (nccl_available && r.device.is_cuda()) {
       r.backend = "nccl";
       r.backend_reason = "auto: the job's device is " + r.device.str();
@@ -128,9 +89,9 @@ Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mp
 
   std::optional<int> rank, world;
   if (opts.rank >= 0) rank = opts.rank;
-  else rank = first_int(env, {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"});
+  else rank = le::first_count({&le::kRank, &le::kOmpiRank, &le::kPmiRank, &le::kSlurmProcId}, env);
   if (opts.world_size >= 0) world = opts.world_size;
-  else world = first_int(env, {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
+  else world = le::first_count({&le::kWorldSize, &le::kOmpiSize, &le::kPmiSize, &le::kSlurmNtasks}, env);
   if (world && *world < 1)  // before any check that names the world's size
     bad("world_size " + std::to_string(*world) + " must be at least 1 (InitOptions::world_size, or WORLD_SIZE: the "
         "number of ranks in the job)");
@@ -140,8 +101,8 @@ Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mp
     r.method = "store";
     if (!rank || !world) bad("with a store, pass InitOptions::rank and world_size");
   } else if (m.empty() || m == "env://") {
-    auto addr = env("MASTER_ADDR");
-    auto port = env("MASTER_PORT");
+    auto addr = le::text(le::kMasterAddr, env);
+    auto port = le::text(le::kMasterPort, env);
     if (!rank && !world && !addr && !port) {
       rank = 0;  // no launcher, no environment: a world of one
       world = 1;
@@ -158,7 +119,7 @@ Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mp
                      " (ddprun and torchrun set it)");
       r.method = "env";
       r.host = *addr;
-      r.port = parse_port(*port, "MASTER_PORT");
+      r.port = parse_port(*port, le::kMasterPort.name);
     }
   } else if (m.rfind("tcp://", 0) == 0) {
     std::string hp = m.substr(6);
@@ -194,15 +155,7 @@ Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mp
   return r;
 }
 
-double exit_linger_s() {
-  const char* v = std::getenv("DDP_EXIT_LINGER");
-  if (v == nullptr || *v == '\0') return 0;
-  char* end = nullptr;
-  const double s = std::strtod(v, &end);
-  if (end != v + std::strlen(v) || !(s >= 0) || !(s <= 60))
-    bad(std::string("DDP_EXIT_LINGER='") + v + "' must be a number of seconds in [0, 60]");
-  return s;
-}
+double exit_linger_s() { return le::seconds(le::kExitLinger).value_or(0); }
 
 void linger_before_failed_exit() {
   double s = 0;

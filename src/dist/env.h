@@ -9,13 +9,11 @@
 #include <c10/core/Device.h>
 
 #include "ddp/dist/init.h"
+#include "ddp/dist/launch_env.h"
 
 namespace ddp::detail {
 
-using EnvFn = std::function<std::optional<std::string>(const std::string&)>;
-EnvFn process_env();
-// The variable as a non-negative integer; nullopt when unset or empty. InvalidArgument naming it otherwise.
-std::optional<int> env_int(const EnvFn& env, const std::string& name);
+using launch_env::EnvFn;
 
 struct Rendezvous {
   std::string backend;   // gloo | mpi | nccl | local

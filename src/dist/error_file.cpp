@@ -13,19 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include "ddp/dist/init.h"
+#include "ddp/dist/launch_env.h"
 #include "throw_trace.h"
 
 namespace ddp {
 
 namespace {
-
-int env_int(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return -1;
-  char* end = nullptr;
-  long n = std::strtol(v, &end, 10);
-  return *end == '\0' && n >= 0 ? static_cast<int>(n) : -1;
-}
 
 bool write_whole(int fd, const std::string& text) {
   size_t done = 0;
@@ -45,8 +38,8 @@ int error_rank() {
     if (is_initialized()) return get_rank();
   } catch (...) {
   }
-  int rank = env_int("RANK");
-  return rank >= 0 ? rank : env_int("OMPI_COMM_WORLD_RANK");
+  namespace le = launch_env;
+  return le::first_valid_count({&le::kRank, &le::kOmpiRank}).value_or(-1);
 }
 
 namespace {
@@ -54,9 +47,9 @@ namespace {
 bool record(const std::string& message, int exit_code, const std::vector<std::string>& backtrace,
             int caused_by_rank = -1) {
   try {
-    const char* value = std::getenv("TORCHELASTIC_ERROR_FILE");
-    if (value == nullptr || *value == '\0') return false;
-    std::string file = value;
+    const auto value = launch_env::text(launch_env::kErrorFile);
+    if (!value) return false;
+    std::string file = *value;
     const size_t slot = file.find("{rank}");
     if (slot != std::string::npos) {
       const int rank = error_rank();

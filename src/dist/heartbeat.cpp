@@ -21,6 +21,7 @@
 
 #include "ddp/dist/errors.h"
 #include "dist/env.h"
+#include "ddp/dist/launch_env.h"
 #include "dist/message.h"
 #include "dist/wait_report.h"
 
@@ -254,26 +255,12 @@ Heartbeat::~Heartbeat() {
 
 Milliseconds resolve_heartbeat_timeout(Milliseconds option) {
   if (option.count() >= 0) return option;
-  const char* v = std::getenv("DDP_HEARTBEAT_TIMEOUT");
-  if (!v || !*v) return std::chrono::seconds(30);
-  char* end = nullptr;
-  double s = std::strtod(v, &end);
-  if (end != v + std::strlen(v) || !std::isfinite(s) || s < 0 || s > 1e7)
-    throw InvalidArgument(std::string("[init] DDP_HEARTBEAT_TIMEOUT='") + v +
-                          "' must be a number of seconds >= 0 (0 turns the heartbeat off)");
+  double s = launch_env::seconds(launch_env::kHeartbeatTimeout).value_or(30);
   if (s > 0 && s < 0.001) s = 0.001;
   return Milliseconds(static_cast<int64_t>(std::llround(s * 1000)));
 }
 
-double wait_report_interval_s() {
-  const char* v = std::getenv("DDP_WAIT_REPORT_INTERVAL");
-  if (!v || !*v) return 30;
-  char* end = nullptr;
-  double s = std::strtod(v, &end);
-  if (end != v + std::strlen(v) || !(s > 0) || !std::isfinite(s))
-    throw InvalidArgument(std::string("[init] DDP_WAIT_REPORT_INTERVAL='") + v + "' must be a positive number of seconds");
-  return s;
-}
+double wait_report_interval_s() { return launch_env::seconds(launch_env::kWaitReportInterval).value_or(30); }
 
 std::unique_ptr<BeatChannel> store_beat_channel(StorePtr store, int rank, std::string address) {
   return std::make_unique<StoreBeatChannel>(std::move(store), rank, std::move(address));

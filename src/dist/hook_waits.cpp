@@ -6,6 +6,7 @@
 
 #include "ddp/dist/errors.h"
 #include "dist/agreement.h"
+#include "ddp/dist/launch_env.h"
 
 namespace ddp::detail {
 namespace {
@@ -13,12 +14,7 @@ namespace {
 thread_local const char* current_hook = nullptr;
 
 bool from_environment() {
-  const char* v = std::getenv("DDP_CHECK_HOOK_WAITS");
-  const std::string value = v ? v : "";
-  if (value == "1") return true;
-  if (!value.empty() && value != "0")
-    throw InvalidArgument("DDP_CHECK_HOOK_WAITS=" + value +
-                          ": expected 1 (a wait for communication inside a gradient hook throws) or 0 (off)");
+  if (auto value = launch_env::choice(launch_env::kCheckHookWaits)) return *value == "1";
   return default_call_check(true) == CallCheck::kDetail;  // DDP_DEBUG (or TORCH_DISTRIBUTED_DEBUG) = DETAIL, any case
 }
 

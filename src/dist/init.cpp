@@ -19,13 +19,14 @@
 #include "dist/listen_wait.h"
 #include "dist/message.h"
 #include "dist/wait_report.h"
+#include "ddp/dist/launch_env.h"
 
 namespace ddp {
 namespace {
 
 // Under ddprun, make stdout line buffered so rank output arrives line by line.
 const bool kLineBuffered = [] {
-  if (std::getenv("DDP_LAUNCHER")) std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (launch_env::text(launch_env::kLauncher)) std::setvbuf(stdout, nullptr, _IOLBF, 0);
   return true;
 }();
 
@@ -123,7 +124,7 @@ GroupPtr with_heartbeat(GroupPtr group, const std::string& backend, Milliseconds
 }  // namespace
 
 GroupPtr create_process_group(const InitOptions& opts) {
-  auto r = detail::resolve_rendezvous(opts, detail::process_env(), is_backend_available("mpi"),
+  auto r = detail::resolve_rendezvous(opts, launch_env::process(), is_backend_available("mpi"),
                                       is_backend_available("nccl"));
   BackendOptions b;
   if (r.device.is_cuda()) b.cuda_device = r.device.index();

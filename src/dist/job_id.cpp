@@ -4,12 +4,12 @@
 
 #include "dist/error_context.h"
 #include "dist/message.h"
+#include "ddp/dist/launch_env.h"
 
 namespace ddp::detail {
 
 std::string job_id() {
-  const char* v = std::getenv("TORCHELASTIC_RUN_ID");
-  return v && *v ? std::string(v) : std::string("none");
+  return launch_env::text(launch_env::kRunId).value_or("none");
 }
 
 void check_job_id(Store& store, const Rendezvous& r) {

@@ -3,6 +3,7 @@
 
 #include "ddp/dist/errors.h"
 #include "ddp/dist/timeline.h"
+#include "ddp/dist/launch_env.h"
 
 #include <algorithm>
 #include <chrono>
@@ -184,13 +185,7 @@ void Promise::set_error(std::exception_ptr error) {
 
 bool sequencer_enabled() {
   static const bool on = [] {
-    const char* v = std::getenv("DDP_CONTINUATIONS");
-    const std::string value = v ? v : "";
-    if (value.empty() || value == "sequencer") return true;
-    if (value == "waiter") return false;
-    throw InvalidArgument("DDP_CONTINUATIONS=" + value +
-                          ": expected 'sequencer' (the default: continuations run when their Work completes) or "
-                          "'waiter' (they run on the first thread that waits)");
+    return launch_env::choice(launch_env::kContinuations).value_or("sequencer") == "sequencer";
   }();
   return on;
 }

@@ -15,6 +15,7 @@
 #include "ddp/dist/errors.h"
 #include "dist/atomic_file.h"
 #include "dist/timeline_files.h"
+#include "ddp/dist/launch_env.h"
 
 namespace ddp::timeline {
 
@@ -60,9 +61,8 @@ Buffer& my_buffer() {
 }
 
 int env_rank() {
-  for (const char* name : {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"})
-    if (const char* v = std::getenv(name); v && *v) return std::max(0, std::atoi(v));
-  return 0;
+  namespace le = launch_env;
+  return le::first_valid_count({&le::kRank, &le::kOmpiRank, &le::kPmiRank}).value_or(0);
 }
 
 void flush_at_exit() {
@@ -75,8 +75,7 @@ void flush_at_exit() {
 
 // DDP_TIMELINE=FILE: on from load time.
 const bool g_from_env = [] {
-  const char* path = std::getenv("DDP_TIMELINE");
-  if (path && *path) start(path);
+  if (auto path = launch_env::text(launch_env::kTimeline)) start(*path);
   return true;
 }();
 

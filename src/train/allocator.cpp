@@ -4,7 +4,10 @@
 
 #include <climits>
 #include <cstdlib>
+#include <optional>
 #include <string_view>
+
+#include "ddp/dist/launch_env.h"
 
 namespace ddp::train {
 namespace {
@@ -13,21 +16,16 @@ namespace {
 constexpr int kMmapThreshold = 32 << 20;
 constexpr int kTrimThreshold = INT_MAX;  // ~2 GiB: mallopt takes an int
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
 
 }  // namespace
 
 AllocatorTuning keep_freed_memory() {
   AllocatorTuning t;
-  const std::string choice = env("DDP_MALLOC");
-  if (choice == "system") {
+  if (launch_env::choice(launch_env::kMalloc) == std::optional<std::string>("system")) {
     t.description = "malloc: glibc's defaults (DDP_MALLOC=system)";
     return t;
   }
-  const std::string tunables = env("GLIBC_TUNABLES");
+  const std::string tunables = launch_env::text(launch_env::kGlibcTunables).value_or("");
   for (std::string_view name : {"glibc.malloc.mmap_threshold", "glibc.malloc.trim_threshold", "glibc.malloc.mmap_max"}) {
     if (tunables.find(name) != std::string::npos) {
       t.description = "malloc: as GLIBC_TUNABLES sets it (" + tunables + ")";

@@ -9,11 +9,13 @@
 #include <cctype>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "ddp/errors.h"
 #include "ddp/train/machine.h"
+#include "ddp/dist/launch_env.h"
 
 namespace ddp::train {
 
@@ -55,9 +57,10 @@ Bf16Support bf16_support(const std::string& cpu_flags, const std::string& onednn
 
 namespace {
 
-const char* onednn_max_isa() {
-  const char* isa = std::getenv("ONEDNN_MAX_CPU_ISA");
-  return isa ? isa : std::getenv("DNNL_MAX_CPU_ISA");
+std::optional<std::string> onednn_max_isa() {
+  namespace le = launch_env;
+  const auto isa = le::text(le::kOnednnMaxCpuIsa);
+  return isa ? isa : le::text(le::kDnnlMaxCpuIsa);
 }
 
 // oneDNN 2.x (LibTorch 1.13's) has bfloat16 convolutions from AVX512_CORE up, but
@@ -67,10 +70,10 @@ const char* onednn_max_isa() {
 void avoid_capped_onednn_for_bf16() {
   static std::once_flag once;
   std::call_once(once, [] {
-    const char* isa = onednn_max_isa();
+    const auto isa = onednn_max_isa();
     if (!isa) return;
     static const std::set<std::string> below = {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2"};
-    if (below.count(upper(isa))) at::globalContext().setUserEnabledMkldnn(false);
+    if (below.count(upper(*isa))) at::globalContext().setUserEnabledMkldnn(false);
   });
 }
 
@@ -79,8 +82,7 @@ void avoid_capped_onednn_for_bf16() {
 Bf16Support bf16_support() {
   std::string flags;
   for (const auto& f : cpu_info().flags) flags += f + " ";
-  const char* isa = onednn_max_isa();
-  return bf16_support(flags, isa ? isa : "");
+  return bf16_support(flags, onednn_max_isa().value_or(""));
 }
 
 PrecisionChoice choose_precision(const std::string& name, const Bf16Support& cpu, const std::string& flag) {

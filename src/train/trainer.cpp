@@ -20,6 +20,7 @@
 #include "config/agreement.h"
 #include "fit_parts.h"
 #include "trainer_job.h"
+#include "ddp/dist/launch_env.h"
 
 namespace ddp::train {
 namespace {
@@ -247,9 +248,9 @@ TrainSummary Trainer::fit(Task task) {
   const detail::StopSignalHandler on_sigterm;
   Job j;
   j.logs.console().set_leader(t.group->rank() == 0);
-  if (const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT"); restarts && std::atoi(restarts) > 0) {
+  if (const int restarts = launch_env::count(launch_env::kRestartCount).value_or(0); restarts > 0) {
     if (!t.cfg.resume)
-      j.logs.console().rank_message(std::string("restart ") + restarts +
+      j.logs.console().rank_message("restart " + std::to_string(restarts) +
                                     " by the launcher: resuming from the latest checkpoint");
     t.cfg.resume = true;
   }

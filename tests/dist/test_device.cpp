@@ -88,6 +88,7 @@ TEST(Device, AutoBackendFollowsTheDevice) {
   // ddprun's auto launch for a node with GPUs: a CPU rank keeps gloo; a GPU rank takes nccl where usable.
   auto launched = [](const std::string& k) -> std::optional<std::string> {
     if (k == "DDP_BACKEND") return std::string("gloo");
+    if (k == "DDP_BACKEND_ON_GPU") return std::string("nccl");
     if (k == "DDP_BACKEND_REASON") return std::string("auto: 1 GPU on this node: a rank on a GPU takes nccl, one on the CPU gloo");
     return std::nullopt;
   };

@@ -24,7 +24,7 @@ MpiProbe usable() {
 
 TEST(BackendChoice, AutoPicksMpiOnOneNodeWithOpenMpi) {
   Options o;
-  BackendChoice c = choose_backend(o, usable());
+  LaunchBackend c = choose_backend(o, usable());
   EXPECT_EQ(c.backend, Backend::Mpi);
   EXPECT_EQ(c.reason, "auto: one node, OpenMPI 4.1.4");
   EXPECT_EQ(c.error, "");
@@ -36,7 +36,7 @@ TEST(BackendChoice, AutoPicksMpiOnOneNodeWithOpenMpi) {
 TEST(BackendChoice, AutoPicksGlooWithoutMpirun) {
   MpiProbe p = usable();
   p.mpirun_found = false;
-  BackendChoice c = choose_backend(Options(), p);
+  LaunchBackend c = choose_backend(Options(), p);
   EXPECT_EQ(c.backend, Backend::Gloo);
   EXPECT_EQ(c.reason, "auto: mpirun not found on PATH (apt-get install openmpi-bin for the faster mpi backend)");
 }
@@ -44,7 +44,7 @@ TEST(BackendChoice, AutoPicksGlooWithoutMpirun) {
 TEST(BackendChoice, AutoPicksGlooWithoutTheMpiBackend) {
   MpiProbe p = usable();
   p.built = false;
-  BackendChoice c = choose_backend(Options(), p);
+  LaunchBackend c = choose_backend(Options(), p);
   EXPECT_EQ(c.backend, Backend::Gloo);
   EXPECT_EQ(c.reason, "auto: this build has no mpi backend");
 }
@@ -52,7 +52,7 @@ TEST(BackendChoice, AutoPicksGlooWithoutTheMpiBackend) {
 TEST(BackendChoice, AutoPicksGlooForAProgramWithoutDdp) {
   MpiProbe p = usable();
   p.program_links_ddp = false;  // e.g. python3 or a shell script: they read RANK, which mpirun cannot set per rank
-  BackendChoice c = choose_backend(Options(), p);
+  LaunchBackend c = choose_backend(Options(), p);
   EXPECT_EQ(c.backend, Backend::Gloo);
   EXPECT_EQ(c.reason, "auto: the program does not link ddp (a libddp_* library), so only RANK/MASTER_ADDR can reach it");
 }
@@ -60,7 +60,7 @@ TEST(BackendChoice, AutoPicksGlooForAProgramWithoutDdp) {
 TEST(BackendChoice, AutoPicksGlooAcrossNodes) {
   Options o;
   o.nnodes = 2;
-  BackendChoice c = choose_backend(o, usable());
+  LaunchBackend c = choose_backend(o, usable());
   EXPECT_EQ(c.backend, Backend::Gloo);
   EXPECT_EQ(c.reason, "auto: 2 nodes: across hosts mpirun needs its own launch agent (ssh); gloo needs only TCP");
   Options e;
@@ -76,9 +76,10 @@ TEST(BackendChoice, AutoLaunchesForNcclOnANodeWithGpus) {
   MpiProbe p = usable();
   p.nccl_built = true;
   p.gpus = 2;
-  BackendChoice c = choose_backend(Options(), p);
+  LaunchBackend c = choose_backend(Options(), p);
   EXPECT_EQ(c.backend, Backend::Gloo);  // gloo's launch: the store nccl meets on; the rank's device decides
   EXPECT_EQ(c.reason, "auto: 2 GPUs on this node: a rank on a GPU takes nccl, one on the CPU gloo");
+  EXPECT_EQ(c.on_gpu, Backend::Nccl);  // exported as DDP_BACKEND_ON_GPU: the rank's device decides
   p.nccl_built = false;  // Debian's LibTorch: no nccl to take
   EXPECT_EQ(choose_backend(Options(), p).backend, Backend::Mpi);
   p.nccl_built = true;
@@ -89,12 +90,17 @@ TEST(BackendChoice, AutoLaunchesForNcclOnANodeWithGpus) {
   c = choose_backend(o, usable());
   EXPECT_EQ(c.backend, Backend::Nccl);
   EXPECT_EQ(c.reason, "--backend nccl");
+  EXPECT_EQ(c.on_gpu, Backend::Auto);
+  o.backend = Backend::Gloo;  // the user's gloo is kept on a GPU too
+  EXPECT_EQ(choose_backend(o, p).on_gpu, Backend::Auto);
+  p.inherited = "gloo";  // so is an inherited DDP_BACKEND=gloo
+  EXPECT_EQ(choose_backend(Options(), p).on_gpu, Backend::Auto);
 }
 
 TEST(BackendChoice, GivenBackendIsKept) {
   Options o;
   o.backend = Backend::Gloo;
-  BackendChoice c = choose_backend(o, usable());
+  LaunchBackend c = choose_backend(o, usable());
   EXPECT_EQ(c.backend, Backend::Gloo);
   EXPECT_EQ(c.reason, "--backend gloo");
   o.backend = Backend::Mpi;
@@ -107,7 +113,7 @@ TEST(BackendChoice, GivenBackendIsKept) {
 TEST(BackendChoice, InheritedDdpBackendWinsOverAuto) {
   MpiProbe p = usable();
   p.inherited = "gloo";
-  BackendChoice c = choose_backend(Options(), p);
+  LaunchBackend c = choose_backend(Options(), p);
   EXPECT_EQ(c.backend, Backend::Gloo);
   EXPECT_EQ(c.reason, "DDP_BACKEND=gloo in the environment");
   p = MpiProbe();

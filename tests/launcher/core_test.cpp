@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "ddp/dist/launch_env.h"
 #include "line_splitter.h"
 #include "mpi_launch.h"
 #include "mpi_output.h"
@@ -212,6 +213,30 @@ TEST(MpiLaunch, MpirunCommandLine) {
   EXPECT_EQ(std::count(argv.begin(), argv.end(), "--allow-run-as-root"), 0);
 }
 
+// Every variable ddprun gives a rank (or mpirun) is declared in the launcher's contract as ddprun's.
+TEST(RankEnv, EveryVariableSetIsDeclaredAsDdprunsOwn) {
+  namespace le = ddp::launch_env;
+  Options o;
+  o.backend = Backend::Gloo;
+  o.backend_on_gpu = Backend::Nccl;
+  o.backend_reason = "auto: 1 GPU on this node";
+  o.timeout = "60";
+  o.rdzv_timeout = "90";
+  std::vector<std::string> names;
+  for (const auto& kv : rank_env_vars(o, 4000, {}, 2, 0)) names.push_back(kv.first);
+  for (const auto& kv : elastic_env_vars(o, 1)) names.push_back(kv.first);
+  const std::vector<std::string> argv = build_mpirun_argv(o, "mpirun", "/bin/prog", false);
+  for (size_t i = 0; i + 1 < argv.size(); ++i)
+    if (argv[i] == "-x") names.push_back(argv[i + 1]);
+  EXPECT_NE(std::find(names.begin(), names.end(), "DDP_BACKEND_ON_GPU"), names.end());
+  EXPECT_GE(names.size(), 40u);
+  for (const std::string& name : names) {
+    const le::EnvVar* v = le::find(name);
+    ASSERT_NE(v, nullptr) << name << " is not declared in include/ddp/dist/launch_env.h";
+    EXPECT_TRUE(v->set_by & le::kDdprun) << name << " is not declared as set by ddprun";
+  }
+}
+
 TEST(RankEnv, VariablesOfEachRank) {
   Options o;
   o.nproc_per_node = 4;
@@ -229,7 +254,7 @@ TEST(RankEnv, VariablesOfEachRank) {
   EXPECT_EQ(env, expected);
   o.timeout = "7.5";
   o.rdzv_timeout = "900";
-  o.heartbeat_timeout = "0";
+  o.heartbeat_timeout_s = 0;
   env = merge_env(base, rank_env_vars(o, 4000, base, 16, 3));
   expected.back() = "DDP_HEARTBEAT_TIMEOUT=0";
   expected.push_back("DDP_TIMEOUT=7.5");

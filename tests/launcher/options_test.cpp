@@ -122,9 +122,9 @@ TEST(Options, Help) {
 TEST(Options, InheritedHeartbeatTimeoutIsChecked) {
   for (const char* bad : {"nan", "inf", "-1", "abc"}) {
     ::setenv("DDP_HEARTBEAT_TIMEOUT", bad, 1);
-    EXPECT_EQ(parse_error({"prog"}), std::string("invalid value '") + bad +
-                                         "' in the environment's DDP_HEARTBEAT_TIMEOUT: expected a number of seconds "
-                                         ">= 0 (0 turns the heartbeat off); unset it or give --heartbeat-timeout");
+    EXPECT_EQ(parse_error({"prog"}), std::string("in the environment: DDP_HEARTBEAT_TIMEOUT='") + bad +
+                                         "' must be a number of seconds >= 0 (at most 1e7; 0 turns the heartbeat "
+                                         "off); unset it or give --heartbeat-timeout");
     ParseOutcome given = parse({"--heartbeat-timeout", "3", "prog"});
     EXPECT_EQ(given.kind, ParseOutcome::kRun) << given.error;
     EXPECT_EQ(given.options.heartbeat_timeout_s, 3);
@@ -170,11 +170,9 @@ TEST(Options, BadNumbers) {
 TEST(Options, Timeouts) {
   Options o = parse_ok({"prog"});
   EXPECT_EQ(o.timeout, "");
-  EXPECT_EQ(o.heartbeat_timeout, "30");
   EXPECT_DOUBLE_EQ(o.heartbeat_timeout_s, 30.0);
   o = parse_ok({"--timeout", "90", "--heartbeat-timeout=2.5", "prog"});
   EXPECT_EQ(o.timeout, "90");
-  EXPECT_EQ(o.heartbeat_timeout, "2.5");
   EXPECT_DOUBLE_EQ(o.heartbeat_timeout_s, 2.5);
   o = parse_ok({"--timeout=0.5", "--heartbeat_timeout", "0", "prog"});
   EXPECT_EQ(o.timeout, "0.5");

@@ -17,6 +17,7 @@
 #include "bench.h"
 #include "ddp/dist.h"
 #include "ddp/train/machine.h"
+#include "ddp/dist/launch_env.h"
 
 namespace ddp::bench {
 
@@ -119,14 +120,15 @@ int run_collectives(const Options& o) {
   if (o.raw_c10d) {
     // One store for both: ours rendezvous on it, the raw peer under a prefix.
     if (o.backend != "gloo") throw std::invalid_argument("--raw-c10d needs --backend gloo");
-    auto env = [](const char* n) {
-      const char* v = std::getenv(n);
-      if (!v) throw std::invalid_argument(std::string("--raw-c10d runs under ddprun: ") + n + " is not set");
-      return std::string(v);
+    namespace le = launch_env;
+    auto need = [](auto value, const le::EnvVar& v) {
+      if (!value) throw std::invalid_argument(std::string("--raw-c10d runs under ddprun: ") + v.name + " is not set");
+      return *value;
     };
-    init.rank = std::stoi(env("RANK"));
-    init.world_size = std::stoi(env("WORLD_SIZE"));
-    init.store = make_tcp_store(env("MASTER_ADDR"), std::stoi(env("MASTER_PORT")), init.rank == 0, init.world_size,
+    init.rank = need(le::count(le::kRank), le::kRank);
+    init.world_size = need(le::count(le::kWorldSize), le::kWorldSize);
+    init.store = make_tcp_store(need(le::text(le::kMasterAddr), le::kMasterAddr),
+                                need(le::count(le::kMasterPort), le::kMasterPort), init.rank == 0, init.world_size,
                                 std::chrono::minutes(2));
   }
 #endif

@@ -23,6 +23,7 @@
 #include "ddp/train/recipe.h"
 #include "ddp/train/trainer.h"
 #include "report_command.h"
+#include "ddp/dist/launch_env.h"
 
 namespace {
 // Messages already naming the tool are printed once.
@@ -35,8 +36,7 @@ const char* strip(const char* what) {
 std::string rank_label() { return std::to_string(std::max(0, ddp::error_rank())); }
 // The world the recipe's defaults are resolved for: the launcher's, else 1.
 int launcher_world_size() {
-  const char* env = std::getenv("WORLD_SIZE");
-  return env && *env ? std::max(1, std::atoi(env)) : 1;
+  return std::max(1, ddp::launch_env::first_valid_count({&ddp::launch_env::kWorldSize}).value_or(1));
 }
 // `ddp-train report ...`: no ranks, so its errors are "ddp-train report: <what>" (exit 2 for bad arguments).
 int report(int argc, char** argv) {

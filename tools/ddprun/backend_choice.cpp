@@ -9,18 +9,19 @@
 #include <vector>
 
 #include "program_lookup.h"
+#include "ddp/dist/launch_env.h"
 
 namespace ddprun {
 
-BackendChoice choose_backend(const Options& o, const MpiProbe& p) {
-  BackendChoice c;
+LaunchBackend choose_backend(const Options& o, const MpiProbe& p) {
+  LaunchBackend c;
   const bool several_nodes = o.rdzv_backend == Rdzv::kC10d || o.nnodes > 1;
   if (o.backend != Backend::Auto) {
     c.backend = o.backend;
     c.reason = std::string("--backend ") + backend_name(o.backend);
   } else if (p.inherited == "gloo" || p.inherited == "mpi") {
     c.backend = p.inherited == "mpi" ? Backend::Mpi : Backend::Gloo;
-    c.reason = "DDP_BACKEND=" + p.inherited + " in the environment";
+    c.reason = std::string(ddp::launch_env::kBackend.name) + "=" + p.inherited + " in the environment";
     if (c.backend == Backend::Mpi && several_nodes)
       c.error = "DDP_BACKEND=mpi in the environment, but ddprun's mpi mode runs one node only (this job has " +
                 std::string(o.rdzv_backend == Rdzv::kC10d ? "the c10d rendezvous" : "--nnodes " + std::to_string(o.nnodes)) +
@@ -43,6 +44,8 @@ BackendChoice choose_backend(const Options& o, const MpiProbe& p) {
     c.backend = Backend::Mpi;
     c.reason = "auto: one node, " + (p.version.empty() ? std::string("mpirun found") : p.version);
   }
+  const bool auto_gloo = o.backend == Backend::Auto && p.inherited != "gloo" && p.inherited != "mpi";
+  if (auto_gloo && c.backend == Backend::Gloo) c.on_gpu = Backend::Nccl;
   return c;
 }
 
@@ -98,8 +101,8 @@ std::string mpirun_version(const std::string& mpirun) {
 
 // NVIDIA's device files, as the driver makes them; CUDA_VISIBLE_DEVICES="" or -1 hides them all.
 [[maybe_unused]] int count_gpus() {
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  if (visible && (std::string(visible).empty() || std::string(visible) == "-1")) return 0;
+  const auto visible = ddp::launch_env::process()(ddp::launch_env::kCudaVisibleDevices.name);
+  if (visible && (visible->empty() || *visible == "-1")) return 0;
   int n = 0;
   while (n < 64 && access(("/dev/nvidia" + std::to_string(n)).c_str(), F_OK) == 0) ++n;
   return n;
@@ -112,7 +115,7 @@ MpiProbe probe_mpi(const Options& options, const std::string& program_path) {
 #ifdef DDP_HAVE_MPI
   p.built = true;
 #endif
-  if (const char* env = std::getenv("DDP_BACKEND")) p.inherited = env;
+  p.inherited = ddp::launch_env::text(ddp::launch_env::kBackend).value_or("");
   if (options.backend != Backend::Auto) return p;
 #ifdef DDP_HAVE_NCCL
   p.nccl_built = true;

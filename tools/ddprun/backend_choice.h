@@ -19,18 +19,18 @@ struct MpiProbe {
   int gpus = 0;                 // NVIDIA GPUs on this node (/dev/nvidiaN), 0 when CUDA_VISIBLE_DEVICES hides them
 };
 
-struct BackendChoice {
+struct LaunchBackend {
   Backend backend = Backend::Gloo;
+  Backend on_gpu = Backend::Auto;  // auto's gloo launch: a rank whose device is a GPU takes nccl (Auto: no such rule)
   std::string reason;  // "auto: one node, OpenMPI 4.1.4"; "--backend gloo" when given
   std::string error;   // non-empty: the choice cannot run (one line, for report())
 };
 
 // The rule. --backend gloo|mpi|nccl is kept. auto: an inherited DDP_BACKEND=gloo|mpi is
 // kept; else gloo for several nodes, the c10d rendezvous, a program that is not a
-// ddp binary, a node with GPUs and an nccl build (each rank on a GPU then takes nccl:
-// the reason starts "auto:", which InitOptions' device rule may override), or no
-// usable OpenMPI; else mpi.
-BackendChoice choose_backend(const Options& options, const MpiProbe& probe);
+// ddp binary, a node with GPUs and an nccl build, or no usable OpenMPI; else mpi. Auto's
+// gloo launches say that a rank on a GPU takes nccl (on_gpu, exported as DDP_BACKEND_ON_GPU).
+LaunchBackend choose_backend(const Options& options, const MpiProbe& probe);
 
 // Looks at PATH (mpirun and its --version), the program's ELF dependencies
 // and DDP_BACKEND. Runs mpirun --version only when the rule may pick mpi.

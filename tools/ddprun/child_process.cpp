@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "signals.h"
+#include "ddp/dist/launch_env.h"
 
 namespace ddprun {
 
@@ -147,7 +148,7 @@ std::vector<std::pair<pid_t, char>> child_states_of(pid_t parent) {
 
 int mpi_rank_of(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/environ");
-  const std::string key = "OMPI_COMM_WORLD_RANK=";
+  const std::string key = std::string(ddp::launch_env::kOmpiRank.name) + "=";
   for (std::string entry; std::getline(in, entry, '\0');) {
     if (entry.compare(0, key.size(), key) != 0) continue;
     char* end = nullptr;

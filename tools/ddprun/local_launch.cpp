@@ -16,6 +16,7 @@
 #include "signals.h"
 #include "summary.h"
 #include "supervisor.h"
+#include "ddp/dist/launch_env.h"
 
 namespace ddprun {
 
@@ -67,10 +68,10 @@ class RankLines : public LineHandler {
 // stdout is a pipe, so they cannot tell; with the hint their progress lines are redrawn in place (on_partial).
 std::vector<std::pair<std::string, std::string>> tty_hint(size_t prefix_width) {
   if (!::isatty(STDOUT_FILENO)) return {};
-  std::vector<std::pair<std::string, std::string>> vars = {{"DDP_TTY", "1"}};
+  std::vector<std::pair<std::string, std::string>> vars = {{ddp::launch_env::kTty.name, "1"}};
   struct winsize ws {};
   if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > prefix_width + 20)
-    vars.emplace_back("COLUMNS", std::to_string(ws.ws_col - prefix_width));
+    vars.emplace_back(ddp::launch_env::kColumns.name, std::to_string(ws.ws_col - prefix_width));
   return vars;
 }
 
@@ -112,8 +113,8 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
     }
     auto vars = rank_env_vars(options, master_port, base, cpus, local);
     vars.insert(vars.end(), elastic.begin(), elastic.end());
-    vars.emplace_back("ROLE_RANK", std::to_string(rank));
-    vars.emplace_back("TORCHELASTIC_ERROR_FILE", error_dir->file_for_rank(rank));
+    vars.emplace_back(ddp::launch_env::kRoleRank.name, std::to_string(rank));
+    vars.emplace_back(ddp::launch_env::kErrorFile.name, error_dir->file_for_rank(rank));
     for (const auto& kv : tty_hint(extras.prefix_output ? rank_prefix(rank).size() : 0)) vars.push_back(kv);
     for (const auto& kv : extras.env) {
       vars.erase(std::remove_if(vars.begin(), vars.end(), [&](const auto& v) { return v.first == kv.first; }),

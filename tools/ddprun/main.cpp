@@ -19,6 +19,7 @@
 #include "program_lookup.h"
 #include "rank_env.h"
 #include "dist/timeline_files.h"
+#include "ddp/dist/launch_env.h"
 
 using namespace ddprun;
 
@@ -57,8 +58,9 @@ int prepare_master_port(Options& options) {
 
 // DDP_TIMELINE=FILE reached the ranks: join the rank files this node's ranks wrote.
 int merge_timeline_at_end(const Options& options, int exit_code) {
-  const char* path = std::getenv("DDP_TIMELINE");
-  if (path == nullptr || *path == '\0') return exit_code;
+  const auto timeline = ddp::launch_env::text(ddp::launch_env::kTimeline);
+  if (!timeline) return exit_code;
+  const char* path = timeline->c_str();
   std::string error;
   const int world = options.world_size > 0 ? options.world_size : options.nnodes_max * options.nproc_per_node;
   const int ranks = ddp::timeline_files::merge(path, world, &error);
@@ -94,7 +96,7 @@ int main(int argc, char** argv) {
   }
 
   // --backend auto: resolved here, said on the first line, exported to the ranks.
-  const BackendChoice choice = choose_backend(options, probe_mpi(options, program.path));
+  const LaunchBackend choice = choose_backend(options, probe_mpi(options, program.path));
   if (!choice.error.empty()) {
     report(choice.error);
     return 2;
@@ -103,6 +105,7 @@ int main(int argc, char** argv) {
     report(std::string("backend ") + backend_name(choice.backend) + " (" + choice.reason + ")");
   options.backend = choice.backend;
   options.backend_reason = choice.reason;
+  options.backend_on_gpu = choice.on_gpu;
 
   std::string mpirun_path;
   if (options.backend == Backend::Mpi) {

@@ -17,14 +17,17 @@
 #include "signals.h"
 #include "summary.h"
 #include "supervisor.h"
+#include "ddp/dist/launch_env.h"
 
 namespace ddprun {
 
+namespace le = ddp::launch_env;
+
 const std::vector<std::string>& mpi_exported_vars() {
-  static const std::vector<std::string> vars = {"OMP_NUM_THREADS", "DDP_BACKEND", "DDP_LAUNCHER",
-                                                "LOCAL_WORLD_SIZE", "WORLD_SIZE", "GROUP_RANK",
-                                                "MASTER_ADDR", "MASTER_PORT", "DDP_HEARTBEAT_TIMEOUT",
-                                                "DDP_EXIT_LINGER"};
+  static const std::vector<std::string> vars = {
+      le::kOmpNumThreads.name, le::kBackend.name,       le::kLauncher.name,         le::kLocalWorldSize.name,
+      le::kWorldSize.name,     le::kGroupRank.name,     le::kMasterAddr.name,       le::kMasterPort.name,
+      le::kHeartbeatTimeout.name, le::kExitLinger.name};
   return vars;
 }
 
@@ -34,14 +37,12 @@ std::vector<std::string> build_mpirun_argv(const Options& options, const std::st
                                    "--oversubscribe", "--bind-to", "none", "--tag-output"};
   if (as_root) argv.push_back("--allow-run-as-root");
   std::vector<std::string> vars = mpi_exported_vars();
-  if (!options.timeout.empty()) vars.push_back("DDP_TIMEOUT");
-  if (!options.rdzv_timeout.empty()) vars.push_back("DDP_RDZV_TIMEOUT");
-  if (!options.backend_reason.empty()) vars.push_back("DDP_BACKEND_REASON");
-  vars.push_back("TORCHELASTIC_ERROR_FILE");
-  vars.push_back("DDP_TTY");
-  for (const char* var : {"TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
-                          "ROLE_NAME", "ROLE_WORLD_SIZE", "GROUP_WORLD_SIZE"})
-    vars.push_back(var);
+  if (!options.timeout.empty()) vars.push_back(le::kTimeout.name);
+  if (!options.rdzv_timeout.empty()) vars.push_back(le::kRdzvTimeout.name);
+  if (!options.backend_reason.empty()) vars.push_back(le::kBackendReason.name);
+  for (const le::EnvVar* var : {&le::kErrorFile, &le::kTty, &le::kRestartCount, &le::kMaxRestarts, &le::kRunId,
+                                &le::kRoleName, &le::kRoleWorldSize, &le::kGroupWorldSize})
+    vars.push_back(var->name);
   for (const std::string& var : vars) {
     argv.push_back("-x");
     argv.push_back(var);
@@ -137,7 +138,7 @@ AttemptOutcome run_mpi(const Options& options, const std::string& mpirun_path, c
   vars.insert(vars.end(), elastic.begin(), elastic.end());
   // mpirun gives its ranks pseudo-terminals but tags their output per chunk: a line redrawn with '\r' would
   // come out garbled, so the ranks print plain lines (DDP_TTY=0; ddp-train's Progress reads it).
-  vars.emplace_back("DDP_TTY", "0");
+  vars.emplace_back(le::kTty.name, "0");
   RankLogs logs(options, attempt.restart_count);
   if (!logs.error().empty()) report("warning: " + logs.error() + "; the ranks' lines go to the console only");
   for (int rank = 0; rank < options.nproc_per_node; ++rank) logs.open_rank(rank);
@@ -147,22 +148,22 @@ AttemptOutcome run_mpi(const Options& options, const std::string& mpirun_path, c
   if (!logs.attempt_dir().empty()) error_dir.emplace(logs.attempt_dir());
   else error_dir.emplace();
   if (!error_dir->error().empty()) report("warning: " + error_dir->error() + "; the summary cannot name the first error");
-  vars.emplace_back("TORCHELASTIC_ERROR_FILE", error_dir->rank_template());
+  vars.emplace_back(le::kErrorFile.name, error_dir->rank_template());
   // mpirun's kill pause off: when a rank dies, mpirun ends the others at once instead of after 1 + 1 s, and names
   // the dead rank sooner. A rank that exits non-zero waits kExitLinger s first (the ddp runtime reads
   // DDP_EXIT_LINGER), so that peers failing alike record their own errors and preempted peers finish. A value the
   // user set wins.
-  if (!find_env(base, "OMPI_MCA_odls_base_sigkill_timeout", nullptr)) vars.emplace_back("OMPI_MCA_odls_base_sigkill_timeout", "0");
-  if (!find_env(base, "DDP_EXIT_LINGER", nullptr)) vars.emplace_back("DDP_EXIT_LINGER", kExitLinger);
+  if (!find_env(base, le::kOmpiSigkillTimeout.name, nullptr)) vars.emplace_back(le::kOmpiSigkillTimeout.name, "0");
+  if (!find_env(base, le::kExitLinger.name, nullptr)) vars.emplace_back(le::kExitLinger.name, kExitLinger);
   if (as_root) {
-    vars.emplace_back("OMPI_ALLOW_RUN_AS_ROOT", "1");
-    vars.emplace_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    vars.emplace_back(le::kOmpiAllowRoot.name, "1");
+    vars.emplace_back(le::kOmpiAllowRootConfirm.name, "1");
   }
 
   ManagedChild mpirun;
   mpirun.spec.exec_path = mpirun_path;
   mpirun.spec.argv = build_mpirun_argv(options, mpirun_path, program_path, as_root);
-  mpirun.spec.env = merge_env(base, vars, {"RANK", "LOCAL_RANK"});
+  mpirun.spec.env = merge_env(base, vars, {le::kRank.name, le::kLocalRank.name});
   mpirun.spec.label = "mpirun";
   mpirun.signal_group = false;  // stop signals go to its ranks; mpirun ends when they have
   mpirun.spec.death_signal = SIGTERM;  // if ddprun dies, mpirun stops its ranks and exits

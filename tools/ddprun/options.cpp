@@ -2,6 +2,7 @@
 // "--flag value" or "--flag=value"); the first argument that is not an option
 // (or everything after "--") is the program and its arguments.
 #include "options.h"
+#include "ddp/dist/launch_env.h"
 
 #include <CLI/CLI.hpp>
 
@@ -224,7 +225,6 @@ void define(CLI::App& app, Options& o, int online_cpus, Given* given) {
              [&o](auto& v) {
                if (!parse_seconds(v, &o.heartbeat_timeout_s))
                  throw invalid("--heartbeat-timeout", v, "expected a number of seconds >= 0 (0 disables; e.g. 30)");
-               o.heartbeat_timeout = v;
              });
   value_flag(app, "--rdzv-id,--rdzv_id",
              "job id, exported as TORCHELASTIC_RUN_ID; ranks refuse a store of another job [default: random "
@@ -328,15 +328,11 @@ ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus
   define(app, out.options, online_cpus, &given);
   // Without --heartbeat-timeout, an inherited DDP_HEARTBEAT_TIMEOUT (a valid one) is kept, for the ranks and for
   // ddprun's own stopped-rank check, as DDP_TIMEOUT is without --timeout.
+  namespace le = ddp::launch_env;
   std::string bad_heartbeat_env;  // refused below unless --heartbeat-timeout replaces it
-  if (const char* env = std::getenv("DDP_HEARTBEAT_TIMEOUT"); env != nullptr && *env != '\0') {
-    double s = 0;
-    if (parse_seconds(env, &s)) {
-      out.options.heartbeat_timeout_s = s;
-      out.options.heartbeat_timeout = env;
-    } else {
-      bad_heartbeat_env = env;
-    }
+  if (auto env = le::text(le::kHeartbeatTimeout)) {
+    bad_heartbeat_env = le::problem(le::kHeartbeatTimeout, *env);
+    if (bad_heartbeat_env.empty()) out.options.heartbeat_timeout_s = le::parse_seconds(le::kHeartbeatTimeout, *env);
   }
   // "--flag=" gives the flag an empty value (CLI11 would take the next argument).
   std::vector<std::string> ours = args;
@@ -362,8 +358,7 @@ ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus
   }
 
   if (!bad_heartbeat_env.empty() && app.count("--heartbeat-timeout") == 0)
-    return fail("invalid value '" + bad_heartbeat_env + "' in the environment's DDP_HEARTBEAT_TIMEOUT: expected a "
-                "number of seconds >= 0 (0 turns the heartbeat off); unset it or give --heartbeat-timeout");
+    return fail("in the environment: " + bad_heartbeat_env + "; unset it or give --heartbeat-timeout");
 
   // What CLI11 did not take: ["--"] program args..., or an unknown option first.
   std::vector<std::string> rest = app.remaining();

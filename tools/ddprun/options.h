@@ -27,10 +27,12 @@ struct Options {
   int master_port = 29500;
   bool standalone = false;
   bool oversubscribe = false;
-  std::string rdzv_timeout;  // --rdzv-timeout: exported as DDP_RDZV_TIMEOUT; empty when not given  // --oversubscribe: more than kRanksPerCore ranks per online core
+  std::string rdzv_timeout;  // --rdzv-timeout: exported as DDP_RDZV_TIMEOUT; empty when not given
   Backend backend = Backend::Auto;
   // Why `backend` (after main resolved auto, see backend_choice.h); exported as DDP_BACKEND_REASON.
   std::string backend_reason;
+  // Auto's launch for a node with GPUs: a rank on a GPU takes this one instead (DDP_BACKEND_ON_GPU); Auto: none.
+  Backend backend_on_gpu = Backend::Auto;
   double kill_grace_s = 5.0;
   // --timeout: exported as DDP_TIMEOUT (the ranks' collective/rendezvous
   // timeout); empty when not given (then DDP_TIMEOUT is left as it is).
@@ -38,7 +40,6 @@ struct Options {
   // --heartbeat-timeout, exported as DDP_HEARTBEAT_TIMEOUT; ddprun itself fails
   // the job when a rank stays stopped (SIGSTOP) this long. 0 disables.
   double heartbeat_timeout_s = 30.0;
-  std::string heartbeat_timeout = "30";
   // Job id exported as TORCHELASTIC_RUN_ID (--rdzv-id); when not given, a random
   // one for a single node, else empty: "none-ADDR:PORT" (nodes must agree).
   std::string rdzv_id;

@@ -4,9 +4,13 @@
 
 #include <algorithm>
 
+#include "ddp/dist/launch_env.h"
+
 extern char** environ;
 
 namespace ddprun {
+
+namespace le = ddp::launch_env;
 
 int online_cpu_count() {
   long n = ::sysconf(_SC_NPROCESSORS_ONLN);
@@ -48,27 +52,26 @@ std::vector<std::pair<std::string, std::string>> node_env_vars(const Options& op
                                                                int cpus) {
   const int nproc = options.nproc_per_node;
   std::vector<std::pair<std::string, std::string>> vars = {
-      {"WORLD_SIZE", std::to_string(world_size(options))},
-      {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
-      {"GROUP_RANK", std::to_string(options.node_rank)},
-      {"MASTER_ADDR", options.master_addr},
-      {"MASTER_PORT", std::to_string(master_port)},
+      {le::kWorldSize.name, std::to_string(world_size(options))},
+      {le::kLocalWorldSize.name, std::to_string(nproc)},
+      {le::kGroupRank.name, std::to_string(options.node_rank)},
+      {le::kMasterAddr.name, options.master_addr},
+      {le::kMasterPort.name, std::to_string(master_port)},
   };
   std::string omp;
-  if (find_env(base, "OMP_NUM_THREADS", &omp)) {
-    vars.emplace_back("OMP_NUM_THREADS", omp);
-  } else {
-    vars.emplace_back("OMP_NUM_THREADS", std::to_string(default_omp_threads(cpus, nproc)));
-  }
-  if (options.backend != Backend::Auto) vars.emplace_back("DDP_BACKEND", backend_name(options.backend));
-  if (!options.backend_reason.empty()) vars.emplace_back("DDP_BACKEND_REASON", options.backend_reason);
-  vars.emplace_back("DDP_LAUNCHER", "ddprun");
-  vars.emplace_back("TORCHELASTIC_RUN_ID", options.rdzv_id.empty() ? "none-" + options.master_addr + ":" +
-                                                                         std::to_string(master_port)
-                                                                   : options.rdzv_id);
-  vars.emplace_back("DDP_HEARTBEAT_TIMEOUT", options.heartbeat_timeout);
-  if (!options.timeout.empty()) vars.emplace_back("DDP_TIMEOUT", options.timeout);
-  if (!options.rdzv_timeout.empty()) vars.emplace_back("DDP_RDZV_TIMEOUT", options.rdzv_timeout);
+  if (!find_env(base, le::kOmpNumThreads.name, &omp)) omp = std::to_string(default_omp_threads(cpus, nproc));
+  vars.emplace_back(le::kOmpNumThreads.name, omp);
+  if (options.backend != Backend::Auto) vars.emplace_back(le::kBackend.name, backend_name(options.backend));
+  if (options.backend_on_gpu != Backend::Auto)
+    vars.emplace_back(le::kBackendOnGpu.name, backend_name(options.backend_on_gpu));
+  if (!options.backend_reason.empty()) vars.emplace_back(le::kBackendReason.name, options.backend_reason);
+  vars.emplace_back(le::kLauncher.name, "ddprun");
+  vars.emplace_back(le::kRunId.name, options.rdzv_id.empty()
+                                         ? "none-" + options.master_addr + ":" + std::to_string(master_port)
+                                         : options.rdzv_id);
+  vars.emplace_back(le::kHeartbeatTimeout.name, le::format_seconds(options.heartbeat_timeout_s));
+  if (!options.timeout.empty()) vars.emplace_back(le::kTimeout.name, options.timeout);
+  if (!options.rdzv_timeout.empty()) vars.emplace_back(le::kRdzvTimeout.name, options.rdzv_timeout);
   return vars;
 }
 
@@ -76,17 +79,17 @@ std::vector<std::pair<std::string, std::string>> rank_env_vars(const Options& op
                                                                const std::vector<std::string>& base,
                                                                int cpus, int local_rank) {
   auto vars = node_env_vars(options, master_port, base, cpus);
-  vars.insert(vars.begin(), {{"RANK", std::to_string(first_rank(options) + local_rank)},
-                             {"LOCAL_RANK", std::to_string(local_rank)}});
+  vars.insert(vars.begin(), {{le::kRank.name, std::to_string(first_rank(options) + local_rank)},
+                             {le::kLocalRank.name, std::to_string(local_rank)}});
   return vars;
 }
 
 std::vector<std::pair<std::string, std::string>> elastic_env_vars(const Options& options, int restart_count) {
-  return {{"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
-          {"TORCHELASTIC_MAX_RESTARTS", std::to_string(options.max_restarts)},
-          {"ROLE_NAME", options.role},
-          {"ROLE_WORLD_SIZE", std::to_string(world_size(options))},
-          {"GROUP_WORLD_SIZE", std::to_string(options.nnodes)}};
+  return {{le::kRestartCount.name, std::to_string(restart_count)},
+          {le::kMaxRestarts.name, std::to_string(options.max_restarts)},
+          {le::kRoleName.name, options.role},
+          {le::kRoleWorldSize.name, std::to_string(world_size(options))},
+          {le::kGroupWorldSize.name, std::to_string(options.nnodes)}};
 }
 
 std::vector<std::string> merge_env(const std::vector<std::string>& base,

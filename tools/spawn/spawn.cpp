@@ -21,11 +21,13 @@
 #include "net_check.h"
 #include "options.h"
 #include "rank_env.h"
+#include "ddp/dist/launch_env.h"
 
 namespace ddp {
 namespace {
 
-constexpr const char* kMarker = "DDP_SPAWN_CHILD";  // "<k>": a rank of the k-th spawn call
+namespace le = launch_env;
+constexpr const char* kMarker = le::kSpawnChild.name;  // "<k>": a rank of the k-th spawn call
 
 std::atomic<int> g_calls{0};          // spawn()/start_processes() calls so far
 std::atomic<bool> g_in_fn{false};     // this rank is running fn
@@ -33,13 +35,7 @@ std::atomic<bool> g_running{false};   // this parent supervises ranks now
 
 std::string prefix() { return "ddp::spawn: "; }
 
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
-  return (*end == '\0' && x >= 0 && x < (1L << 30)) ? static_cast<int>(x) : fallback;
-}
+int env_int(const le::EnvVar& v, int fallback) { return le::first_valid_count({&v}).value_or(fallback); }
 
 std::string number_text(double x) {
   std::ostringstream out;
@@ -69,8 +65,8 @@ void validate(int nprocs, const std::function<void(int, int)>& fn, const SpawnOp
 
 // In a rank: runs fn and ends the process.
 [[noreturn]] void run_rank(int nprocs, const std::function<void(int, int)>& fn) {
-  const int rank = env_int("RANK", -1);
-  const int world = env_int("WORLD_SIZE", -1);
+  const int rank = env_int(le::kRank, -1);
+  const int world = env_int(le::kWorldSize, -1);
   int code = 0;
   g_in_fn = true;
   try {
@@ -98,13 +94,13 @@ void validate(int nprocs, const std::function<void(int, int)>& fn, const SpawnOp
 bool rank_side(int nprocs, const std::function<void(int, int)>& fn) {
   if (g_in_fn)
     throw Error(prefix() + "nested call: spawn() was called inside fn, in rank " +
-                std::to_string(env_int("RANK", -1)) + "; spawn ranks only from the parent, outside fn");
+                std::to_string(env_int(le::kRank, -1)) + "; spawn ranks only from the parent, outside fn");
   const int call = ++g_calls;
-  const char* marker = std::getenv(kMarker);
-  if (marker == nullptr || *marker == '\0') return false;
-  const int target = env_int(kMarker, -1);
+  const auto marker = le::text(le::kSpawnChild);
+  if (!marker) return false;
+  const int target = env_int(le::kSpawnChild, -1);
   if (target < 1)
-    throw Error(prefix() + "bad " + kMarker + "='" + marker + "' in the environment (expected the call number, >= 1)");
+    throw Error(prefix() + "bad " + kMarker + "='" + *marker + "' in the environment (expected the call number, >= 1)");
   if (call < target) return true;
   if (call > target)
     throw Error(prefix() + "this rank was started for spawn() call " + std::to_string(target) +
@@ -176,7 +172,7 @@ std::unique_ptr<Launch> prepare(int nprocs, const SpawnOptions& opts, int call) 
   launch->attempt.master_port = port;
   launch->exe = own_exe();
   launch->extras.argv = own_argv();
-  launch->extras.env = {{kMarker, std::to_string(call)}, {"DDP_LAUNCHER", "ddp::spawn"}};
+  launch->extras.env = {{kMarker, std::to_string(call)}, {le::kLauncher.name, "ddp::spawn"}};
   launch->extras.prefix_output = opts.prefix_output;
   launch->extras.summary_prefix = prefix();
   launch->extras.final_line = "throwing ddp::SpawnError, exit code ";
@@ -228,8 +224,7 @@ SpawnError::SpawnError(int rank, int exit_code, std::vector<std::string> summary
     : Error(what_text(rank, exit_code, summary)), rank_(rank), exit_code_(exit_code), summary_(std::move(summary)) {}
 
 bool is_spawned_child() {
-  const char* marker = std::getenv(kMarker);
-  return marker != nullptr && *marker != '\0';
+  return le::text(le::kSpawnChild).has_value();
 }
 
 int spawn(int nprocs, const std::function<void(int rank, int world)>& fn, const SpawnOptions& opts) {

@@ -1,4 +1,5 @@
 #include "dist/gloo/gloo_device.h"
+#include "ddp/dist/launch_env.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -44,8 +45,7 @@ std::string local_address_toward(const std::string& host) {
 
 std::shared_ptr<::gloo::transport::Device> make_device(const std::string& peer_host) {
   using PG = c10d::ProcessGroupGloo;
-  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
-    return PG::createDeviceForInterface(ifname);
+  if (auto ifname = launch_env::text(launch_env::kGlooSocketIfname)) return PG::createDeviceForInterface(*ifname);
   if (peer_host.empty()) return PG::createDeviceForHostname("127.0.0.1");
   std::string addr = local_address_toward(peer_host);
   if (!addr.empty()) return PG::createDeviceForHostname(addr);

@@ -11,6 +11,7 @@
 #include "dist/env.h"
 #include "dist/heartbeat.h"
 #include "dist/mpi/mpi_dtypes.h"
+#include "ddp/dist/launch_env.h"
 
 namespace ddp::mpi {
 namespace {
@@ -91,7 +92,7 @@ Runtime::Runtime() {
   if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag) == MPI_SUCCESS && flag)
     tag_ub_ = *tag_ub;
   create_custom_ops();
-  if (const char* v = std::getenv("DDP_MPI_INLINE")) inline_enabled_ = std::string(v) != "0";
+  if (auto v = launch_env::choice(launch_env::kMpiInline)) inline_enabled_ = *v != "0";
 
   // Stop the thread when MPI_Finalize runs (attributes of MPI_COMM_SELF are
   // deleted first thing in MPI_Finalize), whoever calls it.

@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "ddp/errors.h"
+#include "ddp/dist/launch_env.h"
 
 namespace ddp::train {
 namespace {
@@ -39,8 +40,7 @@ Progress::Progress(std::ostream& out, bool tty, int64_t every) : out_(out), tty_
   struct winsize ws {};
   if (tty && fd >= 0 && ::isatty(fd) && ::ioctl(fd, TIOCGWINSZ, &ws) == 0) columns_ = ws.ws_col;
   if (tty && columns_ == 0 && fd >= 0) {  // under ddprun: its terminal's width less its "[rank N] " prefix
-    const char* env = std::getenv("COLUMNS");
-    if (env != nullptr && std::atoi(env) > 0) columns_ = std::atoi(env);
+    columns_ = launch_env::count(launch_env::kColumns).value_or(0);
   }
 }
 
@@ -49,8 +49,7 @@ Progress::Progress(std::ostream& out) : Progress(out, &out == &std::cout ? live_
 bool Progress::live_stdout() {
   // The launcher's word wins: 1 under ddprun on a terminal (the ranks write to pipes), 0 under mpirun (whose
   // ranks write to pseudo-terminals, but its tagged output cannot carry a redrawn line).
-  const char* hint = std::getenv("DDP_TTY");
-  if (hint != nullptr && *hint != '\0') return std::strcmp(hint, "1") == 0;
+  if (auto hint = launch_env::choice(launch_env::kTty)) return *hint == "1";
   return ::isatty(STDOUT_FILENO);
 }
 

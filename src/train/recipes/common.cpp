@@ -7,6 +7,7 @@
 #include "ddp/data/shards.h"
 #include "ddp/errors.h"
 #include "ddp/train/evaluate.h"
+#include "ddp/dist/launch_env.h"
 
 namespace ddp::train::detail {
 
@@ -84,8 +85,7 @@ bool is_dir(const std::string& path) {
 }  // namespace
 
 std::string default_data_dir(const std::string& name, const std::string& system_dir) {
-  const char* root = std::getenv("DDP_DATA_DIR");
-  if (root && *root) return std::string(root) + "/" + name;
+  if (auto root = launch_env::text(launch_env::kDataDir)) return *root + "/" + name;
   const std::string cache = cache_dir(name);
   if (is_dir(cache)) return cache;
   if (is_dir(system_dir)) return system_dir;

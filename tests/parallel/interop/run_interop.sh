@@ -3,6 +3,8 @@
 # Usage: run_interop.sh DDPRUN DDP_INTEROP [HOOK STEPS [NPROC]]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/same_torch.sh"
+same_torch_or_skip
 out=$(mktemp /tmp/ddp-interop-XXXXXX)
 trap 'rm -f "$out"' EXIT
 args=("$out")

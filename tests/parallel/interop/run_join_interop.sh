@@ -3,6 +3,8 @@
 # Usage: run_join_interop.sh DDPRUN JOIN_INTEROP NPROC DIVIDE MODEL TOLERANCE
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/same_torch.sh"
+same_torch_or_skip
 out=$(mktemp /tmp/ddp-join-interop-XXXXXX)
 trap 'rm -f "$out"' EXIT
 # torchrun of Debian's python3-torch 1.13 fails under Python 3.11; ddprun sets the same variables.

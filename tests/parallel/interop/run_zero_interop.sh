@@ -3,6 +3,8 @@
 # Usage: run_zero_interop.sh DDPRUN ZERO_INTEROP
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/same_torch.sh"
+same_torch_or_skip
 work=$(mktemp -d /tmp/ddp-zero-interop-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 OMP_NUM_THREADS=1 "$1" --nproc-per-node 2 --standalone ${DDP_PYTHON:-/usr/bin/python3} "$here/zero_interop.py" write "$work/theirs.pt" >/dev/null
