@@ -12,12 +12,12 @@ DDP_VENV=${DDP_VENV:-$BUILD_DIR/venv}
 install_deps() {
   if [ "$DDP_TORCH" = 2 ]; then ./scripts/install-deps.sh --torch 2 --venv "$DDP_VENV"; else ./scripts/install-deps.sh; fi
 }
-# torch_cmake_args: what cmake needs to find this line's LibTorch and its Python (the tests' oracles).
+# torch_cmake_args: what cmake needs to find this line's LibTorch (its Python, the tests' oracles, follows).
 # DDP_OTHER_LINE_BUILD: a build against the other line, for the cross-line checkpoint tests.
 torch_cmake_args() {
   if [ -n "${DDP_OTHER_LINE_BUILD:-}" ]; then echo "-DDDP_OTHER_LINE_BUILD=$(cd "$DDP_OTHER_LINE_BUILD" && pwd)"; fi
   if [ "$DDP_TORCH" = 2 ]; then
-    echo "-DCMAKE_PREFIX_PATH=$("$DDP_VENV/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')" \
-         "-DDDP_PYTHON=$(cd "$DDP_VENV/bin" && pwd)/python"
+    # The README's way: DDP_PYTHON follows (the venv's python, cmake/DdpPython.cmake).
+    echo "-DCMAKE_PREFIX_PATH=$("$DDP_VENV/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
   fi
 }
