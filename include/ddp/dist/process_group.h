@@ -2,7 +2,7 @@
 // it checks arguments, resolves timeouts and async_op, packs tensor lists,
 // supplies what a backend lacks (AVG, dtypes it cannot reduce) and prefixes
 // errors ("[gloo] rank 2/4 all_reduce: ..."); the backend behind it (gloo,
-// mpi, local: see backend.h) only moves flat buffers.
+// mpi, nccl, local: see backend.h) only moves flat buffers and declares what it supports.
 //
 // All tensors are dense and contiguous, on the CPU or a GPU (one device per call). Ranks in arguments (src,
 // dst) are ranks within this group. Every call returns a Work; with
