@@ -264,6 +264,10 @@ TEST(Recipes, RegistryListsEveryRecipeAndRefusesDuplicates) {
     names.push_back(r.name);
     EXPECT_FALSE(r.summary.empty()) << r.name;
     EXPECT_NE(usage().find(r.name), std::string::npos) << r.name;
+    EXPECT_NE(usage().find("  " + r.name + " "), std::string::npos) << r.name << ": no line in --help's Recipes";
+    EXPECT_NE(usage().find(r.summary), std::string::npos) << r.name << ": its summary is not in --help";
+    for (const char* words : {"seed 00", "course"})  // the source material's words mean nothing to a user
+      EXPECT_EQ(r.summary.find(words), std::string::npos) << r.name << ": '" << r.summary << "'";
   }
   EXPECT_EQ(names, recipe_names());
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));

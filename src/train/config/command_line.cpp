@@ -2,6 +2,8 @@
 // the recipe, then flags; --config FILE first, the flags given win over it.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+
 #include "config_file.h"
 #include "ddp/errors.h"
 #include "ddp/train/config.h"
@@ -36,10 +38,20 @@ std::string help_of(const Setting& s) {
   return help + " [default: " + detail::value_text(s, defaults) + "]";
 }
 
+// "Recipes:" and each one's name and summary, one a line.
+std::string recipe_list() {
+  size_t width = 0;
+  for (const RecipeInfo& r : registered_recipes()) width = std::max(width, r.name.size());
+  std::string out = "Recipes:\n";
+  for (const RecipeInfo& r : registered_recipes())
+    out += "  " + r.name + std::string(width + 2 - r.name.size(), ' ') + r.summary + "\n";
+  return out;
+}
+
 // Every setting as a flag writing into `c`, and --config / --print-config.
 void define(CLI::App& app, TrainConfig& c, std::string& config_file, bool& print_config) {
   app.description("Trains a recipe, single-process or under ddprun (one process per rank).");
-  app.footer("Unset settings take the recipe's defaults; --print-config shows them all.\n"
+  app.footer(recipe_list() + "\nUnset settings take the recipe's defaults; --print-config shows them all.\n"
              "Each run writes OUT/report.html; `ddp-train report RUN_DIR [RUN_DIR...] [-o page.html]` rebuilds it\n"
              "or puts several runs side by side (ddp-train report --help).\n"
              "Exit status: 0 done, 1 failed, 2 bad flags.");
