@@ -47,7 +47,8 @@ int main(int argc, char** argv) {
     return std::make_unique<torch::optim::AdamW>(m.parameters(), torch::optim::AdamWOptions(0.01));
   };
   task.metrics.push_back({"brier", [](const at::Tensor& out, const at::Tensor& y) {  // a batch's sum
-                            return (out.softmax(1) - at::one_hot(y, 3)).pow(2).sum(); }});
+                            return (out.softmax(1) - at::one_hot(y, 3)).pow(2).sum();
+                          }});
   trainer.on_epoch_end(ddp::train::EarlyStopping("loss", /*patience=*/3));
   auto done = trainer.fit(std::move(task));
   return done.eval.acc1 > 0.9 ? 0 : 1;

@@ -16,8 +16,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "ddp/dist/error_file.h"
 #include "ddp/dist.h"
+#include "ddp/dist/error_file.h"
 
 namespace {
 
@@ -69,8 +69,8 @@ int run(int argc, char** argv) {
   at::Tensor B = at::randn({k, n}) / std::sqrt(double(k));
   at::Tensor expected = A.matmul(B);
   if (g->rank() == 0)
-    std::printf("C = A @ B with A %lldx%lld, B %lldx%lld on %d ranks (%s)\n", (long long)m, (long long)k,
-                (long long)k, (long long)n, g->size(), g->backend().c_str());
+    std::printf("C = A @ B with A %lldx%lld, B %lldx%lld on %d ranks (%s)\n", (long long)m, (long long)k, (long long)k,
+                (long long)n, g->size(), g->backend().c_str());
 
   bool ok = true;
   auto check = [&](const char* name, auto&& fn) {

@@ -20,9 +20,9 @@
 #include <cstdio>
 #include <string>
 
-#include "ddp/dist/error_file.h"
-#include "ddp/ddp.h"
 #include "ddp/data/synthetic.h"
+#include "ddp/ddp.h"
+#include "ddp/dist/error_file.h"
 #include "ddp/train/models/mlp.h"
 
 namespace {
@@ -42,7 +42,8 @@ Config parse(int argc, char** argv) {
   app.add_option("--n-classes", c.n_classes)->check(CLI::Range(2, 1 << 20))->capture_default_str();
   app.add_option("--dim-hidden", c.dim_hidden)->check(CLI::Range(1, 1 << 30))->capture_default_str();
   app.add_option("--train-size", c.train_size, "samples generated; the first 10% train, the last 10% test")
-      ->check(CLI::Range(1, 1 << 30))->capture_default_str();
+      ->check(CLI::Range(1, 1 << 30))
+      ->capture_default_str();
   app.add_option("--batch-size", c.batch_size)->check(CLI::Range(1, 1 << 30))->capture_default_str();
   const CLI::Validator positive_finite(
       [](std::string& text) {
@@ -55,7 +56,8 @@ Config parse(int argc, char** argv) {
   app.add_option("--learning-rate", c.learning_rate)->check(positive_finite)->capture_default_str();
   app.add_option("--niters", c.niters)->check(CLI::Range(1, 1 << 30))->capture_default_str();
   app.add_option("--data", c.data, "skip: batch i on rank i % world; sampler: a DistributedSampler")
-      ->check(CLI::IsMember({"skip", "sampler"}))->capture_default_str();
+      ->check(CLI::IsMember({"skip", "sampler"}))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -80,9 +82,9 @@ double evaluate(ddp::models::MLP& model, const at::Tensor& x, const at::Tensor& 
   at::Tensor index = at::tensor(std::vector<int64_t>(idx.begin(), idx.end()), at::kLong);
   at::Tensor sums = at::zeros({2}, at::kDouble);
   if (index.numel() > 0) {
-    at::Tensor loss = torch::nn::functional::cross_entropy(
-        model(x.index_select(0, index)), y.index_select(0, index),
-        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    at::Tensor loss =
+        torch::nn::functional::cross_entropy(model(x.index_select(0, index)), y.index_select(0, index),
+                                             torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
     sums[0] = loss.item<double>();
     sums[1] = static_cast<double>(index.numel());
   }
@@ -97,11 +99,11 @@ int main(int argc, char** argv) try {
   auto g = ddp::init_process_group();
   const int rank = g->rank(), world = g->size();
   if (rank == 0)
-    std::printf("{'n_layers': %lld, 'dim_in': %lld, 'n_classes': %lld, 'dim_hidden': %lld, 'train_size': %lld, "
-                "'batch_size': %lld, 'learning_rate': %g, 'niters': %lld, 'world_size': %d, 'data': '%s'}\n",
-                (long long)c.n_layers, (long long)c.dim_in, (long long)c.n_classes, (long long)c.dim_hidden,
-                (long long)c.train_size, (long long)c.batch_size, c.learning_rate, (long long)c.niters, world,
-                c.data.c_str());
+    std::printf(
+        "{'n_layers': %lld, 'dim_in': %lld, 'n_classes': %lld, 'dim_hidden': %lld, 'train_size': %lld, "
+        "'batch_size': %lld, 'learning_rate': %g, 'niters': %lld, 'world_size': %d, 'data': '%s'}\n",
+        (long long)c.n_layers, (long long)c.dim_in, (long long)c.n_classes, (long long)c.dim_hidden,
+        (long long)c.train_size, (long long)c.batch_size, c.learning_rate, (long long)c.niters, world, c.data.c_str());
 
   // The same data set on every rank (rand_state 0): the first 10% is the
   // training set; the last 10%, never trained on, is the test set.
@@ -115,7 +117,8 @@ int main(int argc, char** argv) try {
   auto data = ddp::make_classification(d);
   const int64_t split = c.train_size / 10, n_train = split;
   at::Tensor x_train = data.x.narrow(0, 0, split), y_train = data.y.narrow(0, 0, split);
-  at::Tensor x_test = data.x.narrow(0, c.train_size - split, split), y_test = data.y.narrow(0, c.train_size - split, split);
+  at::Tensor x_test = data.x.narrow(0, c.train_size - split, split),
+             y_test = data.y.narrow(0, c.train_size - split, split);
 
   torch::manual_seed(0);
   ddp::models::MLP net(ddp::models::MLPOptions{c.n_layers, c.dim_in, c.dim_hidden, c.n_classes});
@@ -160,8 +163,8 @@ int main(int argc, char** argv) try {
     if (step % 100 == 0 || step + 1 == c.niters) {
       double train_loss = evaluate(net, x_train, y_train, *g), test_loss = evaluate(net, x_test, y_test, *g);
       if (rank == 0)
-        std::printf("step %lld | train_loss %.4f | test_loss %.4f | step time %.2f ms\n", (long long)step,
-                    train_loss, test_loss, step_ms / timed);
+        std::printf("step %lld | train_loss %.4f | test_loss %.4f | step time %.2f ms\n", (long long)step, train_loss,
+                    test_loss, step_ms / timed);
       step_ms = 0;
       timed = 0;
     }

@@ -18,9 +18,9 @@
 
 #include <cstdio>
 
-#include "ddp/dist/error_file.h"
-#include "ddp/ddp.h"
 #include "ddp/data/synthetic.h"
+#include "ddp/ddp.h"
+#include "ddp/dist/error_file.h"
 #include "ddp/parallel/powersgd.h"
 #include "ddp/train/models/mlp.h"
 
@@ -60,8 +60,8 @@ int main(int argc, char** argv) try {
     at::Tensor x = data.x.narrow(0, i, 64), y = data.y.narrow(0, i, 64);
     double losses[2];
     int k = 0;
-    for (auto [model, opt, bytes] : {std::tuple{&plain, &opt_plain, &bytes_plain},
-                                      std::tuple{&compressed, &opt_psgd, &bytes_psgd}}) {
+    for (auto [model, opt, bytes] :
+         {std::tuple{&plain, &opt_plain, &bytes_plain}, std::tuple{&compressed, &opt_psgd, &bytes_psgd}}) {
       opt->zero_grad();
       at::Tensor loss = torch::nn::functional::cross_entropy((*model)(x), y);
       const int64_t before = g->traffic().bytes;
@@ -75,8 +75,8 @@ int main(int argc, char** argv) try {
   }
   if (g->rank() == 0 && steps > psgd.start_powerSGD_iter) {
     const double n = double(steps - psgd.start_powerSGD_iter);
-    std::printf("bytes per step: allreduce %.0f, powersgd %.0f (%.1fx fewer); compression rate %.1f\n",
-                bytes_plain / n, bytes_psgd / n, double(bytes_plain) / double(std::max<int64_t>(1, bytes_psgd)),
+    std::printf("bytes per step: allreduce %.0f, powersgd %.0f (%.1fx fewer); compression rate %.1f\n", bytes_plain / n,
+                bytes_psgd / n, double(bytes_plain) / double(std::max<int64_t>(1, bytes_psgd)),
                 hook->state().compression_rate());
   }
   ddp::destroy_process_group();

@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
       ddp::all_reduce(t);
       const long long sum = t.item<int64_t>();
       std::printf("rank %d of %d: sum of rank+1 = %lld\n", rank, world, sum);
-      if (sum != 6) throw ddp::Error("rank " + std::to_string(rank) + ": expected the sum 6, got " + std::to_string(sum));
+      if (sum != 6)
+        throw ddp::Error("rank " + std::to_string(rank) + ": expected the sum 6, got " + std::to_string(sum));
       ddp::destroy_process_group();
     });
     std::printf("all 3 ranks done\n");

@@ -22,9 +22,9 @@
 
 #include <cstdio>
 
-#include "ddp/dist/error_file.h"
 #include "ddp/data/synthetic.h"
 #include "ddp/ddp.h"
+#include "ddp/dist/error_file.h"
 
 int main(int argc, char** argv) try {
   int64_t steps = 60;
@@ -46,7 +46,7 @@ int main(int argc, char** argv) try {
   torch::nn::Sequential net(torch::nn::Linear(256, 1024), torch::nn::Tanh(), torch::nn::Linear(1024, 512),
                             torch::nn::Tanh(), torch::nn::Linear(512, 512), torch::nn::Tanh(),
                             torch::nn::Linear(512, 16));
-  ddp::FullyShardedDataParallel model(net);                                   // ZeRO-3: FullShard
+  ddp::FullyShardedDataParallel model(net);                                     // ZeRO-3: FullShard
   torch::optim::Adam opt(model.parameters(), torch::optim::AdamOptions(1e-3));  // this rank's shards
 
   for (int64_t step = 1; step <= steps; ++step) {
@@ -68,10 +68,11 @@ int main(int argc, char** argv) try {
     model.load_sharded(save, &opt);
   }
   if (g->rank() == 0)
-    std::printf("%zu units, %.2fM parameters; per rank: parameters %.2f MB (peak %.2f MB), gradients %.2f MB,\n"
-                "Adam state %.2f MB; DDP holds %.2f + %.2f + %.2f MB\n",
-                model.num_units(), params / 1e6, m.parameter_bytes / 1e6, m.peak_parameter_bytes / 1e6,
-                m.gradient_bytes / 1e6, state / 1e6, params * 4 / 1e6, params * 4 / 1e6, params * 8 / 1e6);
+    std::printf(
+        "%zu units, %.2fM parameters; per rank: parameters %.2f MB (peak %.2f MB), gradients %.2f MB,\n"
+        "Adam state %.2f MB; DDP holds %.2f + %.2f + %.2f MB\n",
+        model.num_units(), params / 1e6, m.parameter_bytes / 1e6, m.peak_parameter_bytes / 1e6, m.gradient_bytes / 1e6,
+        state / 1e6, params * 4 / 1e6, params * 4 / 1e6, params * 8 / 1e6);
   ddp::destroy_process_group();
   return 0;
 } catch (const std::exception& e) {

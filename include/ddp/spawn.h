@@ -40,10 +40,10 @@ struct SpawnOptions {
   // "mpi" is refused: MPI ranks need mpirun (use ddprun --backend mpi).
   std::string backend = "auto";
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;           // 0: a free port on 127.0.0.1
-  double timeout_s = 0;          // DDP_TIMEOUT for the ranks; 0: inherited (else their default)
-  double kill_grace_s = 5;       // SIGTERM -> SIGKILL when the others are stopped
-  bool prefix_output = true;     // "[rank N] " before each line of the ranks' output
+  int master_port = 0;        // 0: a free port on 127.0.0.1
+  double timeout_s = 0;       // DDP_TIMEOUT for the ranks; 0: inherited (else their default)
+  double kill_grace_s = 5;    // SIGTERM -> SIGKILL when the others are stopped
+  bool prefix_output = true;  // "[rank N] " before each line of the ranks' output
 };
 
 // A failed spawn: the first failed rank (-1: none, e.g. the parent was

@@ -21,7 +21,9 @@ using OptimizerStateKey = void*;
 inline OptimizerStateKey optimizer_state_key(const at::Tensor& p) { return p.unsafeGetTensorImpl(); }
 #else
 using OptimizerStateKey = std::string;
-inline OptimizerStateKey optimizer_state_key(const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+inline OptimizerStateKey optimizer_state_key(const at::Tensor& p) {
+  return c10::guts::to_string(p.unsafeGetTensorImpl());
+}
 #endif
 
 // The owning pointer autograd hands out for a node such as a parameter's gradient accumulator:

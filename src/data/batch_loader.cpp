@@ -4,8 +4,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <condition_variable>
-#include <map>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -32,7 +32,7 @@ uint64_t BatchLoader::batch_seed(uint64_t seed, int64_t epoch, int64_t batch) {
 }
 
 struct BatchLoader::State {
-  int64_t n = 0;       // samples
+  int64_t n = 0;                                                                           // samples
   std::function<Batch(const std::vector<int64_t>&, at::Generator&, int64_t epoch)> fetch;  // a batch of these samples
   BatchLoaderOptions opts;
 
@@ -44,9 +44,9 @@ struct BatchLoader::State {
   uint64_t generation = 0;  // bumped by start_epoch; batches of older generations are dropped
   std::shared_ptr<const std::vector<int64_t>> indices;
   int64_t epoch = 0;
-  int64_t total = 0;         // batches in the epoch
-  int64_t next_build = 0;    // the workers' next batch
-  int64_t next_return = 0;   // next()'s next batch
+  int64_t total = 0;        // batches in the epoch
+  int64_t next_build = 0;   // the workers' next batch
+  int64_t next_return = 0;  // next()'s next batch
   struct Ready {
     std::optional<Batch> batch;
     std::exception_ptr error;
@@ -65,7 +65,8 @@ struct BatchLoader::State {
     Batch out = fetch(mine, gen, ep);
     if (!out.data.defined() || out.data.dim() == 0 || out.data.size(0) != len || !out.target.defined() ||
         out.target.dim() == 0 || out.target.size(0) != len)
-      throw ddp::Error("BatchLoader: " + std::string(opts.augment || opts.augment_epoch ? "augment" : "fetch") + " returned " +
+      throw ddp::Error("BatchLoader: " + std::string(opts.augment || opts.augment_epoch ? "augment" : "fetch") +
+                       " returned " +
                        (out.data.defined() ? "sizes " + c10::str(out.data.sizes()) : std::string("no tensor")) +
                        " for batch " + std::to_string(b) + " of epoch " + std::to_string(ep) + "; expected " +
                        std::to_string(len) + " samples along dim 0");

@@ -143,8 +143,8 @@ size_t ByteReader::read_gzip(unsigned char* dst, size_t n) {
 void ByteReader::read_exact(void* dst, size_t n, const std::string& expected) {
   const size_t got = read(dst, n);
   if (got < n)
-    throw DataError(path_ + ": truncated at byte " + std::to_string(offset_) + " of " + stream_name() +
-                    ": expected " + expected + kAdvice);
+    throw DataError(path_ + ": truncated at byte " + std::to_string(offset_) + " of " + stream_name() + ": expected " +
+                    expected + kAdvice);
 }
 
 std::string ByteReader::read_all() {

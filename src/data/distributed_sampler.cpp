@@ -25,8 +25,7 @@ DistributedSampler::DistributedSampler(size_t dataset_size, DistributedSamplerOp
         "ddp::init_process_group() first (with no launcher it makes a world of one) or pass both");
   if (opts_.num_replicas < 0) opts_.num_replicas = get_world_size();
   if (opts_.rank == -1) opts_.rank = get_rank();
-  if (opts_.num_replicas < 1)
-    bad("num_replicas " + std::to_string(opts_.num_replicas) + " must be at least 1");
+  if (opts_.num_replicas < 1) bad("num_replicas " + std::to_string(opts_.num_replicas) + " must be at least 1");
   if (opts_.rank < 0 || opts_.rank >= opts_.num_replicas)
     bad("rank " + std::to_string(opts_.rank) + " is out of range [0, " + std::to_string(opts_.num_replicas) + ")");
   if (opts_.exact && opts_.drop_last) bad("exact and drop_last exclude each other");

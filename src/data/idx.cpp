@@ -31,8 +31,8 @@ std::vector<int64_t> read_header(ByteReader& in, uint32_t magic, const char* kin
   in.read_exact(bytes.data(), 4, "a " + std::to_string(header) + "-byte idx header (" + kind + ")");
   const uint32_t found = big_endian(bytes.data());
   if (found != magic)
-    throw DataError(in.path() + ": bad magic number at byte 0: expected " + hex32(magic) + " (" + kind +
-                    "), found " + hex32(found) + "; is this the right file (images and labels swapped?)");
+    throw DataError(in.path() + ": bad magic number at byte 0: expected " + hex32(magic) + " (" + kind + "), found " +
+                    hex32(found) + "; is this the right file (images and labels swapped?)");
   in.read_exact(bytes.data() + 4, header - 4, "a " + std::to_string(header) + "-byte idx header (" + kind + ")");
   std::vector<int64_t> dims;
   for (size_t d = 0; d < ndims; ++d) dims.push_back(big_endian(bytes.data() + 4 + 4 * d));
@@ -118,7 +118,8 @@ ImageDataset load_mnist_format(const std::string& dir, bool train, int64_t num_c
     at::Tensor outside = ((out.labels < 0) | (out.labels >= num_classes)).nonzero();
     if (outside.numel() > 0) {
       const int64_t record = outside[0][0].item<int64_t>();
-      throw DataError(labels_path + ": record " + std::to_string(record) + " (counting from 0) has label " + std::to_string(out.labels[record].item<int64_t>()) + ", outside the " +
+      throw DataError(labels_path + ": record " + std::to_string(record) + " (counting from 0) has label " +
+                      std::to_string(out.labels[record].item<int64_t>()) + ", outside the " +
                       std::to_string(num_classes) + " classes 0.." + std::to_string(num_classes - 1) + " (" +
                       std::to_string(outside.size(0)) + " such record(s)); the file is corrupt or of another data set");
     }

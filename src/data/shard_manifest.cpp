@@ -17,9 +17,12 @@ constexpr const char* kHeader = "ddp-shards-manifest 1";
 std::string escape(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -103,7 +106,8 @@ std::optional<Manifest> read_manifest(const std::string& path) {
   m.source_id = text("source_id");
   m.fingerprint = text("fingerprint");
   m.write_id = text("write_id");
-  if (m.num_shards < 1 || m.num_shards > (int64_t{1} << 24)) throw bad(kv.at("num_shards").second, "num_shards out of range");
+  if (m.num_shards < 1 || m.num_shards > (int64_t{1} << 24))
+    throw bad(kv.at("num_shards").second, "num_shards out of range");
   for (int64_t r = 0; r < m.num_shards; ++r) {
     const std::string key = "shard." + std::to_string(r);
     const std::string& v = text(key);

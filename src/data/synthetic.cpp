@@ -13,8 +13,8 @@ Classification make_classification(const ClassificationOptions& o) {
   if (o.n_samples < 1 || o.n_classes < 1 || o.n_clusters_per_class < 1 || o.n_informative < 1)
     bad("n_samples, n_classes, n_clusters_per_class and n_informative must be positive");
   if (o.n_informative + o.n_redundant > o.n_features)
-    bad("n_informative + n_redundant (" + std::to_string(o.n_informative + o.n_redundant) +
-        ") exceeds n_features (" + std::to_string(o.n_features) + ")");
+    bad("n_informative + n_redundant (" + std::to_string(o.n_informative + o.n_redundant) + ") exceeds n_features (" +
+        std::to_string(o.n_features) + ")");
   if (o.flip_y < 0 || o.flip_y > 1) bad("flip_y must be in [0, 1]");
   auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
   const int64_t n = o.n_samples, inf = o.n_informative, clusters = o.n_classes * o.n_clusters_per_class;

@@ -25,8 +25,8 @@ constexpr const char* kRewrite = "; delete it and write the shards again";
 
 // The dtypes the format knows, by a code that never changes.
 constexpr std::pair<uint32_t, at::ScalarType> kDtypes[] = {
-    {1, at::kByte}, {2, at::kChar},  {3, at::kShort},    {4, at::kInt},       {5, at::kLong},
-    {6, at::kHalf}, {7, at::kFloat}, {8, at::kDouble},   {9, at::kBool},      {10, at::kBFloat16}};
+    {1, at::kByte}, {2, at::kChar},  {3, at::kShort},  {4, at::kInt},  {5, at::kLong},
+    {6, at::kHalf}, {7, at::kFloat}, {8, at::kDouble}, {9, at::kBool}, {10, at::kBFloat16}};
 
 uint32_t dtype_code(at::ScalarType t) {
   for (auto [code, type] : kDtypes)
@@ -48,7 +48,9 @@ class CrcFile {
     crc_ = crc_bytes(crc_, p, n);
   }
   template <typename T>
-  void put(T v) { write(&v, sizeof v); }
+  void put(T v) {
+    write(&v, sizeof v);
+  }
   uint32_t crc() const { return crc_; }
   void commit() { file_.commit(); }
 
@@ -84,17 +86,28 @@ struct Reader {
 
 std::string dtype_name(at::ScalarType t) {
   switch (t) {
-    case at::kByte: return "uint8";
-    case at::kChar: return "int8";
-    case at::kShort: return "int16";
-    case at::kInt: return "int32";
-    case at::kLong: return "int64";
-    case at::kHalf: return "float16";
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kBool: return "bool";
-    case at::kBFloat16: return "bfloat16";
-    default: return c10::toString(t);
+    case at::kByte:
+      return "uint8";
+    case at::kChar:
+      return "int8";
+    case at::kShort:
+      return "int16";
+    case at::kInt:
+      return "int32";
+    case at::kLong:
+      return "int64";
+    case at::kHalf:
+      return "float16";
+    case at::kFloat:
+      return "float32";
+    case at::kDouble:
+      return "float64";
+    case at::kBool:
+      return "bool";
+    case at::kBFloat16:
+      return "bfloat16";
+    default:
+      return c10::toString(t);
   }
 }
 
@@ -177,8 +190,8 @@ TensorFile read_tensor_file(const std::string& path) {
       throw DataError(path + ": truncated at byte " + std::to_string(size) + " of the file: expected " + want +
                       kRewrite);
     throw DataError(path + ": " + std::to_string(size - static_cast<uint64_t>(expected)) +
-                    " unexpected bytes after byte " + std::to_string(static_cast<uint64_t>(expected)) +
-                    ": expected " + want + kRewrite);
+                    " unexpected bytes after byte " + std::to_string(static_cast<uint64_t>(expected)) + ": expected " +
+                    want + kRewrite);
   }
   for (auto& [type, sizes] : shapes) {
     at::Tensor t = at::empty(sizes, type);
@@ -188,10 +201,11 @@ TensorFile read_tensor_file(const std::string& path) {
   const uint32_t computed = r.crc;
   const auto stored = r.get<uint32_t>("the checksum");
   if (stored != computed)
-    throw DataError(path + ": checksum mismatch: the CRC-32 stored in its last 4 bytes is " + hex32(stored) +
-                    ", the one computed over bytes 0.." + std::to_string(size - 5) + " is " + hex32(computed) +
-                    ": the file is corrupt: some byte in that range changed after it was written (a CRC-32 cannot say which)" +
-                    kRewrite);
+    throw DataError(
+        path + ": checksum mismatch: the CRC-32 stored in its last 4 bytes is " + hex32(stored) +
+        ", the one computed over bytes 0.." + std::to_string(size - 5) + " is " + hex32(computed) +
+        ": the file is corrupt: some byte in that range changed after it was written (a CRC-32 cannot say which)" +
+        kRewrite);
   return out;
 }
 

@@ -48,8 +48,7 @@ at::Tensor crop_at(const at::Tensor& padded, const at::Tensor& offsets, int64_t 
   const int64_t b = padded.size(0);
   at::Tensor out = at::empty({b, padded.size(1), h, w}, padded.options());
   const int64_t* off = offsets.data_ptr<int64_t>();
-  for (int64_t i = 0; i < b; ++i)
-    out[i].copy_(padded[i].narrow(1, off[2 * i], h).narrow(2, off[2 * i + 1], w));
+  for (int64_t i = 0; i < b; ++i) out[i].copy_(padded[i].narrow(1, off[2 * i], h).narrow(2, off[2 * i + 1], w));
   return out;
 }
 }  // namespace

@@ -1,9 +1,9 @@
 #include "dist/agreement.h"
 
-#include "dist/hook_waits.h"
-#include "dist/wait_report.h"
-#include "dist/host_memory.h"
 #include "ddp/dist/launch_env.h"
+#include "dist/hook_waits.h"
+#include "dist/host_memory.h"
+#include "dist/wait_report.h"
 
 #include <ATen/ATen.h>
 
@@ -24,17 +24,28 @@ static_assert(kDims + kMaxDims <= kFingerprintLength, "fingerprint too short");
 // PyTorch's names: float32, int64, ...
 std::string dtype_name(int64_t code) {
   switch (static_cast<at::ScalarType>(code)) {
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kHalf: return "float16";
-    case at::kBFloat16: return "bfloat16";
-    case at::kLong: return "int64";
-    case at::kInt: return "int32";
-    case at::kShort: return "int16";
-    case at::kChar: return "int8";
-    case at::kByte: return "uint8";
-    case at::kBool: return "bool";
-    default: return c10::toString(static_cast<at::ScalarType>(code));
+    case at::kFloat:
+      return "float32";
+    case at::kDouble:
+      return "float64";
+    case at::kHalf:
+      return "float16";
+    case at::kBFloat16:
+      return "bfloat16";
+    case at::kLong:
+      return "int64";
+    case at::kInt:
+      return "int32";
+    case at::kShort:
+      return "int16";
+    case at::kChar:
+      return "int8";
+    case at::kByte:
+      return "uint8";
+    case at::kBool:
+      return "bool";
+    default:
+      return c10::toString(static_cast<at::ScalarType>(code));
   }
 }
 
@@ -62,8 +73,9 @@ void compare(const Call& c, const int64_t* all, CallCheck level) {
   const std::string how = level == CallCheck::kDetail
                               ? "DDP_DEBUG=DETAIL compares every collective"
                               : "ranks compare a hash of every collective first; DDP_DEBUG=OFF turns that off";
-  throw Error(c.ctx.prefix() + "ranks disagree on collective #" + std::to_string(c.seq) + ": " + views.str() +
-              " (" + how + "; every rank must call the same collectives, with the same dtypes and shapes, in the "
+  throw Error(c.ctx.prefix() + "ranks disagree on collective #" + std::to_string(c.seq) + ": " + views.str() + " (" +
+              how +
+              "; every rank must call the same collectives, with the same dtypes and shapes, in the "
               "same order)");
 }
 
@@ -119,8 +131,12 @@ std::string describe_fingerprint(const int64_t* f) {
       s << "[";
       for (int64_t d = 0; d < f[kNdim]; ++d) {
         if (d) s << ", ";
-        if (d < kMaxDims) s << f[kDims + d];
-        else { s << "..."; break; }
+        if (d < kMaxDims)
+          s << f[kDims + d];
+        else {
+          s << "...";
+          break;
+        }
       }
       s << "]";
     }
@@ -150,9 +166,12 @@ void check_agreement(Backend& b, const Call& c, const at::Tensor& t, int reduce_
 namespace ddp {
 const char* to_string(CallCheck c) {
   switch (c) {
-    case CallCheck::kOff: return "off";
-    case CallCheck::kHash: return "hash";
-    case CallCheck::kDetail: return "detail";
+    case CallCheck::kOff:
+      return "off";
+    case CallCheck::kHash:
+      return "hash";
+    case CallCheck::kDetail:
+      return "detail";
   }
   return "?";
 }

@@ -60,8 +60,8 @@ void AtomicFile::commit() {
   if (dfd < 0 || (::fsync(dfd) != 0 && errno != EINVAL)) {
     const int err = errno;
     if (dfd >= 0) ::close(dfd);
-    throw Error(path_ + ": written, but syncing its directory " + dir + " failed (the file may not survive a crash): " +
-                std::strerror(err));
+    throw Error(path_ + ": written, but syncing its directory " + dir +
+                " failed (the file may not survive a crash): " + std::strerror(err));
   }
   ::close(dfd);
 }

@@ -8,8 +8,8 @@
 //   f.write(header, sizeof header); f.write(data, n); f.commit();
 //
 // Errors: ddp::Error "cannot write <path>: <step> <temporary>: <errno text> (<what to do>)", step one of creating,
-// writing, fsync of, closing, renaming; a directory that cannot be synced after the rename says the file is written but may not
-// survive a crash.
+// writing, fsync of, closing, renaming; a directory that cannot be synced after the rename says the file is written but
+// may not survive a crash.
 #pragma once
 #include <cstddef>
 #include <string>

@@ -49,10 +49,10 @@ class Backend {
 
   // What the front must make up for.
   virtual bool can_reduce(at::ScalarType dtype) const { return true; }  // else reduced in float32
-  virtual bool has_avg() const { return false; }             // else SUM, then / size()
-  virtual bool has_bitwise() const { return true; }          // BAND, BOR, BXOR; else refused by the front
-  virtual bool has_reduce_scatter() const { return false; }  // else all_to_all + local reduction
-  virtual int max_tag() const { return 1 << 30; }            // tags of send/recv lie in [0, max_tag]
+  virtual bool has_avg() const { return false; }                        // else SUM, then / size()
+  virtual bool has_bitwise() const { return true; }                     // BAND, BOR, BXOR; else refused by the front
+  virtual bool has_reduce_scatter() const { return false; }             // else all_to_all + local reduction
+  virtual int max_tag() const { return 1 << 30; }                       // tags of send/recv lie in [0, max_tag]
   // Where it runs `op` on a buffer that lives on `where`: `where`, or the device the front stages it on.
   virtual at::Device device_for(OpType op, const at::Device& where) const { return at::Device(at::kCPU); }
 

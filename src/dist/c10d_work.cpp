@@ -47,8 +47,7 @@ void rethrow_mapped(const ErrorContext& ctx, Milliseconds timeout) {
     throw TimeoutError(ctx.prefix() + "timed out" + after + ": " + msg +
                        " (a peer may be stuck or waiting in a different collective)");
   }
-  throw CommError(ctx.prefix() + "communication failed: " + msg +
-                  " (a peer process may have exited; check its log)");
+  throw CommError(ctx.prefix() + "communication failed: " + msg + " (a peer process may have exited; check its log)");
 }
 
 Work wrap(const ErrorContext& ctx, c10::intrusive_ptr<c10d::Work> work, BrokenFlag broken, bool on_stream) {

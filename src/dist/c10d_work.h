@@ -6,8 +6,8 @@
 #include <atomic>
 #include <memory>
 
-#include "dist/error_context.h"
 #include "ddp/dist/work.h"
+#include "dist/error_context.h"
 
 namespace ddp::c10d_work {
 

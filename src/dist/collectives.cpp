@@ -8,9 +8,9 @@
 #include <cstring>
 
 #include "ddp/dist/errors.h"
-#include "dist/pack.h"
 #include "dist/host_memory.h"
 #include "dist/ivalue_tensors.h"
+#include "dist/pack.h"
 
 namespace ddp {
 namespace {
@@ -34,9 +34,7 @@ std::string pickle(const c10::IValue& v) {
   return std::string(data.begin(), data.end());
 }
 
-c10::IValue unpickle(const std::string& s) {
-  return torch::jit::pickle_load(std::vector<char>(s.begin(), s.end()));
-}
+c10::IValue unpickle(const std::string& s) { return torch::jit::pickle_load(std::vector<char>(s.begin(), s.end())); }
 
 }  // namespace
 
@@ -78,8 +76,8 @@ void monitored_barrier(GroupPtr g, Milliseconds timeout, bool wait_all_ranks) {
   if (w == 1) return;
   if (timeout.count() <= 0) timeout = g->timeout();
   constexpr int kArrive = 32001, kRelease = 32002;  // tags of their own (MPI guarantees tags up to 32767)
-  const std::string where = "[" + g->backend() + "] rank " + std::to_string(me) + "/" + std::to_string(w) +
-                            " monitored_barrier: ";
+  const std::string where =
+      "[" + g->backend() + "] rank " + std::to_string(me) + "/" + std::to_string(w) + " monitored_barrier: ";
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto left = [&] {
     auto ms = std::chrono::duration_cast<Milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -123,8 +121,8 @@ void monitored_barrier(GroupPtr g, Milliseconds timeout, bool wait_all_ranks) {
   if (!missing.empty()) {
     std::string list;
     for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
-    throw TimeoutError(where + "rank(s) " + list + " did not arrive within " + std::to_string(timeout.count()) +
-                       " ms" + (wait_all_ranks ? "" : " (the first missing; wait_all_ranks lists every one)"));
+    throw TimeoutError(where + "rank(s) " + list + " did not arrive within " + std::to_string(timeout.count()) + " ms" +
+                       (wait_all_ranks ? "" : " (the first missing; wait_all_ranks lists every one)"));
   }
   // Step 2: release everyone.
   P2POptions release;
@@ -141,8 +139,8 @@ void broadcast_coalesced(std::vector<at::Tensor>& tensors, int src, GroupPtr g) 
   std::vector<at::Tensor> detached;
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (!tensors[i].defined() || !tensors[i].is_contiguous())
-      throw InvalidArgument("[" + g->backend() + "] rank " + std::to_string(g->rank()) + "/" + std::to_string(g->size()) +
-                            " broadcast_coalesced: tensors[" + std::to_string(i) + "] is " +
+      throw InvalidArgument("[" + g->backend() + "] rank " + std::to_string(g->rank()) + "/" +
+                            std::to_string(g->size()) + " broadcast_coalesced: tensors[" + std::to_string(i) + "] is " +
                             (tensors[i].defined() ? "not contiguous" : "undefined") + "; pass contiguous tensors");
     detached.push_back(tensors[i].detach());
   }

@@ -6,8 +6,8 @@
 #include <cstdlib>
 
 #include "ddp/dist/errors.h"
-#include "dist/env.h"
 #include "ddp/dist/launch_env.h"
+#include "dist/env.h"
 
 namespace ddp {
 
@@ -63,7 +63,8 @@ int spec_index(const std::string& spec) {
       throw InvalidArgument(where + ": expected cuda:N with N a GPU number (cuda:0, cuda:1, ...)");
     return std::stoi(n);
   }
-  if (spec != "cuda" && spec != "auto" && spec != "cpu") throw InvalidArgument(where + ": expected auto, cpu, cuda or cuda:N");
+  if (spec != "cuda" && spec != "auto" && spec != "cpu")
+    throw InvalidArgument(where + ": expected auto, cpu, cuda or cuda:N");
   return -1;
 }
 }  // namespace
@@ -77,14 +78,15 @@ at::Device resolve_device(const std::string& spec, int local_rank) {
   const int count = cuda_device_count();
   if (spec == "auto" && count == 0) return at::Device(at::kCPU);
   if (!cuda_built())
-    throw Error(where + ": this ddp was built against a LibTorch without CUDA; build it against a CUDA LibTorch "
+    throw Error(where +
+                ": this ddp was built against a LibTorch without CUDA; build it against a CUDA LibTorch "
                 "(PyPI's torch wheel, or LibTorch's cu* download), or use --device cpu or auto");
   if (count == 0) {
     const auto visible = launch_env::kCudaVisibleDevices.name;
     const char* value = std::getenv(visible);
     throw Error(where + ": no GPU is visible to this process (" +
                 (value ? std::string(visible) + "=" + value + " hides them, or no NVIDIA driver answered"
-                         : std::string("no NVIDIA driver answered")) +
+                       : std::string("no NVIDIA driver answered")) +
                 "); use --device cpu or auto");
   }
   if (index >= count)

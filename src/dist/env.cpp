@@ -24,8 +24,7 @@ int parse_port(const std::string& text, const std::string& where) {
   } catch (...) {
     used = 0;
   }
-  if (used != text.size() || p < 1 || p > 65535)
-    bad(where + ": port '" + text + "' must be an integer in [1, 65535]");
+  if (used != text.size() || p < 1 || p > 65535) bad(where + ": port '" + text + "' must be an integer in [1, 65535]");
   return static_cast<int>(p);
 }
 
@@ -64,7 +63,7 @@ Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mp
   r.backend_reason = "InitOptions::backend \"" + opts.backend + "\"";
   if (r.backend == "auto") {
     const auto b = le::choice(le::kBackend, env);
-    const auto why = le::text(le::kBackendReason, env);  // the launcher's, e.g. "auto: one node, OpenMPI 4.1.4"
+    const auto why = le::text(le::kBackendReason, env);      // the launcher's, e.g. "auto: one node, OpenMPI 4.1.4"
     const auto on_gpu = le::choice(le::kBackendOnGpu, env);  // the launcher's choice for a rank on a GPU
     if (on_gpu && nccl_available && r.device.is_cuda()) {
       r.backend = *on_gpu;
@@ -88,12 +87,17 @@ Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mp
   }
 
   std::optional<int> rank, world;
-  if (opts.rank >= 0) rank = opts.rank;
-  else rank = le::first_count({&le::kRank, &le::kOmpiRank, &le::kPmiRank, &le::kSlurmProcId}, env);
-  if (opts.world_size >= 0) world = opts.world_size;
-  else world = le::first_count({&le::kWorldSize, &le::kOmpiSize, &le::kPmiSize, &le::kSlurmNtasks}, env);
+  if (opts.rank >= 0)
+    rank = opts.rank;
+  else
+    rank = le::first_count({&le::kRank, &le::kOmpiRank, &le::kPmiRank, &le::kSlurmProcId}, env);
+  if (opts.world_size >= 0)
+    world = opts.world_size;
+  else
+    world = le::first_count({&le::kWorldSize, &le::kOmpiSize, &le::kPmiSize, &le::kSlurmNtasks}, env);
   if (world && *world < 1)  // before any check that names the world's size
-    bad("world_size " + std::to_string(*world) + " must be at least 1 (InitOptions::world_size, or WORLD_SIZE: the "
+    bad("world_size " + std::to_string(*world) +
+        " must be at least 1 (InitOptions::world_size, or WORLD_SIZE: the "
         "number of ranks in the job)");
 
   const std::string& m = opts.init_method;
@@ -113,10 +117,9 @@ Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mp
       r.method = "none";
     } else {
       if (!addr || addr->empty())
-        bad("env:// needs MASTER_ADDR for a world of " + std::to_string(*world) +
-            " (ddprun and torchrun set it)");
-      if (!port) bad("env:// needs MASTER_PORT for a world of " + std::to_string(*world) +
-                     " (ddprun and torchrun set it)");
+        bad("env:// needs MASTER_ADDR for a world of " + std::to_string(*world) + " (ddprun and torchrun set it)");
+      if (!port)
+        bad("env:// needs MASTER_PORT for a world of " + std::to_string(*world) + " (ddprun and torchrun set it)");
       r.method = "env";
       r.host = *addr;
       r.port = parse_port(*port, le::kMasterPort.name);
@@ -124,8 +127,7 @@ Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mp
   } else if (m.rfind("tcp://", 0) == 0) {
     std::string hp = m.substr(6);
     auto colon = hp.rfind(':');
-    if (colon == std::string::npos || colon == 0)
-      bad("init_method '" + m + "' must look like tcp://host:port");
+    if (colon == std::string::npos || colon == 0) bad("init_method '" + m + "' must look like tcp://host:port");
     r.method = "tcp";
     r.host = hp.substr(0, colon);
     if (r.host.size() > 2 && r.host.front() == '[' && r.host.back() == ']')
@@ -135,22 +137,21 @@ Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mp
   } else if (m.rfind("file://", 0) == 0) {
     r.method = "file";
     r.path = m.substr(7);
-    if (r.path.empty() || r.path[0] != '/')
-      bad("init_method '" + m + "' must be file:///absolute/path");
+    if (r.path.empty() || r.path[0] != '/') bad("init_method '" + m + "' must be file:///absolute/path");
     if (!rank || !world) bad("init_method '" + m + "' needs rank and world_size (options or RANK/WORLD_SIZE)");
   } else {
     bad("init_method '" + m + "' is not supported; use env://, tcp://host:port or file:///path");
   }
   if (*world < 1) bad("world_size " + std::to_string(*world) + " must be at least 1");
-  if (*rank >= *world)
-    bad("rank " + std::to_string(*rank) + " is out of range [0, " + std::to_string(*world) + ")");
+  if (*rank >= *world) bad("rank " + std::to_string(*rank) + " is out of range [0, " + std::to_string(*world) + ")");
   r.rank = *rank;
   r.world_size = *world;
   if (r.backend == "auto") {
     const bool alone = r.world_size == 1 && r.method == "none";
     r.backend = alone ? "local" : "gloo";
-    r.backend_reason = alone ? "auto: a world of one without a launcher"
-                             : std::string("auto: not started by mpirun") + (mpi_available ? "" : ", no mpi backend built");
+    r.backend_reason =
+        alone ? "auto: a world of one without a launcher"
+              : std::string("auto: not started by mpirun") + (mpi_available ? "" : ", no mpi backend built");
   }
   return r;
 }

@@ -16,10 +16,10 @@ namespace ddp::detail {
 using launch_env::EnvFn;
 
 struct Rendezvous {
-  std::string backend;   // gloo | mpi | nccl | local
+  std::string backend;         // gloo | mpi | nccl | local
   std::string backend_reason;  // why: "InitOptions::backend", "auto: started by mpirun", ...
-  std::string method;    // env | tcp | file | store | none | mpi
-  int rank = 0;          // -1 with mpi when MPI decides
+  std::string method;          // env | tcp | file | store | none | mpi
+  int rank = 0;                // -1 with mpi when MPI decides
   int world_size = 1;
   std::string host;
   int port = 0;

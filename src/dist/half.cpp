@@ -19,7 +19,7 @@ bool have_f16c() {
 }
 
 __attribute__((target("avx,f16c"))) int64_t float_to_half_f16c(const float* in, uint16_t* out, int64_t n,
-                                                                  float divisor) {
+                                                               float divisor) {
   const __m256 d = _mm256_set1_ps(divisor);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -34,7 +34,8 @@ __attribute__((target("avx,f16c"))) int64_t add_half_f16c(const uint16_t* in, ui
   for (; i + 8 <= n; i += 8) {
     const __m256 a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
     const __m256 b = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(inout + i)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(inout + i), _mm256_cvtps_ph(_mm256_add_ps(a, b), _MM_FROUND_TO_NEAREST_INT));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(inout + i),
+                     _mm256_cvtps_ph(_mm256_add_ps(a, b), _MM_FROUND_TO_NEAREST_INT));
   }
   return i;
 }
@@ -73,8 +74,10 @@ at::Tensor to_16bit(const at::Tensor& src, at::ScalarType dtype, double divisor)
   const int64_t n = in.numel();
   const float d = static_cast<float>(divisor);
   if (dtype == at::kBFloat16) {
-    if (have_avx2()) float_to_bfloat16_avx2(x, y, n, d);
-    else for (int64_t i = 0; i < n; ++i) y[i] = c10::BFloat16(x[i] / d).x;
+    if (have_avx2())
+      float_to_bfloat16_avx2(x, y, n, d);
+    else
+      for (int64_t i = 0; i < n; ++i) y[i] = c10::BFloat16(x[i] / d).x;
     return out;
   }
   int64_t i = have_f16c() ? float_to_half_f16c(x, y, n, d) : 0;
@@ -87,9 +90,9 @@ namespace detail {
 void add_half(const uint16_t* in, uint16_t* inout, int64_t n) {
   int64_t i = have_f16c() ? add_half_f16c(in, inout, n) : 0;
   for (; i < n; ++i)
-    inout[i] = c10::Half(float(c10::Half(in[i], c10::Half::from_bits())) +
-                         float(c10::Half(inout[i], c10::Half::from_bits())))
-                   .x;
+    inout[i] =
+        c10::Half(float(c10::Half(in[i], c10::Half::from_bits())) + float(c10::Half(inout[i], c10::Half::from_bits())))
+            .x;
 }
 
 void add_bfloat16(const uint16_t* in, uint16_t* inout, int64_t n) {

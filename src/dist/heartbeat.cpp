@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -20,8 +19,8 @@
 #include <thread>
 
 #include "ddp/dist/errors.h"
-#include "dist/env.h"
 #include "ddp/dist/launch_env.h"
+#include "dist/env.h"
 #include "dist/message.h"
 #include "dist/wait_report.h"
 
@@ -106,8 +105,10 @@ void Heartbeat::State::beat_loop() {
         }
         const int64_t v = cfg.channel->latest(p);
         std::lock_guard<std::mutex> g(mu);
-        if (v == BeatChannel::kDone) done[p] = true;
-        else if (v != last[p]) last[p] = v, seen[p] = Clock::now();
+        if (v == BeatChannel::kDone)
+          done[p] = true;
+        else if (v != last[p])
+          last[p] = v, seen[p] = Clock::now();
       }
       lock.lock();
       last_ok = Clock::now();
@@ -134,8 +135,8 @@ std::string Heartbeat::State::late_peers(Clock::time_point now, Clock::duration 
 }
 
 void Heartbeat::State::monitor_loop() {
-  const auto tick = std::clamp<Clock::duration>(cfg.timeout / 20, std::chrono::milliseconds(10),
-                                                std::chrono::milliseconds(500));
+  const auto tick =
+      std::clamp<Clock::duration>(cfg.timeout / 20, std::chrono::milliseconds(10), std::chrono::milliseconds(500));
   const std::string limit = format_seconds(seconds(cfg.timeout)) + " s";
   std::map<int64_t, int> reported;  // wait id -> reports printed
   std::unique_lock<std::mutex> lock(mu);
@@ -149,8 +150,8 @@ void Heartbeat::State::monitor_loop() {
     prev = now;
     if (now - last_ok > cfg.timeout) {
       const bool rank0 = cfg.channel->hosted_by_rank0();
-      end_rank(prefix() + (rank0 ? "rank 0 stopped answering: " : "the heartbeat stopped: ") +
-                   cfg.channel->where() + " gave no reply for " + limit + " (DDP_HEARTBEAT_TIMEOUT); ending this rank",
+      end_rank(prefix() + (rank0 ? "rank 0 stopped answering: " : "the heartbeat stopped: ") + cfg.channel->where() +
+                   " gave no reply for " + limit + " (DDP_HEARTBEAT_TIMEOUT); ending this rank",
                rank0 ? 0 : cfg.rank);
     }
     std::ostringstream stale;
@@ -176,8 +177,8 @@ void Heartbeat::State::monitor_loop() {
                                 : w.p2p   ? std::string("in this point-to-point call")
                                           : std::string("queued behind this group's continuations (not issued yet)");
       std::fprintf(stderr, "%swaiting for %s s %s (%s; timeout %s); %s\n", w.prefix.c_str(),
-                   format_seconds(std::floor(waited * 10) / 10).c_str(), where.c_str(),
-                   format_bytes(w.bytes).c_str(), timeout.c_str(),
+                   format_seconds(std::floor(waited * 10) / 10).c_str(), where.c_str(), format_bytes(w.bytes).c_str(),
+                   timeout.c_str(),
                    late.empty() ? "every peer's heartbeat is current" : ("late heartbeats: " + late).c_str());
       std::fflush(stderr);
     }

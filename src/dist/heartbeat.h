@@ -23,12 +23,12 @@
 namespace ddp::detail {
 
 struct HeartbeatConfig {
-  std::string backend;                    // for the "[gloo] rank 0/4: " prefix
+  std::string backend;  // for the "[gloo] rank 0/4: " prefix
   int rank = 0;
   int world_size = 1;
-  Milliseconds timeout{30000};            // > 0
-  std::unique_ptr<BeatChannel> channel;   // the beats' way to the peers
-  double report_interval_s = 30;          // reports of long waits (DDP_WAIT_REPORT_INTERVAL)
+  Milliseconds timeout{30000};           // > 0
+  std::unique_ptr<BeatChannel> channel;  // the beats' way to the peers
+  double report_interval_s = 30;         // reports of long waits (DDP_WAIT_REPORT_INTERVAL)
 };
 
 class Heartbeat {

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "ddp/dist/errors.h"
-#include "dist/agreement.h"
 #include "ddp/dist/launch_env.h"
+#include "dist/agreement.h"
 
 namespace ddp::detail {
 namespace {

@@ -1,5 +1,5 @@
-#include "ddp/dist/timeline.h"
 #include "ddp/dist/init.h"
+#include "ddp/dist/timeline.h"
 
 #include <c10/util/Exception.h>
 
@@ -10,16 +10,16 @@
 #include <memory>
 #include <mutex>
 
+#include "ddp/dist/launch_env.h"
 #include "ddp/dist/process_group.h"
 #include "dist/backend_impl.h"
-#include "dist/error_context.h"
 #include "dist/env.h"
+#include "dist/error_context.h"
 #include "dist/heartbeat.h"
 #include "dist/job_id.h"
 #include "dist/listen_wait.h"
 #include "dist/message.h"
 #include "dist/wait_report.h"
-#include "ddp/dist/launch_env.h"
 
 namespace ddp {
 namespace {
@@ -51,8 +51,8 @@ StorePtr open_tcp_store(const detail::Rendezvous& r) {
   ErrorContext ctx{r.backend, r.rank, r.world_size, "init"};
   const std::string where = r.host + ":" + std::to_string(r.port);
   if (r.rank != 0) {
-    const auto interval = std::chrono::duration_cast<Milliseconds>(
-        std::chrono::duration<double>(detail::wait_report_interval_s()));
+    const auto interval =
+        std::chrono::duration_cast<Milliseconds>(std::chrono::duration<double>(detail::wait_report_interval_s()));
     auto report = [&](Milliseconds waited, const std::string& why) {
       std::fprintf(stderr, "%swaiting for rank 0's store at %s: %s of %s (%s): %s\n", ctx.prefix().c_str(),
                    where.c_str(), seconds_text(Milliseconds(waited.count() / 100 * 100)).c_str(),
@@ -74,8 +74,7 @@ StorePtr open_tcp_store(const detail::Rendezvous& r) {
       throw Error(ctx.prefix() + "cannot listen on " + where +
                   " (MASTER_ADDR:MASTER_PORT): address already in use; choose another port "
                   "or launch with ddprun --standalone");
-    if (r.rank == 0)
-      throw Error(ctx.prefix() + "cannot start the rendezvous store on " + where + ": " + msg);
+    if (r.rank == 0) throw Error(ctx.prefix() + "cannot start the rendezvous store on " + where + ": " + msg);
     throw Error(ctx.prefix() + "cannot connect to rank 0's store at " + where + ": " + msg +
                 "; is rank 0 running, and are MASTER_ADDR and MASTER_PORT right?");
   }
@@ -137,8 +136,10 @@ GroupPtr create_process_group(const InitOptions& opts) {
   } else if (r.method == "none") {
     b.store = make_hash_store();
     b.host = "127.0.0.1";
-    std::fprintf(stderr, "ddp: no launcher environment (RANK, WORLD_SIZE, MASTER_ADDR unset): a world of one on "
-                         "the %s backend\n", r.backend.c_str());
+    std::fprintf(stderr,
+                 "ddp: no launcher environment (RANK, WORLD_SIZE, MASTER_ADDR unset): a world of one on "
+                 "the %s backend\n",
+                 r.backend.c_str());
   } else if (r.method == "env" || r.method == "tcp") {
     if (r.backend != "local") {
       b.store = open_tcp_store(r);
@@ -154,8 +155,8 @@ GroupPtr create_process_group(const InitOptions& opts) {
   // gloo's and nccl's liveness goes through the rendezvous store (nccl: its host side; NCCL's own watchdog only
   // fires at the collective timeout); mpi's through MPI messages (beat_channel below).
   if (tcp && (r.backend == "gloo" || r.backend == "nccl") && r.world_size > 1 && heartbeat.count() > 0)
-    channel = detail::store_beat_channel(open_heartbeat_store(r, heartbeat), r.rank,
-                                         r.host + ":" + std::to_string(r.port));
+    channel =
+        detail::store_beat_channel(open_heartbeat_store(r, heartbeat), r.rank, r.host + ":" + std::to_string(r.port));
   std::unique_ptr<detail::Backend> impl = detail::create_backend_impl(r.backend, b);
   if (!channel && heartbeat.count() > 0 && impl->size() > 1) channel = impl->beat_channel();  // mpi's
   auto group = std::make_shared<ProcessGroup>(std::move(impl), b.timeout);
@@ -165,8 +166,7 @@ GroupPtr create_process_group(const InitOptions& opts) {
 
 GroupPtr init_process_group(const InitOptions& opts) {
   std::lock_guard<std::mutex> lock(g_mu);
-  if (g_default)
-    throw Error("[init] init_process_group called twice; call destroy_process_group() first");
+  if (g_default) throw Error("[init] init_process_group called twice; call destroy_process_group() first");
   g_default = create_process_group(opts);
   timeline::set_rank(g_default->rank());  // the timeline file is named by it
   return g_default;
@@ -180,8 +180,9 @@ bool is_initialized() {
 GroupPtr default_group() {
   std::lock_guard<std::mutex> lock(g_mu);
   if (!g_default)
-    throw Error("[init] the default process group is not initialized; call "
-                "ddp::init_process_group() first");
+    throw Error(
+        "[init] the default process group is not initialized; call "
+        "ddp::init_process_group() first");
   return g_default;
 }
 
@@ -199,7 +200,8 @@ namespace {
 GroupPtr initialized(const char* who) {
   std::lock_guard<std::mutex> lock(g_mu);
   if (!g_default)
-    throw Error(std::string("[init] ") + who + ": the default process group is not initialized; call "
+    throw Error(std::string("[init] ") + who +
+                ": the default process group is not initialized; call "
                 "ddp::init_process_group() first (with no launcher it makes a world of one)");
   return g_default;
 }

@@ -2,15 +2,13 @@
 
 #include <cstdlib>
 
+#include "ddp/dist/launch_env.h"
 #include "dist/error_context.h"
 #include "dist/message.h"
-#include "ddp/dist/launch_env.h"
 
 namespace ddp::detail {
 
-std::string job_id() {
-  return launch_env::text(launch_env::kRunId).value_or("none");
-}
+std::string job_id() { return launch_env::text(launch_env::kRunId).value_or("none"); }
 
 void check_job_id(Store& store, const Rendezvous& r) {
   ErrorContext ctx{r.backend, r.rank, r.world_size, "init"};
@@ -29,8 +27,8 @@ void check_job_id(Store& store, const Rendezvous& r) {
                 current_exception_message() + "; is rank 0 running?");
   }
   if (theirs == mine) return;
-  const std::string port = r.method == "env" ? "MASTER_PORT " + std::to_string(r.port)
-                                             : "port " + std::to_string(r.port);
+  const std::string port =
+      r.method == "env" ? "MASTER_PORT " + std::to_string(r.port) : "port " + std::to_string(r.port);
   throw Error(ctx.prefix() + "the store at " + where + " belongs to job '" + theirs + "', not to this job '" + mine +
               "': another job is using " + port + "; choose another port");
 }

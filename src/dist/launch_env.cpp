@@ -15,9 +15,12 @@ namespace {
 std::string number(double x) {
   char buf[32];
   const int exponent = x >= 1e6 ? static_cast<int>(std::lround(std::log10(x))) : 0;
-  if (exponent > 0 && std::pow(10.0, exponent) == x) std::snprintf(buf, sizeof(buf), "1e%d", exponent);
-  else if (x == std::floor(x) && std::fabs(x) < 1e15) std::snprintf(buf, sizeof(buf), "%.0f", x);
-  else std::snprintf(buf, sizeof(buf), "%g", x);
+  if (exponent > 0 && std::pow(10.0, exponent) == x)
+    std::snprintf(buf, sizeof(buf), "1e%d", exponent);
+  else if (x == std::floor(x) && std::fabs(x) < 1e15)
+    std::snprintf(buf, sizeof(buf), "%.0f", x);
+  else
+    std::snprintf(buf, sizeof(buf), "%g", x);
   return buf;
 }
 
@@ -45,8 +48,7 @@ std::vector<std::string> split_choices(const char* choices) {
 std::string expected_seconds(const EnvVar& v) {
   std::string s = v.min == 0 && v.min_exclusive ? "a positive number of seconds"
                   : v.min == 0                  ? "a number of seconds >= 0"
-                                                : "a number of seconds " + std::string(v.min_exclusive ? "> " : ">= ") +
-                                     number(v.min);
+                               : "a number of seconds " + std::string(v.min_exclusive ? "> " : ">= ") + number(v.min);
   std::string notes;
   if (std::isfinite(v.max)) notes = "at most " + number(v.max);
   if (*v.zero_means) notes += (notes.empty() ? "0 " : "; 0 ") + std::string(v.zero_means);
@@ -74,11 +76,11 @@ bool parse_number(const std::string& text, double* out) {
   return end == text.c_str() + text.size() && std::isfinite(*out);
 }
 
-bool in_range(const EnvVar& v, double x) {
-  return (v.min_exclusive ? x > v.min : x >= v.min) && x <= v.max;
-}
+bool in_range(const EnvVar& v, double x) { return (v.min_exclusive ? x > v.min : x >= v.min) && x <= v.max; }
 
-[[noreturn]] void refuse(const EnvVar& v, const std::string& text) { throw InvalidArgument("[init] " + problem(v, text)); }
+[[noreturn]] void refuse(const EnvVar& v, const std::string& text) {
+  throw InvalidArgument("[init] " + problem(v, text));
+}
 
 }  // namespace
 

@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 namespace ddp::detail {
@@ -38,8 +38,10 @@ Attempt try_connect(const std::string& host, int port, Milliseconds limit) {
     if (err == EINPROGRESS) {
       pollfd p{fd, POLLOUT, 0};
       socklen_t len = sizeof(err);
-      if (poll(&p, 1, static_cast<int>(std::max<int64_t>(1, limit.count()))) != 1) err = ETIMEDOUT;
-      else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+      if (poll(&p, 1, static_cast<int>(std::max<int64_t>(1, limit.count()))) != 1)
+        err = ETIMEDOUT;
+      else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+        err = errno;
     }
     close(fd);
     if (err == 0) {
@@ -47,10 +49,10 @@ Attempt try_connect(const std::string& host, int port, Milliseconds limit) {
       break;
     }
     out.refused = err == ECONNREFUSED;
-    out.why = err == ECONNREFUSED ? "connections are refused: nothing listens on port " + std::to_string(port) +
-                                    " there (yet)"
-          : err == ETIMEDOUT  ? "nothing answers (no host at that address, or a firewall drops the packets)"
-                              : std::string("connect: ") + std::strerror(err);
+    out.why = err == ECONNREFUSED
+                  ? "connections are refused: nothing listens on port " + std::to_string(port) + " there (yet)"
+              : err == ETIMEDOUT ? "nothing answers (no host at that address, or a firewall drops the packets)"
+                                 : std::string("connect: ") + std::strerror(err);
   }
   freeaddrinfo(list);
   return out;

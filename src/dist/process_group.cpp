@@ -28,8 +28,12 @@ CallCheck default_check(const detail::Backend& b) {
 }  // namespace
 
 ProcessGroup::ProcessGroup(std::unique_ptr<detail::Backend> backend, Milliseconds timeout)
-    : impl_(detail::with_staging(std::move(backend))), timeout_(timeout), rank_(impl_->rank()),
-      size_(impl_->size()), name_(impl_->name()), check_(default_check(*impl_)),
+    : impl_(detail::with_staging(std::move(backend))),
+      timeout_(timeout),
+      rank_(impl_->rank()),
+      size_(impl_->size()),
+      name_(impl_->name()),
+      check_(default_check(*impl_)),
       sequencer_(detail::sequencer_enabled() ? std::make_shared<detail::Sequencer>() : nullptr) {}
 
 ProcessGroup::~ProcessGroup() = default;
@@ -96,7 +100,7 @@ Work ProcessGroup::issue(Call c, std::function<Work(const Call&)> launch, const 
   sequencer_->post(to_string(c.op), [self = shared_from_this(), run, c, promise, value]() mutable {
     try {
       detail::DeviceScope on(value);  // issued on the sequencer's thread: the tensor's device is current
-      c.async = true;  // the caller waits (on the promise), not the sequencer
+      c.async = true;                 // the caller waits (on the promise), not the sequencer
       promise.set_work(run(c));
     } catch (...) {
       promise.set_error(std::current_exception());
@@ -140,34 +144,41 @@ Work ProcessGroup::broadcast(at::Tensor& t, const BroadcastOptions& o) {
   Call c = call(OpType::kBroadcast, o, t);
   detail::check_tensor(c.ctx, t, "tensor");
   detail::check_rank(c.ctx, o.src, "src");
-  return issue(c, [this, t, src = o.src](const Call& c) mutable {
-    agree(c, t, -1, src);
-    if (t.numel() == 0) return Work();  // shapes match on every rank: nothing to move
-    count(t);
-    return impl_->broadcast(t, src, c);
-  }, t);
+  return issue(
+      c,
+      [this, t, src = o.src](const Call& c) mutable {
+        agree(c, t, -1, src);
+        if (t.numel() == 0) return Work();  // shapes match on every rank: nothing to move
+        count(t);
+        return impl_->broadcast(t, src, c);
+      },
+      t);
 }
 
 Work ProcessGroup::all_reduce(at::Tensor& t, const AllReduceOptions& o) {
   Call c = call(OpType::kAllReduce, o, t);
   detail::check_tensor(c.ctx, t, "tensor");
   check_reduction(c, o.op, t.scalar_type());
-  return issue(c, [this, t, op = o.op](const Call& c) mutable {
-    agree(c, t, static_cast<int>(op));
-    if (t.numel() == 0) return Work();
-    const bool is_16bit = t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
-    if (is_16bit && size_ == 1 && !impl_->can_reduce(t.scalar_type())) {  // nothing to add: no float32 round trip
-      count(t);
-      return Work();
-    }
-    if (is_16bit && size_ > 1 && !impl_->can_reduce(t.scalar_type()) && (op == ReduceOp::SUM || op == ReduceOp::AVG))
-      return all_reduce_16bit(t, op, c);
-    Reduction r = plan(*impl_, t, op);
-    count(r.buffer);
-    Work w = impl_->all_reduce(r.buffer, r.op, c);
-    complete(w, r, t, size_);
-    return w;
-  }, t);
+  return issue(
+      c,
+      [this, t, op = o.op](const Call& c) mutable {
+        agree(c, t, static_cast<int>(op));
+        if (t.numel() == 0) return Work();
+        const bool is_16bit = t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+        if (is_16bit && size_ == 1 && !impl_->can_reduce(t.scalar_type())) {  // nothing to add: no float32 round trip
+          count(t);
+          return Work();
+        }
+        if (is_16bit && size_ > 1 && !impl_->can_reduce(t.scalar_type()) &&
+            (op == ReduceOp::SUM || op == ReduceOp::AVG))
+          return all_reduce_16bit(t, op, c);
+        Reduction r = plan(*impl_, t, op);
+        count(r.buffer);
+        Work w = impl_->all_reduce(r.buffer, r.op, c);
+        complete(w, r, t, size_);
+        return w;
+      },
+      t);
 }
 
 Work ProcessGroup::all_reduce_coalesced(std::vector<at::Tensor>& ts, const AllReduceOptions& o) {
@@ -207,14 +218,17 @@ Work ProcessGroup::reduce(at::Tensor& t, const ReduceOptions& o) {
   detail::check_tensor(c.ctx, t, "tensor");
   check_reduction(c, o.op, t.scalar_type());
   detail::check_rank(c.ctx, o.dst, "dst");
-  return issue(c, [this, t, op = o.op, dst = o.dst](const Call& c) {
-    agree(c, t, static_cast<int>(op), dst);
-    if (t.numel() == 0) return Work();
-    Reduction r = plan(*impl_, t, op);
-    Work w = impl_->reduce(r.buffer, r.op, dst, c);
-    if (rank_ == dst) complete(w, r, t, size_);
-    return w;
-  }, t);
+  return issue(
+      c,
+      [this, t, op = o.op, dst = o.dst](const Call& c) {
+        agree(c, t, static_cast<int>(op), dst);
+        if (t.numel() == 0) return Work();
+        Reduction r = plan(*impl_, t, op);
+        Work w = impl_->reduce(r.buffer, r.op, dst, c);
+        if (rank_ == dst) complete(w, r, t, size_);
+        return w;
+      },
+      t);
 }
 
 Work ProcessGroup::all_gather(std::vector<at::Tensor>& outs, const at::Tensor& in, const CollectiveOptions& o) {
@@ -254,34 +268,39 @@ Work ProcessGroup::scatter(at::Tensor& out, const std::vector<at::Tensor>& ins, 
   detail::check_rank(c.ctx, o.src, "src");
   const bool at_root = rank_ == o.src;  // other ranks' inputs are ignored
   if (at_root) detail::check_list(c.ctx, ins, "inputs", size_, out, "output");
-  return issue(c, [this, out, ins, at_root, src = o.src](const Call& c) mutable {
-    agree(c, out, -1, src);
-    if (out.numel() == 0) return Work();
-    at::Tensor in = at_root ? detail::flatten(ins, /*fill=*/true, out).buffer : at::Tensor();
-    return impl_->scatter(out, in, src, c);
-  }, out);
+  return issue(
+      c,
+      [this, out, ins, at_root, src = o.src](const Call& c) mutable {
+        agree(c, out, -1, src);
+        if (out.numel() == 0) return Work();
+        at::Tensor in = at_root ? detail::flatten(ins, /*fill=*/true, out).buffer : at::Tensor();
+        return impl_->scatter(out, in, src, c);
+      },
+      out);
 }
 
-Work ProcessGroup::reduce_scatter(at::Tensor& out, const std::vector<at::Tensor>& ins,
-                                  const ReduceScatterOptions& o) {
+Work ProcessGroup::reduce_scatter(at::Tensor& out, const std::vector<at::Tensor>& ins, const ReduceScatterOptions& o) {
   Call c = call(OpType::kReduceScatter, o, out);
   detail::check_tensor(c.ctx, out, "output");
   check_reduction(c, o.op, out.scalar_type());
   detail::check_list(c.ctx, ins, "inputs", size_, out, "output");
-  return issue(c, [this, out, ins, op = o.op](const Call& c) mutable {
-    agree(c, out, static_cast<int>(op));
-    if (out.numel() == 0) return Work();
-    at::Tensor in = detail::flatten(ins, /*fill=*/true, out).buffer;
-    if (!impl_->has_reduce_scatter()) return reduce_scatter_via_all_to_all(out, in, op, c);
-    // Reduced in float32 where the backend cannot reduce the dtype.
-    const bool widen = !impl_->can_reduce(out.scalar_type());
-    Reduction r = plan(*impl_, out, op);
-    at::Tensor send = widen ? in.to(at::kFloat) : in;
-    count(send);
-    Work w = impl_->reduce_scatter(r.buffer, send, r.op, c);
-    complete(w, r, out, size_);
-    return w;
-  }, out);
+  return issue(
+      c,
+      [this, out, ins, op = o.op](const Call& c) mutable {
+        agree(c, out, static_cast<int>(op));
+        if (out.numel() == 0) return Work();
+        at::Tensor in = detail::flatten(ins, /*fill=*/true, out).buffer;
+        if (!impl_->has_reduce_scatter()) return reduce_scatter_via_all_to_all(out, in, op, c);
+        // Reduced in float32 where the backend cannot reduce the dtype.
+        const bool widen = !impl_->can_reduce(out.scalar_type());
+        Reduction r = plan(*impl_, out, op);
+        at::Tensor send = widen ? in.to(at::kFloat) : in;
+        count(send);
+        Work w = impl_->reduce_scatter(r.buffer, send, r.op, c);
+        complete(w, r, out, size_);
+        return w;
+      },
+      out);
 }
 
 // 16-bit floats a backend cannot add (gloo): block r of every rank's tensor goes to
@@ -384,7 +403,8 @@ Work ProcessGroup::recv(at::Tensor& t, int src, const P2POptions& o) {
   Call c = call(OpType::kRecv, o, t);
   detail::check_tensor(c.ctx, t, "tensor");
   check_peer(c, src, "src", o.tag, impl_->max_tag());
-  return issue(c, [this, t, src, tag = o.tag](const Call& c) mutable { return impl_->recv(t, src, tag, c); }, t);
+  return issue(
+      c, [this, t, src, tag = o.tag](const Call& c) mutable { return impl_->recv(t, src, tag, c); }, t);
 }
 
 void ProcessGroup::await_turn() {

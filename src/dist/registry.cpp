@@ -18,7 +18,7 @@ struct Entry {
   bool (*is_available)();
   std::unique_ptr<detail::Backend> (*create)(const BackendOptions&);
   const char* needs = "install its dependency and rebuild";  // what a build without it lacks
-  const char* unusable = "";                                   // why a built one may not run
+  const char* unusable = "";                                 // why a built one may not run
 };
 
 const std::vector<Entry>& entries() {
@@ -80,12 +80,11 @@ std::unique_ptr<Backend> create_backend_impl(const std::string& name, const Back
       throw Error("backend '" + name + "' is not built into this ddp (available: " + join(available_backends()) +
                   "); " + e.needs);
     if (!e.is_available())
-      throw Error("backend '" + name + "' is built but cannot run here (available: " +
-                  join(available_backends()) + "): " + e.unusable);
+      throw Error("backend '" + name + "' is built but cannot run here (available: " + join(available_backends()) +
+                  "): " + e.unusable);
     return e.create(opts);
   }
-  throw InvalidArgument("unknown backend '" + name + "'; valid backends: " +
-                        join(backend_names()) + " (or auto)");
+  throw InvalidArgument("unknown backend '" + name + "'; valid backends: " + join(backend_names()) + " (or auto)");
 }
 
 }  // namespace detail

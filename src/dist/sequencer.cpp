@@ -2,8 +2,8 @@
 #include "dist/sequencer.h"
 
 #include "ddp/dist/errors.h"
-#include "ddp/dist/timeline.h"
 #include "ddp/dist/launch_env.h"
+#include "ddp/dist/timeline.h"
 
 #include <algorithm>
 #include <chrono>
@@ -119,9 +119,10 @@ class PromisedWork final : public Work::Impl {
     std::unique_lock<std::mutex> lock(s_->mu);
     auto done = [&] { return s_->done; };
     if (!s_->done && s_->queue && s_->queue == Sequencer::current())
-      throw Error("a continuation waits for a Work that its group's sequencer completes only after this "
-                  "continuation (a then() or a call it queued itself): it would wait forever; wait for it outside "
-                  "the continuation, or chain with then()");
+      throw Error(
+          "a continuation waits for a Work that its group's sequencer completes only after this "
+          "continuation (a then() or a call it queued itself): it would wait forever; wait for it outside "
+          "the continuation, or chain with then()");
     if (timeout.count() > 0) {
       if (!s_->cv.wait_for(lock, timeout, done))
         throw TimeoutError("timed out after " + std::to_string(timeout.count()) +

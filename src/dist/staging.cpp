@@ -79,8 +79,7 @@ class Staging final : public Backend {
   }
   // After success, the staged result goes back into the caller's buffer.
   static Work back(Work w, const at::Tensor& staged, const at::Tensor& target) {
-    if (staged.defined() && !staged.is_same(target))
-      w.on_success([staged, target]() mutable { target.copy_(staged); });
+    if (staged.defined() && !staged.is_same(target)) w.on_success([staged, target]() mutable { target.copy_(staged); });
     return w;
   }
 

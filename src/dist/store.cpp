@@ -9,8 +9,7 @@ namespace ddp {
 
 StorePtr make_hash_store() { return c10::make_intrusive<c10d::HashStore>(); }
 
-StorePtr make_tcp_store(const std::string& host, int port, bool is_server, int world_size,
-                        Milliseconds timeout) {
+StorePtr make_tcp_store(const std::string& host, int port, bool is_server, int world_size, Milliseconds timeout) {
   c10d::TCPStoreOptions o;
   o.port = static_cast<std::uint16_t>(port);
   o.isServer = is_server;

@@ -52,7 +52,7 @@ std::string describe(void* address) {
   if (info.dli_sname != nullptr) {
     int status = 0;
     std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status),
-                                                      std::free);
+                                                     std::free);
     name = shorten(status == 0 && demangled ? demangled.get() : info.dli_sname);
     offset = reinterpret_cast<uintptr_t>(address) - reinterpret_cast<uintptr_t>(info.dli_saddr);
   }

@@ -13,9 +13,9 @@
 #include <sstream>
 
 #include "ddp/dist/errors.h"
+#include "ddp/dist/launch_env.h"
 #include "dist/atomic_file.h"
 #include "dist/timeline_files.h"
-#include "ddp/dist/launch_env.h"
 
 namespace ddp::timeline {
 
@@ -150,12 +150,26 @@ std::string flush() {
   using nlohmann::json;
   std::ostringstream out;
   out << "{\"traceEvents\":[\n";
-  out << json{{"ph", "M"}, {"pid", rank}, {"tid", 0}, {"name", "process_name"}, {"args", {{"name", "rank " + std::to_string(rank)}}}}.dump();
-  out << ",\n" << json{{"ph", "M"}, {"pid", rank}, {"tid", 0}, {"name", "process_sort_index"}, {"args", {{"sort_index", rank}}}}.dump();
+  out << json{{"ph", "M"},
+              {"pid", rank},
+              {"tid", 0},
+              {"name", "process_name"},
+              {"args", {{"name", "rank " + std::to_string(rank)}}}}
+             .dump();
+  out << ",\n"
+      << json{{"ph", "M"}, {"pid", rank}, {"tid", 0}, {"name", "process_sort_index"}, {"args", {{"sort_index", rank}}}}
+             .dump();
   for (const std::string& t : tracks) {
     const int tid = tids[t];
-    out << ",\n" << json{{"ph", "M"}, {"pid", rank}, {"tid", tid}, {"name", "thread_name"}, {"args", {{"name", t}}}}.dump();
-    out << ",\n" << json{{"ph", "M"}, {"pid", rank}, {"tid", tid}, {"name", "thread_sort_index"}, {"args", {{"sort_index", tid}}}}.dump();
+    out << ",\n"
+        << json{{"ph", "M"}, {"pid", rank}, {"tid", tid}, {"name", "thread_name"}, {"args", {{"name", t}}}}.dump();
+    out << ",\n"
+        << json{{"ph", "M"},
+                {"pid", rank},
+                {"tid", tid},
+                {"name", "thread_sort_index"},
+                {"args", {{"sort_index", tid}}}}
+               .dump();
   }
   for (const Event& e : events) {
     out << ",\n{\"ph\":\"X\",\"pid\":" << rank << ",\"tid\":" << tids[e.track] << ",\"ts\":" << e.ts

@@ -13,8 +13,7 @@ std::string rank_file(const std::string& path, int rank) {
   const std::string tag = ".rank" + std::to_string(rank);
   const size_t slash = path.rfind('/');
   const size_t dot = path.rfind('.');
-  if (dot == std::string::npos || (slash != std::string::npos && dot < slash) || dot == slash + 1)
-    return path + tag;
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash) || dot == slash + 1) return path + tag;
   return path.substr(0, dot) + tag + path.substr(dot);
 }
 
@@ -38,7 +37,8 @@ int merge(const std::string& path, int world, std::string* error) {
   }
   if (found == 0) return 0;
   try {
-    ddp::detail::write_file_atomic(path, json{{"traceEvents", std::move(all)}, {"displayTimeUnit", "ms"}}.dump() + "\n");
+    ddp::detail::write_file_atomic(path,
+                                   json{{"traceEvents", std::move(all)}, {"displayTimeUnit", "ms"}}.dump() + "\n");
   } catch (const Error& e) {
     *error = e.what();
     return -1;

@@ -19,8 +19,8 @@ std::map<int64_t, PendingWait>& waits() {
 WaitScope::WaitScope(const Call& c) {
   std::lock_guard<std::mutex> lock(g_mu);
   id_ = g_next++;
-  waits()[id_] = PendingWait{id_,     c.ctx.prefix(), c.seq, is_p2p(c.op), c.bytes, c.timeout,
-                             std::chrono::steady_clock::now()};
+  waits()[id_] =
+      PendingWait{id_, c.ctx.prefix(), c.seq, is_p2p(c.op), c.bytes, c.timeout, std::chrono::steady_clock::now()};
 }
 
 WaitScope::~WaitScope() {
@@ -47,9 +47,12 @@ std::string format_seconds(double s) {
 
 std::string format_bytes(int64_t b) {
   char buf[64];
-  if (b < 1024) std::snprintf(buf, sizeof(buf), "%lld B", static_cast<long long>(b));
-  else if (b < (1 << 20)) std::snprintf(buf, sizeof(buf), "%.1f KiB", b / 1024.0);
-  else std::snprintf(buf, sizeof(buf), "%.1f MiB", b / 1048576.0);
+  if (b < 1024)
+    std::snprintf(buf, sizeof(buf), "%lld B", static_cast<long long>(b));
+  else if (b < (1 << 20))
+    std::snprintf(buf, sizeof(buf), "%.1f KiB", b / 1024.0);
+  else
+    std::snprintf(buf, sizeof(buf), "%.1f MiB", b / 1048576.0);
   return buf;
 }
 

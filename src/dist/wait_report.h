@@ -12,9 +12,9 @@
 namespace ddp::detail {
 
 struct PendingWait {
-  int64_t id = 0;        // unique per wait
-  std::string prefix;    // "[gloo] rank 0/4 all_reduce: "
-  int64_t seq = 0;       // 0: a send or recv, or a collective queued behind continuations (not numbered yet)
+  int64_t id = 0;      // unique per wait
+  std::string prefix;  // "[gloo] rank 0/4 all_reduce: "
+  int64_t seq = 0;     // 0: a send or recv, or a collective queued behind continuations (not numbered yet)
   bool p2p = false;
   int64_t bytes = 0;
   Milliseconds timeout;  // kNoTimeout: none

@@ -5,9 +5,8 @@
 
 namespace ddp::detail {
 
-std::vector<std::vector<size_t>> assign_buckets(const std::vector<at::Tensor>& params,
-                                                const std::vector<size_t>& order, size_t first_cap,
-                                                size_t cap) {
+std::vector<std::vector<size_t>> assign_buckets(const std::vector<at::Tensor>& params, const std::vector<size_t>& order,
+                                                size_t first_cap, size_t cap) {
   std::vector<std::vector<size_t>> buckets;
   std::map<at::ScalarType, size_t> open;   // dtype -> index of its open bucket
   std::map<at::ScalarType, size_t> bytes;  // bytes in that bucket

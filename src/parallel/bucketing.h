@@ -11,8 +11,7 @@ namespace ddp::detail {
 // fills buckets: one dtype per bucket, each closed once it reaches its cap
 // (first_cap bytes for the first bucket of a dtype, cap for the others).
 // Buckets come in the order they were opened: bucket 0 is ready first.
-std::vector<std::vector<size_t>> assign_buckets(const std::vector<at::Tensor>& params,
-                                                const std::vector<size_t>& order, size_t first_cap,
-                                                size_t cap);
+std::vector<std::vector<size_t>> assign_buckets(const std::vector<at::Tensor>& params, const std::vector<size_t>& order,
+                                                size_t first_cap, size_t cap);
 
 }  // namespace ddp::detail

@@ -12,7 +12,7 @@ Work AllReduceHook::run(ProcessGroup& group, GradBucket& bucket) {
   at::Tensor buffer = bucket.buffer;
   buffer.div_(group.size());
   AllReduceOptions o;
-  o.async_op = true;  // the last bucket too: a hook must not wait (DDP waits at the end of backward)
+  o.async_op = true;                   // the last bucket too: a hook must not wait (DDP waits at the end of backward)
   return group.all_reduce(buffer, o);  // value(): the buffer, reduced
 }
 
@@ -26,7 +26,7 @@ std::string CompressHook::name() const { return dtype_ == at::kHalf ? "fp16" : "
 Work CompressHook::run(ProcessGroup& group, GradBucket& bucket) {
   // Divide while compressing: one rounding where PyTorch's hooks round twice (cast, then divide).
   at::Tensor compressed = bucket.buffer.scalar_type() == at::kFloat ? to_16bit(bucket.buffer, dtype_, group.size())
-                                                                     : bucket.buffer.to(dtype_).div_(group.size());
+                                                                    : bucket.buffer.to(dtype_).div_(group.size());
   AllReduceOptions o;
   o.async_op = true;
   at::Tensor buffer = bucket.buffer;

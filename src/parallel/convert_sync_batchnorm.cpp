@@ -58,7 +58,8 @@ void check_replaceable(const Module& m, const std::string& prefix) {
     if (is_batch_norm(*child.value()) && child.value().use_count() > expected)
       throw InvalidArgument(
           "convert_sync_batchnorm: '" + path + "' (" + type_name(*child.value()) + ") is also held outside its " +
-          "parent's registry, e.g. by a typed member such as `torch::nn::BatchNorm2d " + child.key() + ";`, whose forward " +
+          "parent's registry, e.g. by a typed member such as `torch::nn::BatchNorm2d " + child.key() +
+          ";`, whose forward " +
           "would keep calling the unsynchronized layer; call it with ddp::batch_norm_child(*this, \"" + child.key() +
           "\", x) or keep it in a Sequential, ModuleList or ModuleDict. Nothing was converted");
     check_replaceable(*child.value(), path + ".");
@@ -83,9 +84,12 @@ void replace_child(Module& m, const std::string& name, const std::shared_ptr<Mod
 
 void convert_children(Module& m, const GroupPtr& group) {
   for (const auto& child : m.named_children()) {
-    if (auto sync = to_sync(*child.value(), group)) replace_child(m, child.key(), child.value(), sync);
-    else if (auto* s = dynamic_cast<SyncBatchNormImpl*>(child.value().get())) s->group = group;
-    else convert_children(*child.value(), group);
+    if (auto sync = to_sync(*child.value(), group))
+      replace_child(m, child.key(), child.value(), sync);
+    else if (auto* s = dynamic_cast<SyncBatchNormImpl*>(child.value().get()))
+      s->group = group;
+    else
+      convert_children(*child.value(), group);
   }
 }
 

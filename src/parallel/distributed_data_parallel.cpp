@@ -40,8 +40,8 @@ void check_same_parameters(ProcessGroup& g, const torch::OrderedDict<std::string
       std::string b = i < theirs.size() ? theirs[i] : "nothing";
       if (a == b) continue;
       ErrorContext ctx{g.backend(), g.rank(), g.size(), "DistributedDataParallel"};
-      throw InvalidArgument(ctx.prefix() + "the model differs across ranks: parameter " + std::to_string(i) +
-                            " is " + a + " on rank 0 but " + b + " on rank " + std::to_string(r) +
+      throw InvalidArgument(ctx.prefix() + "the model differs across ranks: parameter " + std::to_string(i) + " is " +
+                            a + " on rank 0 but " + b + " on rank " + std::to_string(r) +
                             " (every rank must build the same model)");
     }
   }
@@ -49,8 +49,7 @@ void check_same_parameters(ProcessGroup& g, const torch::OrderedDict<std::string
 
 }  // namespace
 
-DistributedDataParallelBase::DistributedDataParallelBase(std::shared_ptr<torch::nn::Module> module,
-                                                         DDPOptions options)
+DistributedDataParallelBase::DistributedDataParallelBase(std::shared_ptr<torch::nn::Module> module, DDPOptions options)
     : base_(std::move(module)), options_(std::move(options)) {
   if (!base_) throw InvalidArgument("DistributedDataParallel: the module is null");
   if (options_.bucket_cap_mb <= 0 || options_.first_bucket_cap_mb <= 0)

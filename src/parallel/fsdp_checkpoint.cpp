@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
 
 #include "ddp/dist/collectives.h"
@@ -51,8 +51,8 @@ c10::IValue read_file(const std::string& file) {
       throw InvalidArgument("not a " + std::string(kFormat) + " file");
     return v;
   } catch (const std::exception& e) {
-    throw InvalidArgument("FullyShardedDataParallel: " + file + " is not a readable shard file: " +
-                          std::string(e.what()).substr(0, 300));
+    throw InvalidArgument("FullyShardedDataParallel: " + file +
+                          " is not a readable shard file: " + std::string(e.what()).substr(0, 300));
   }
 }
 

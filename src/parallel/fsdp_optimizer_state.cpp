@@ -33,8 +33,9 @@ const c10::IValue& entry(const GenericDict& d, const std::string& key, const Err
 c10::impl::GenericList one_group(const GenericDict& top, int64_t n, const ErrorContext& ctx) {
   const auto groups = entry(top, "param_groups", ctx).toList();
   if (groups.size() != 1)
-    throw_invalid(ctx, "the optimizer state has " + std::to_string(groups.size()) +
-                           " param groups; a sharded model's optimizer has one (give every parameter the same options)");
+    throw_invalid(ctx,
+                  "the optimizer state has " + std::to_string(groups.size()) +
+                      " param groups; a sharded model's optimizer has one (give every parameter the same options)");
   GenericDict g = groups.get(0).toGenericDict().copy();
   c10::List<int64_t> ids;
   for (int64_t i = 0; i < n; ++i) ids.push_back(i);
@@ -85,7 +86,8 @@ c10::IValue FullyShardedDataParallel::full_optimizer_state_dict(const torch::opt
         for (const auto& s : shards) {
           auto it = s.find(c10::IValue(key));
           if (it == s.end() || !it->value().isTensor() || it->value().toTensor().numel() != unit.shard_numel())
-            throw_invalid(ctx, "unit " + std::to_string(u) + "'s \"" + key + "\" is missing on a rank or not of the shard's size");
+            throw_invalid(ctx, "unit " + std::to_string(u) + "'s \"" + key +
+                                   "\" is missing on a rank or not of the shard's size");
           parts.push_back(it->value().toTensor().reshape({-1}));
         }
         ps.insert(key, at::cat(parts)
@@ -103,7 +105,7 @@ c10::IValue FullyShardedDataParallel::full_optimizer_state_dict(const torch::opt
 }
 
 void FullyShardedDataParallel::load_full_optimizer_state_dict(torch::optim::Optimizer& optimizer,
-                                                               const c10::IValue& full) {
+                                                              const c10::IValue& full) {
   const int r = group_->rank();
   ErrorContext ctx{group_->backend(), r, group_->size(), "FullyShardedDataParallel load_full_optimizer_state_dict"};
   if (!full.isGenericDict()) throw_invalid(ctx, "the optimizer state is not a dict");
@@ -130,8 +132,8 @@ void FullyShardedDataParallel::load_full_optimizer_state_dict(torch::optim::Opti
     if (per_param.empty()) continue;
     if (per_param.size() != unit.names().size())
       throw_invalid(ctx, "the optimizer state holds " + std::to_string(per_param.size()) + " of the " +
-                             std::to_string(unit.names().size()) + " parameters of unit " + std::to_string(u) +
-                             " (" + unit.names()[0] + ", ...); a sharded optimizer steps all of a unit or none");
+                             std::to_string(unit.names().size()) + " parameters of unit " + std::to_string(u) + " (" +
+                             unit.names()[0] + ", ...); a sharded optimizer steps all of a unit or none");
     const int64_t start = std::min(unit.numel(), int64_t(r) * unit.shard_numel());
     const int64_t mine = std::min(unit.shard_numel(), unit.numel() - start);
     GenericDict st = new_dict(c10::StringType::get());

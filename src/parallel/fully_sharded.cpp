@@ -131,8 +131,8 @@ void FullyShardedDataParallel::load_full_state_dict(const torch::OrderedDict<std
     const at::Tensor* t = state.find(name);
     if (!t) throw_invalid(ctx, "the state has no '" + name + "'");
     if (t->sizes() != shape)
-      throw_invalid(ctx, "'" + name + "' has shape " + c10::str(t->sizes()) + " in the state but " +
-                             c10::str(shape) + " in the model");
+      throw_invalid(ctx, "'" + name + "' has shape " + c10::str(t->sizes()) + " in the state but " + c10::str(shape) +
+                             " in the model");
     ++used;
     return *t;
   };

@@ -6,8 +6,8 @@
 #include "ddp/dist/collectives.h"
 #include "ddp/dist/errors.h"
 #include "dist/error_context.h"
-#include "parallel/reducer.h"
 #include "dist/host_memory.h"
+#include "parallel/reducer.h"
 
 namespace ddp {
 namespace {

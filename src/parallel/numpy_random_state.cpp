@@ -67,7 +67,8 @@ void NumpyRandomState::set_state(const at::Tensor& s) {
     throw InvalidArgument("NumpyRandomState: a state is 625 int64 values (624 MT19937 words, then the position)");
   at::Tensor c = s.contiguous();
   const int64_t* d = detail::host_data<int64_t>(c, "NumpyRandomState");
-  if (d[kN] < 0 || d[kN] > kN) throw InvalidArgument("NumpyRandomState: position " + std::to_string(d[kN]) + " out of [0, 624]");
+  if (d[kN] < 0 || d[kN] > kN)
+    throw InvalidArgument("NumpyRandomState: position " + std::to_string(d[kN]) + " out of [0, 624]");
   for (int i = 0; i < kN; ++i) mt_[i] = static_cast<uint32_t>(d[i]);
   pos_ = static_cast<int>(d[kN]);
 }

@@ -33,7 +33,8 @@ bool flag(const GenericDict& group, const std::string& key, size_t g) {
   const c10::IValue* v = find(group, key);
   if (!v || v->isNone()) return false;
   if (!v->isBool())
-    bad_optimizer_state("param_groups[" + std::to_string(g) + "][\"" + key + "\"] is a " + v->tagKind() + ", not a bool");
+    bad_optimizer_state("param_groups[" + std::to_string(g) + "][\"" + key + "\"] is a " + v->tagKind() +
+                        ", not a bool");
   return v->toBool();
 }
 
@@ -150,8 +151,10 @@ OptimizerCodec adam_codec(const std::string& name, bool adamw) {
     const c10::IValue* betas = find(group, "betas");
     if (!betas) bad_optimizer_state(where + " is missing");
     std::vector<c10::IValue> items;
-    if (betas->isTuple()) items = betas->toTupleRef().elements().vec();
-    else if (betas->isList()) items = betas->toListRef().vec();
+    if (betas->isTuple())
+      items = betas->toTupleRef().elements().vec();
+    else if (betas->isList())
+      items = betas->toListRef().vec();
     if (items.size() != 2 || !(items[0].isDouble() || items[0].isInt()) || !(items[1].isDouble() || items[1].isInt()))
       bad_optimizer_state(where + " is not a pair of numbers");
     auto o = std::make_unique<Options>(number(group, "lr", g, std::nullopt));
@@ -166,8 +169,10 @@ OptimizerCodec adam_codec(const std::string& name, bool adamw) {
                     const at::Tensor& param) -> std::unique_ptr<torch::optim::OptimizerParamState> {
     const c10::IValue* step = find(s, "step");
     double steps = -1;
-    if (step && step->isTensor() && step->toTensor().numel() == 1) steps = step->toTensor().item<double>();
-    else if (step && (step->isInt() || step->isDouble())) steps = step->toScalar().toDouble();
+    if (step && step->isTensor() && step->toTensor().numel() == 1)
+      steps = step->toTensor().item<double>();
+    else if (step && (step->isInt() || step->isDouble()))
+      steps = step->toScalar().toDouble();
     if (!(steps >= 0) || steps != std::floor(steps))
       bad_optimizer_state(where + "[\"step\"] is missing or not a whole number of steps");
     auto st = std::make_unique<State>();

@@ -19,8 +19,10 @@ void gram_schmidt(at::Tensor m, double eps) {
   for (int64_t i = 0; i < cols; ++i) {
     at::Tensor col = m.narrow(2, i, 1);
     at::Tensor norm = at::linalg_vector_norm(col, 2, at::IntArrayRef{1}, /*keepdim=*/true);
-    if (eps == 0) col.div_(norm);
-    else col.div_(norm + eps);
+    if (eps == 0)
+      col.div_(norm);
+    else
+      col.div_(norm + eps);
     if (i + 1 < cols) {
       at::Tensor rest = m.narrow(2, i + 1, cols - i - 1);
       rest.sub_(at::sum(col * rest, {1}, /*keepdim=*/true) * col);
@@ -183,8 +185,10 @@ Work PowerSGDHook::run_layerwise(ProcessGroup& group, GradBucket& bucket) {
   for (size_t i = 0; i < matrices.size(); ++i) {
     auto it = std::find_if(by_shape.begin(), by_shape.end(),
                            [&](const auto& e) { return matrices[i].sizes() == at::IntArrayRef(e.first); });
-    if (it == by_shape.end()) by_shape.push_back({matrices[i].sizes().vec(), {i}});
-    else it->second.push_back(i);
+    if (it == by_shape.end())
+      by_shape.push_back({matrices[i].sizes().vec(), {i}});
+    else
+      it->second.push_back(i);
   }
   // Per unit: its input batch, where its output goes (one [1, n, m] view, or a
   // stacked batch's own memory and the views to copy it to), its P and Q.

@@ -1,6 +1,6 @@
 // PowerSGD's state in checkpoints, and its options from a --comm-hook spec.
-#include <cmath>
 #include <ATen/ATen.h>
+#include <cmath>
 
 #include <sstream>
 
@@ -109,13 +109,20 @@ PowerSGDOptions parse_powersgd_spec(const std::string& spec, bool* batched) {
       const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
       if (eq == std::string::npos || value.empty())
         throw InvalidArgument("comm hook '" + spec + "': option '" + item + "' needs a value (key=value)");
-      if (key == "rank") o.matrix_approximation_rank = to_int(key, value, spec);
-      else if (key == "start") o.start_powerSGD_iter = to_int(key, value, spec);
-      else if (key == "min_rate") o.min_compression_rate = to_double(key, value, spec);
-      else if (key == "epsilon") o.orthogonalization_epsilon = to_double(key, value, spec);
-      else if (key == "error_feedback") o.use_error_feedback = to_bool(key, value, spec);
-      else if (key == "warm_start") o.warm_start = to_bool(key, value, spec);
-      else if (key == "batch_same_shape") o.batch_tensors_with_same_shape = to_bool(key, value, spec);
+      if (key == "rank")
+        o.matrix_approximation_rank = to_int(key, value, spec);
+      else if (key == "start")
+        o.start_powerSGD_iter = to_int(key, value, spec);
+      else if (key == "min_rate")
+        o.min_compression_rate = to_double(key, value, spec);
+      else if (key == "epsilon")
+        o.orthogonalization_epsilon = to_double(key, value, spec);
+      else if (key == "error_feedback")
+        o.use_error_feedback = to_bool(key, value, spec);
+      else if (key == "warm_start")
+        o.warm_start = to_bool(key, value, spec);
+      else if (key == "batch_same_shape")
+        o.batch_tensors_with_same_shape = to_bool(key, value, spec);
       else if (key == "seed") {
         const int64_t s = to_int(key, value, spec);
         if (s < 0 || s > 0xffffffffLL)

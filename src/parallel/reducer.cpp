@@ -31,8 +31,7 @@ Work all_reduce_bucket(ProcessGroup& group, GradBucket& bucket) {
 
 }  // namespace
 
-Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names, GroupPtr group,
-                 ReducerOptions opts)
+Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names, GroupPtr group, ReducerOptions opts)
     : params_(std::move(params)),
       names_(std::move(names)),
       group_(std::move(group)),
@@ -48,11 +47,11 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
   build(order);
   // One post hook per parameter's gradient accumulator: it runs after the
   // new gradient has been added to param.grad().
-  hooks_ = std::make_unique<GradientHooks>(GradientHooks::accumulators_of(params_),
-                                           ErrorContext{group_->backend(), group_->rank(), group_->size(),
-                                                        "DistributedDataParallel's gradient hook"}
-                                               .prefix(),
-                                           [this](size_t i) { on_gradient_accumulated(i); });
+  hooks_ = std::make_unique<GradientHooks>(
+      GradientHooks::accumulators_of(params_),
+      ErrorContext{group_->backend(), group_->rank(), group_->size(), "DistributedDataParallel's gradient hook"}
+          .prefix(),
+      [this](size_t i) { on_gradient_accumulated(i); });
 }
 
 Reducer::~Reducer() = default;
@@ -105,7 +104,7 @@ void Reducer::build(const std::vector<size_t>& order) {
 
 void Reducer::prepare_for_forward(bool grad_enabled) {
   if (in_backward_) reset_iteration();  // a backward that threw half way
-  divisor_ = 0;  // a forward that had no backward leaves no divisor behind
+  divisor_ = 0;                         // a forward that had no backward leaves no divisor behind
   divisor_source_ = nullptr;
   // Only a forward whose backward will synchronise rebuilds: the rebuild is
   // collective, and an evaluation forward may run on some ranks only.
@@ -150,7 +149,8 @@ void Reducer::restore_order(const std::vector<int64_t>& order) {
   };
   std::vector<char> seen(params_.size(), 0);
   for (int64_t k : order) {
-    if (k < 0 || k >= static_cast<int64_t>(params_.size())) throw refuse("index " + std::to_string(k) + " is out of range");
+    if (k < 0 || k >= static_cast<int64_t>(params_.size()))
+      throw refuse("index " + std::to_string(k) + " is out of range");
     if (seen[k]++) throw refuse("index " + std::to_string(k) + " is repeated");
   }
   if (order.size() != params_.size()) throw refuse("got " + std::to_string(order.size()) + " indices");
@@ -235,8 +235,10 @@ void Reducer::mark_ready(size_t index, bool used) {
   const at::Tensor& grad = params_[index].grad();
   if (used && grad.defined()) {
     if (grad.data_ptr() != view.data_ptr()) {
-      if (!hook_) at::div_out(view, grad, divisor());  // while grad is hot in cache
-      else view.copy_(grad);
+      if (!hook_)
+        at::div_out(view, grad, divisor());  // while grad is hot in cache
+      else
+        view.copy_(grad);
       if (opts_.gradient_as_bucket_view) params_[index].mutable_grad() = view;
     } else if (!hook_) {
       view.div_(divisor());
@@ -290,8 +292,8 @@ void Reducer::record_completed_buckets() {
   for (size_t i = 0; i < next_launch_ && i < buckets_.size(); ++i) {
     Bucket& b = buckets_[i];
     if (b.launched_us < 0 || !b.work.is_completed()) continue;
-    timeline::complete("bucket " + std::to_string(i), "reduce bucket " + std::to_string(i),
-                       b.launched_us, timeline::now_us() - b.launched_us,
+    timeline::complete("bucket " + std::to_string(i), "reduce bucket " + std::to_string(i), b.launched_us,
+                       timeline::now_us() - b.launched_us,
                        "\"bytes\":" + std::to_string(b.flat.nbytes()) + ",\"hook\":\"" +
                            (hook_ ? hook_->name() : std::string("allreduce")) + "\",\"bucket\":" + std::to_string(i));
     b.launched_us = -1;
@@ -307,8 +309,8 @@ void Reducer::fail_unfinished() {
   }
   reset_iteration();
   ErrorContext ctx{group_->backend(), group_->rank(), group_->size(), "DistributedDataParallel backward"};
-  throw Error(ctx.prefix() + std::to_string(count) + " parameter(s) got no gradient in this backward pass: " +
-              missing + (count > 5 ? ", ..." : "") +
+  throw Error(ctx.prefix() + std::to_string(count) + " parameter(s) got no gradient in this backward pass: " + missing +
+              (count > 5 ? ", ..." : "") +
               ". Their buckets cannot be reduced. If the model does not use every parameter in every "
               "forward pass, construct DDP with find_unused_parameters = true.");
 }
@@ -365,9 +367,12 @@ void Reducer::finalize() {
     if (!globally_used[i]) continue;
     const at::Tensor& view = buckets_[bucket_slot_[i].first].views[bucket_slot_[i].second];
     at::Tensor& grad = params_[i].mutable_grad();
-    if (opts_.gradient_as_bucket_view) grad = view;
-    else if (grad.defined()) grad.copy_(view);
-    else grad = view.clone();
+    if (opts_.gradient_as_bucket_view)
+      grad = view;
+    else if (grad.defined())
+      grad.copy_(view);
+    else
+      grad = view.clone();
   }
   auto done = Clock::now();
   stats_.iterations++;

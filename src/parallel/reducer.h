@@ -34,8 +34,7 @@ struct ReducerOptions {
 
 class Reducer {
  public:
-  Reducer(std::vector<at::Tensor> params, std::vector<std::string> names, GroupPtr group,
-          ReducerOptions opts);
+  Reducer(std::vector<at::Tensor> params, std::vector<std::string> names, GroupPtr group, ReducerOptions opts);
   ~Reducer();
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
@@ -79,7 +78,7 @@ class Reducer {
     std::vector<size_t> params;
     std::vector<at::Tensor> views;  // per parameter, shaped like it
     size_t pending = 0;
-    Work work;  // the bucket's reduction; value(): the reduced buffer
+    Work work;                 // the bucket's reduction; value(): the reduced buffer
     int64_t launched_us = -1;  // timeline (when on): launch time, until its event is recorded
   };
 
@@ -109,8 +108,8 @@ class Reducer {
   // memory), then each bucket is all-reduced (SUM).
   std::shared_ptr<CommHook> hook_;
   std::function<double()> divisor_source_;
-  double divisor_ = 0;  // 0: not asked yet in this backward
-  bool world_of_one_;  // nothing to reduce: a world of one, no hook registered
+  double divisor_ = 0;                    // 0: not asked yet in this backward
+  bool world_of_one_;                     // nothing to reduce: a world of one, no hook registered
   std::unique_ptr<GradientHooks> hooks_;  // made at the end of the constructor
 
   std::vector<std::vector<size_t>> bucket_params_;
@@ -127,10 +126,10 @@ class Reducer {
   std::vector<char> globally_used_;  // static_graph: used on some rank, learned in the first iteration
   bool forward_seen_ = false;        // DDP's forward ran at least once
   bool expect_gradients_ = false;    // a forward ran since the last reduction
-  std::vector<size_t> arrival_;     // order of the first synchronised backward
+  std::vector<size_t> arrival_;      // order of the first synchronised backward
   bool rebuilt_ = false, rebuild_due_ = false;
   std::vector<size_t> rebuilt_order_;  // what the rebuild (or restore_order) built
-  bool layout_checked_ = false;  // ranks compared their buckets (bucket_agreement.h) since build()
+  bool layout_checked_ = false;        // ranks compared their buckets (bucket_agreement.h) since build()
 
   DDPStats stats_;
   Clock::time_point first_launch_, last_launch_, backward_end_;

@@ -29,8 +29,8 @@ class ShardedBackward {
 
   std::vector<std::shared_ptr<ShardedUnit>> units_;
   std::unique_ptr<GradientHooks> hooks_;  // on the units' accumulators
-  std::vector<size_t> arrived_;  // per unit, gradients in this backward
-  size_t launched_ = 0;          // units reduced, from the last one down
+  std::vector<size_t> arrived_;           // per unit, gradients in this backward
+  size_t launched_ = 0;                   // units reduced, from the last one down
   bool in_backward_ = false;
 };
 

@@ -18,8 +18,8 @@ ShardedUnit::ShardedUnit(std::vector<at::Tensor> params, std::vector<std::string
     ErrorContext ctx{group_.backend(), group_.rank(), world, "FullyShardedDataParallel"};
     if (params_[i].scalar_type() != params_[0].scalar_type())
       throw_invalid(ctx, "parameter '" + names_[i] + "' is " + std::string(c10::toString(params_[i].scalar_type())) +
-                             " but '" + names_[0] + "' of the same unit is " +
-                             c10::toString(params_[0].scalar_type()) + "; a unit's parameters must share a dtype");
+                             " but '" + names_[0] + "' of the same unit is " + c10::toString(params_[0].scalar_type()) +
+                             "; a unit's parameters must share a dtype");
     if (!params_[i].requires_grad())
       throw_invalid(ctx, "parameter '" + names_[i] +
                              "' does not require grad; frozen parameters cannot be sharded (keep them out of the "
@@ -107,8 +107,10 @@ void ShardedUnit::reduce_gradients() {
     if (!grad.defined()) continue;
     at::Tensor out = flat_grad_.narrow(0, offsets_[i], grad.numel()).view(grad.sizes());
     // Divided while copied, as DDP does: the sum of W averages' parts is the average.
-    if (world > 1) at::div_out(out, grad, world);
-    else out.copy_(grad);
+    if (world > 1)
+      at::div_out(out, grad, world);
+    else
+      out.copy_(grad);
     grad.reset();
   }
   if (world == 1) {
@@ -129,8 +131,10 @@ void ShardedUnit::finish_gradients() {
   work_ = Work();
   flat_grad_ = at::Tensor();
   at::Tensor& grad = shard_.mutable_grad();
-  if (grad.defined()) grad.add_(reduced_);
-  else grad = reduced_;
+  if (grad.defined())
+    grad.add_(reduced_);
+  else
+    grad = reduced_;
   reduced_ = at::Tensor();
 }
 
@@ -156,9 +160,7 @@ void ShardedUnit::load_shard(const at::Tensor& shard) {
   shard_.detach().copy_(shard);
 }
 
-int64_t ShardedUnit::full_bytes_now() const {
-  return int64_t(full_.storage().unsafeGetStorageImpl()->nbytes());
-}
+int64_t ShardedUnit::full_bytes_now() const { return int64_t(full_.storage().unsafeGetStorageImpl()->nbytes()); }
 
 int64_t ShardedUnit::gradient_bytes_now() const {
   int64_t bytes = 0;

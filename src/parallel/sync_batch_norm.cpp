@@ -221,8 +221,10 @@ at::Tensor SyncBatchNormImpl::forward(const at::Tensor& input) {
 
 void SyncBatchNormImpl::pretty_print(std::ostream& stream) const {
   stream << "ddp::SyncBatchNorm(" << options.num_features() << ", eps=" << options.eps() << ", momentum=";
-  if (options.momentum()) stream << *options.momentum();
-  else stream << "None";
+  if (options.momentum())
+    stream << *options.momentum();
+  else
+    stream << "None";
   stream << ", affine=" << std::boolalpha << options.affine()
          << ", track_running_stats=" << options.track_running_stats() << ")";
 }

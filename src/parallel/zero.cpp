@@ -70,8 +70,10 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<torch::optim::Optim
         local.push_back(params_[i]);
       }
     }
-    if (groups[g].has_options()) mine.emplace_back(std::move(local), groups[g].options().clone());
-    else mine.emplace_back(std::move(local));
+    if (groups[g].has_options())
+      mine.emplace_back(std::move(local), groups[g].options().clone());
+    else
+      mine.emplace_back(std::move(local));
     first += group_size_[g];
   }
   local_ = make(std::move(mine));
@@ -83,8 +85,9 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<torch::optim::Optim
 namespace {
 std::vector<torch::optim::OptimizerParamGroup> groups_of(const torch::optim::Optimizer& like) {
   if (!like.state().empty())
-    throw InvalidArgument("ZeroRedundancyOptimizer: the optimizer to shard has state already (it stepped); shard it "
-                          "before its first step");
+    throw InvalidArgument(
+        "ZeroRedundancyOptimizer: the optimizer to shard has state already (it stepped); shard it "
+        "before its first step");
   std::vector<torch::optim::OptimizerParamGroup> groups;
   for (const auto& g : like.param_groups()) groups.emplace_back(g.params(), g.options().clone());
   return groups;
@@ -105,8 +108,9 @@ ZeroRedundancyOptimizer::Factory ZeroRedundancyOptimizer::factory_like(const tor
     const auto defaults = static_cast<const AdamOptions&>(adam->defaults());
     return [defaults](std::vector<OptimizerParamGroup> g) { return std::make_unique<Adam>(std::move(g), defaults); };
   }
-  throw InvalidArgument("ZeroRedundancyOptimizer: can shard torch::optim::SGD, Adam and AdamW as built; for another "
-                        "optimizer give the constructor a Factory");
+  throw InvalidArgument(
+      "ZeroRedundancyOptimizer: can shard torch::optim::SGD, Adam and AdamW as built; for another "
+      "optimizer give the constructor a Factory");
 }
 
 ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(const torch::optim::Optimizer& like, ZeroOptions options)

@@ -16,7 +16,6 @@ namespace {
 constexpr int kMmapThreshold = 32 << 20;
 constexpr int kTrimThreshold = INT_MAX;  // ~2 GiB: mallopt takes an int
 
-
 }  // namespace
 
 AllocatorTuning keep_freed_memory() {
@@ -26,7 +25,8 @@ AllocatorTuning keep_freed_memory() {
     return t;
   }
   const std::string tunables = launch_env::text(launch_env::kGlibcTunables).value_or("");
-  for (std::string_view name : {"glibc.malloc.mmap_threshold", "glibc.malloc.trim_threshold", "glibc.malloc.mmap_max"}) {
+  for (std::string_view name :
+       {"glibc.malloc.mmap_threshold", "glibc.malloc.trim_threshold", "glibc.malloc.mmap_max"}) {
     if (tunables.find(name) != std::string::npos) {
       t.description = "malloc: as GLIBC_TUNABLES sets it (" + tunables + ")";
       return t;

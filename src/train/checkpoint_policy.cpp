@@ -17,10 +17,12 @@ void check_finite_before_saving(Job& j, const LoopState& s) {
   auto bad = first_non_finite(*j.task.model.ptr(), /*gradients=*/false);
   if (!bad && j.ema) bad = first_non_finite(j.ema->module(), false);
   if (!bad) return;
-  const std::string when = s.micro == 0 ? "after epoch " + std::to_string(s.epoch) : "in epoch " + std::to_string(s.epoch + 1);
-  throw Error("the model is not finite " + when + ", step " + std::to_string(s.step) + ": " + *bad +
-              "; no checkpoint written, " +
-              (j.last_checkpoint.empty() ? std::string("none was written yet") : "the last one is " + j.last_checkpoint));
+  const std::string when =
+      s.micro == 0 ? "after epoch " + std::to_string(s.epoch) : "in epoch " + std::to_string(s.epoch + 1);
+  throw Error(
+      "the model is not finite " + when + ", step " + std::to_string(s.step) + ": " + *bad +
+      "; no checkpoint written, " +
+      (j.last_checkpoint.empty() ? std::string("none was written yet") : "the last one is " + j.last_checkpoint));
 }
 
 }  // namespace
@@ -35,9 +37,8 @@ void save_checkpoint(Job& j, const LoopState& s) {
   if (j.hook) hook_states = gather_object(j.hook->state_dict(), 0, j.group);
   const c10::IValue optimizer = j.strategy->optimizer_state();  // rank 0's: the whole state
   j.last_checkpoint = j.checkpoints->save(s.epoch, s.step, [&] {
-    c10::IValue c = make_checkpoint(j.cfg, s, *j.task.model.ptr(), optimizer,
-                                            j.ema ? &j.ema->module() : nullptr, rng, loss_sums, j.group->size(),
-                                            j.total_steps);
+    c10::IValue c = make_checkpoint(j.cfg, s, *j.task.model.ptr(), optimizer, j.ema ? &j.ema->module() : nullptr, rng,
+                                    loss_sums, j.group->size(), j.total_steps);
     add_comm_hook_state(c, j.cfg.comm_hook, hook_states);
     add_bucket_order(c, j.strategy->bucket_order());
     return c;

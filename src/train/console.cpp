@@ -6,8 +6,10 @@ namespace ddp::train::detail {
 
 void Console::line(const std::string& text) const {
   if (!leader_) return;
-  if (progress_) progress_->note(text);
-  else *out_ << text + "\n" << std::flush;  // one write: a launcher tags each write (mpirun --tag-output)
+  if (progress_)
+    progress_->note(text);
+  else
+    *out_ << text + "\n" << std::flush;  // one write: a launcher tags each write (mpirun --tag-output)
 }
 
 void Console::warning(const std::string& text) const {

@@ -10,11 +10,15 @@ namespace ddp::train {
 
 EarlyStopping::EarlyStopping(std::string metric, int patience, double min_delta, std::string mode)
     : metric_(std::move(metric)), patience_(patience), min_delta_(min_delta) {
-  if (patience < 1) throw InvalidArgument("EarlyStopping: patience must be >= 1 epoch, not " + std::to_string(patience));
+  if (patience < 1)
+    throw InvalidArgument("EarlyStopping: patience must be >= 1 epoch, not " + std::to_string(patience));
   if (min_delta < 0) throw InvalidArgument("EarlyStopping: min_delta must be >= 0");
-  if (mode == "auto") maximize_ = metric_.find("loss") == std::string::npos;
-  else if (mode == "min" || mode == "max") maximize_ = mode == "max";
-  else throw InvalidArgument("EarlyStopping: mode '" + mode + "' is not one of auto, min, max");
+  if (mode == "auto")
+    maximize_ = metric_.find("loss") == std::string::npos;
+  else if (mode == "min" || mode == "max")
+    maximize_ = mode == "max";
+  else
+    throw InvalidArgument("EarlyStopping: mode '" + mode + "' is not one of auto, min, max");
   best_ = maximize_ ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
 }
 
@@ -24,7 +28,8 @@ void EarlyStopping::operator()(EpochEnd& e) {
     value = e.eval.loss;
   } else if (metric_ == "acc1" || metric_ == "acc5") {
     if (!e.eval.has_accuracy)
-      throw InvalidArgument("EarlyStopping: '" + metric_ + "' needs a classification (outputs [B, C], integer "
+      throw InvalidArgument("EarlyStopping: '" + metric_ +
+                            "' needs a classification (outputs [B, C], integer "
                             "targets); monitor \"loss\" or a Task metric");
     value = metric_ == "acc1" ? e.eval.acc1 : e.eval.acc5;
   } else {

@@ -28,7 +28,8 @@ void zip(torch::nn::Module& to, const torch::nn::Module& from, bool shadow_is_to
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].first != b[i].first || !a[i].second.sizes().equals(b[i].second.sizes()))
       throw InvalidArgument("ModelEma: tensor " + std::to_string(i) + " is " + a[i].first + " in " + a_name + " but " +
-                            b[i].first + " in " + b_name + " (or shapes differ); build both with the same architecture");
+                            b[i].first + " in " + b_name +
+                            " (or shapes differ); build both with the same architecture");
     f(a[i].second, b[i].second);
   }
 }
@@ -51,8 +52,10 @@ void ModelEma::update(const torch::nn::Module& model, double rho) {
   if (!(rho >= 0 && rho <= 1)) throw InvalidArgument("ModelEma: rho must be in [0, 1], got " + std::to_string(rho));
   zip(*shadow_, model, true, [rho](at::Tensor& e, const at::Tensor& m) {
     // ema + (1 - rho)(model - ema): exact where the two are equal (frozen weights stay bit for bit).
-    if (at::isFloatingType(e.scalar_type())) e.lerp_(m, 1 - rho);
-    else e.copy_(m);
+    if (at::isFloatingType(e.scalar_type()))
+      e.lerp_(m, 1 - rho);
+    else
+      e.copy_(m);
   });
 }
 

@@ -29,7 +29,8 @@ std::vector<int64_t> epoch_order(Job& j, int64_t epoch) {
     auto idx = j.sampler->indices();
     return std::vector<int64_t>(idx.begin(), idx.end());
   }
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(stream_seed(j.cfg.seed, Stream::ShardOrder, j.group->rank(), epoch));
+  auto gen =
+      at::make_generator<at::CPUGeneratorImpl>(stream_seed(j.cfg.seed, Stream::ShardOrder, j.group->rank(), epoch));
   at::Tensor perm = at::randperm(j.task.train_y.size(0), gen, at::kLong);
   const int64_t* p = ddp::detail::host_data<int64_t>(perm, "the epoch's order");
   return std::vector<int64_t>(p, p + perm.numel());
@@ -83,10 +84,9 @@ void check_finite_step(Job& j, const LoopState& s, RunningLoss& running, int64_t
   if (!bad) return;
   std::ostringstream loss;
   loss << running.read().step / double(window);
-  throw Error("the gradients are not finite at epoch " +
-              std::to_string(s.epoch + 1) + ", step " + std::to_string(s.step + 1) + " (this rank's loss " +
-              loss.str() + "); first non-finite gradient: " + *bad +
-              "; the weights were not updated and no checkpoint was written (the last: " +
+  throw Error("the gradients are not finite at epoch " + std::to_string(s.epoch + 1) + ", step " +
+              std::to_string(s.step + 1) + " (this rank's loss " + loss.str() + "); first non-finite gradient: " +
+              *bad + "; the weights were not updated and no checkpoint was written (the last: " +
               (j.last_checkpoint.empty() ? std::string("none") : j.last_checkpoint) +
               "). Lower --lr, check the data, or resume from that checkpoint; --no-nan-check trains on regardless");
 }

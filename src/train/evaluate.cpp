@@ -35,13 +35,16 @@ EvalResult evaluate(const std::function<at::Tensor(const at::Tensor&)>& forward,
     throw InvalidArgument("evaluate: " + std::to_string(x.size(0)) + " inputs but " + std::to_string(y.size(0)) +
                           " labels");
   int64_t start = 0;
-  return evaluate_batches(forward, [&]() -> std::optional<data::Batch> {
-    if (start >= x.size(0)) return std::nullopt;
-    const int64_t len = std::min(batch_size, x.size(0) - start);
-    data::Batch b{x.narrow(0, start, len), y.narrow(0, start, len)};
-    start += len;
-    return b;
-  }, group, options);
+  return evaluate_batches(
+      forward,
+      [&]() -> std::optional<data::Batch> {
+        if (start >= x.size(0)) return std::nullopt;
+        const int64_t len = std::min(batch_size, x.size(0) - start);
+        data::Batch b{x.narrow(0, start, len), y.narrow(0, start, len)};
+        start += len;
+        return b;
+      },
+      group, options);
 }
 
 bool is_classification(const at::Tensor& output, const at::Tensor& target) {

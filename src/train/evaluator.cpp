@@ -33,7 +33,8 @@ EvalResult evaluate_model(Job& j, bool last) {
     lo.prefetch = lo.workers + 1;
     data::BatchLoader loader(j.task.test_total, j.task.test_fetch, lo);
     loader.start_epoch(j.task.test_indices, 0);
-    r = evaluate_batches(forward, [&] { return loader.next(); }, *j.group, j.eval_options);
+    r = evaluate_batches(
+        forward, [&] { return loader.next(); }, *j.group, j.eval_options);
   } else {
     r = evaluate(forward, j.task.test_x, j.task.test_y, j.cfg.eval_batch, *j.group, j.eval_options);
   }

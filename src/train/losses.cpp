@@ -8,8 +8,8 @@ namespace ddp::train {
 
 at::Tensor label_smoothing_cross_entropy(const at::Tensor& logits, const at::Tensor& target, double alpha) {
   if (logits.dim() != 2)
-    throw InvalidArgument("label_smoothing_cross_entropy: logits must be [N, C], got " +
-                          std::to_string(logits.dim()) + " dims");
+    throw InvalidArgument("label_smoothing_cross_entropy: logits must be [N, C], got " + std::to_string(logits.dim()) +
+                          " dims");
   if (target.dim() != 1 || target.size(0) != logits.size(0) || target.scalar_type() != at::kLong)
     throw InvalidArgument("label_smoothing_cross_entropy: target must be int64 [N] with N = " +
                           std::to_string(logits.size(0)));

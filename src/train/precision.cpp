@@ -13,9 +13,9 @@
 #include <set>
 #include <sstream>
 
+#include "ddp/dist/launch_env.h"
 #include "ddp/errors.h"
 #include "ddp/train/machine.h"
-#include "ddp/dist/launch_env.h"
 
 namespace ddp::train {
 
@@ -46,8 +46,9 @@ Bf16Support bf16_support(const std::string& cpu_flags, const std::string& onednn
   if (!onednn_max_isa.empty()) {
     const std::string isa = upper(onednn_max_isa);
     // oneDNN's ISA names at or above the first with bfloat16 instructions.
-    static const std::set<std::string> with_bf16 = {"AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX",
-                                                    "AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX", "ALL", "DEFAULT"};
+    static const std::set<std::string> with_bf16 = {
+        "AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX", "ALL",
+        "DEFAULT"};
     if (!with_bf16.count(isa))
       return {false, "this CPU has " + have + ", but ONEDNN_MAX_CPU_ISA=" + onednn_max_isa +
                          " keeps oneDNN below its bfloat16 instructions"};

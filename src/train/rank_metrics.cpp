@@ -32,7 +32,8 @@ LogPoint log_point(ProcessGroup& group, double loss, double accuracy, LogWindow&
   mine[1] = accuracy;
   mine[kShared + rank] = seconds > 0 ? world * double((micro - window.micro) * batch_size) / seconds : 0.0;
   mine[kShared + world + rank] = steps > 0 ? world * (ddp_now.comm_ms - window.ddp.comm_ms) / double(steps) : 0.0;
-  mine[kShared + 2 * world + rank] = steps > 0 ? world * (ddp_now.exposed_ms - window.ddp.exposed_ms) / double(steps) : 0.0;
+  mine[kShared + 2 * world + rank] =
+      steps > 0 ? world * (ddp_now.exposed_ms - window.ddp.exposed_ms) / double(steps) : 0.0;
   at::Tensor t = at::tensor(mine, at::kDouble);
   group.all_reduce(t, op(ReduceOp::AVG)).wait();
   const double* p = ddp::detail::host_data<double>(t, "the ranks' metrics");

@@ -93,7 +93,8 @@ LrSchedule LrSchedule::parse(const std::string& spec) {
     std::vector<std::pair<double, double>> knots;
     for (const auto& knot : split(spec.substr(10), ',')) {
       auto xy = split(knot, ':');
-      if (xy.size() != 2) throw InvalidArgument("learning-rate schedule '" + spec + "': knot '" + knot + "' is not X:Y");
+      if (xy.size() != 2)
+        throw InvalidArgument("learning-rate schedule '" + spec + "': knot '" + knot + "' is not X:Y");
       knots.emplace_back(number(spec, xy[0]), number(spec, xy[1]));
     }
     return piecewise_linear(knots);

@@ -19,7 +19,8 @@ void TrainLogs::open(const std::string& out_dir, bool leader, bool progress) {
   tb_ = std::make_unique<SummaryWriter>(tb_dir_);
   jsonl_ = std::make_unique<JsonlWriter>(jsonl_path_, /*append=*/true);
   if (progress) {
-    progress_ = std::make_unique<Progress>(console_.out(), &console_.out() == &std::cout && Progress::live_stdout(), 50);
+    progress_ =
+        std::make_unique<Progress>(console_.out(), &console_.out() == &std::cout && Progress::live_stdout(), 50);
     console_.set_progress(progress_.get());
   }
 }
@@ -40,13 +41,13 @@ void TrainLogs::step(int64_t step_in_epoch, std::optional<double> loss, double l
 }
 
 void TrainLogs::end_epoch(const std::string& summary) {
-  if (progress_) progress_->end(summary);
-  else console_.line(summary);
+  if (progress_)
+    progress_->end(summary);
+  else
+    console_.line(summary);
 }
 
-void TrainLogs::note(const std::string& line) {
-  console_.line(line);
-}
+void TrainLogs::note(const std::string& line) { console_.line(line); }
 
 void TrainLogs::scalars(const std::string& kind, int64_t step,
                         const std::vector<std::pair<std::string, double>>& values,
@@ -61,8 +62,7 @@ void TrainLogs::scalars(const std::string& kind, int64_t step,
   jsonl_->write(fields);
 }
 
-void TrainLogs::event(const std::string& kind,
-                      const std::vector<std::pair<std::string, JsonlWriter::Value>>& fields) {
+void TrainLogs::event(const std::string& kind, const std::vector<std::pair<std::string, JsonlWriter::Value>>& fields) {
   if (!leader_) return;
   std::vector<std::pair<std::string, JsonlWriter::Value>> line = {{"kind", kind}};
   line.insert(line.end(), fields.begin(), fields.end());

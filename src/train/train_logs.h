@@ -2,16 +2,16 @@
 // TensorBoard events, JSON lines and the report page. On other ranks every call
 // does nothing.
 #pragma once
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "console.h"
 #include "ddp/train/metrics_log.h"
 #include "ddp/train/progress.h"
 #include "ddp/train/tensorboard.h"
-#include "console.h"
 
 namespace ddp::train::detail {
 

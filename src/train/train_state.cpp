@@ -28,7 +28,8 @@ void warn_changed_settings(const c10::impl::GenericDict& saved, const TrainConfi
     if (it == saved.end() || !it->value().isString() || it->value().toStringRef() == now) continue;
     changes += "\n  " + key + ": " + it->value().toStringRef() + " -> " + now;
   }
-  if (!changes.empty()) console.warning("resuming " + path + " with settings that differ from the checkpoint's:" + changes);
+  if (!changes.empty())
+    console.warning("resuming " + path + " with settings that differ from the checkpoint's:" + changes);
 }
 
 }  // namespace
@@ -90,8 +91,8 @@ LoopState restore_checkpoint(const c10::IValue& ckpt, const std::string& path, c
   auto recipe = config.find("recipe");
   if (recipe == config.end() || recipe->value().toStringRef() != cfg.recipe)
     throw InvalidArgument("checkpoint " + path + " was written by recipe '" +
-                          (recipe == config.end() ? std::string("?") : recipe->value().toStringRef()) +
-                          "', not '" + cfg.recipe + "'; use another --out-dir or the same recipe");
+                          (recipe == config.end() ? std::string("?") : recipe->value().toStringRef()) + "', not '" +
+                          cfg.recipe + "'; use another --out-dir or the same recipe");
   load_state_dict(model, state_dict_from_ivalue(get(d, "model", path), path + " [model]"));
   strategy.load_optimizer_state(get(d, "optimizer", path));
   if (ema) {
@@ -145,7 +146,8 @@ void restore_comm_hook(const c10::IValue& ckpt, const std::string& path, const T
     auto h = it->value().toGenericDict();
     const std::string spec = h.at("spec").toStringRef();
     const auto& ranks = h.at("ranks").toListRef();
-    if (spec != cfg.comm_hook) why = "holds the state of comm hook '" + spec + "'";
+    if (spec != cfg.comm_hook)
+      why = "holds the state of comm hook '" + spec + "'";
     else if (static_cast<int>(ranks.size()) != group.size())
       why = "was written by " + std::to_string(ranks.size()) + " ranks, this run has " + std::to_string(group.size());
     else {
@@ -166,7 +168,8 @@ void add_bucket_order(c10::IValue& ckpt, const std::vector<int64_t>& order) {
   ckpt.toGenericDict().insert("ddp_bucket_order", c10::List<int64_t>(order));
 }
 
-void restore_bucket_order(const c10::IValue& ckpt, const std::string& path, Strategy& strategy, const Console& console) {
+void restore_bucket_order(const c10::IValue& ckpt, const std::string& path, Strategy& strategy,
+                          const Console& console) {
   auto d = ckpt.toGenericDict();
   auto it = d.find("ddp_bucket_order");
   if (it == d.end()) return;  // the rebuild after the first step, as in a new run
@@ -176,8 +179,9 @@ void restore_bucket_order(const c10::IValue& ckpt, const std::string& path, Stra
   try {
     strategy.load_bucket_order(order);
   } catch (const InvalidArgument& e) {
-    console.warning("checkpoint " + path + ": its ddp_bucket_order does not fit this model (" + e.what() +
-                    "); the buckets are rebuilt after the first step, so the resumed gradients may differ in the last bit");
+    console.warning(
+        "checkpoint " + path + ": its ddp_bucket_order does not fit this model (" + e.what() +
+        "); the buckets are rebuilt after the first step, so the resumed gradients may differ in the last bit");
   }
 }
 

@@ -5,10 +5,10 @@
 #include <torch/optim/optimizer.h>
 
 #include "console.h"
-#include "strategy/strategy.h"
 #include "ddp/dist/process_group.h"
 #include "ddp/parallel/comm_hook.h"
 #include "ddp/train/config.h"
+#include "strategy/strategy.h"
 
 namespace ddp::train::detail {
 

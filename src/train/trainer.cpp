@@ -11,29 +11,29 @@
 #include <optional>
 #include <sstream>
 
+#include "config/agreement.h"
 #include "ddp/dist/backend_choice.h"
 #include "ddp/dist/collectives.h"
 #include "ddp/dist/init.h"
+#include "ddp/dist/launch_env.h"
 #include "ddp/dist/timeline.h"
 #include "ddp/errors.h"
 #include "ddp/train/recipe.h"
-#include "config/agreement.h"
 #include "fit_parts.h"
 #include "trainer_job.h"
-#include "ddp/dist/launch_env.h"
 
 namespace ddp::train {
 namespace {
 
 using detail::Clock;
-using detail::Job;
-using detail::Stream;
 using detail::eval_text;
 using detail::eval_values;
 using detail::evaluate_model;
+using detail::Job;
 using detail::percent;
 using detail::save_checkpoint;
 using detail::seconds_since;
+using detail::Stream;
 using detail::stream_seed;
 using detail::train_epoch;
 using detail::unix_time;
@@ -47,18 +47,18 @@ void finish_timeline(Job& j) {
   if (j.group->rank() != 0) return;
   const int ranks = timeline::merge(timeline::path(), j.group->size());
   j.logs.console().line("timeline: " + timeline::path() + " (" + std::to_string(ranks) + " of " +
-                        std::to_string(j.group->size()) + " rank(s); open it in https://ui.perfetto.dev or chrome://tracing)");
+                        std::to_string(j.group->size()) +
+                        " rank(s); open it in https://ui.perfetto.dev or chrome://tracing)");
 }
-
-
-
 
 // The epoch's scalars (TensorBoard, metrics.jsonl) and its line on rank 0.
 void log_epoch(Job& j, int64_t epoch, int64_t step, double train_loss, double throughput, double train_s,
                const EvalResult& eval, double wall_s) {
   std::vector<std::pair<std::string, double>> values = eval_values(eval);
-  values.insert(values.end(), {{"throughput", throughput}, {"epoch", double(epoch + 1)}, {"Loss/train_epoch", train_loss}});
-  j.logs.scalars("epoch", step, values, {{"train_seconds", train_s}, {"wall_seconds", wall_s}, {"unix_time", unix_time()}});
+  values.insert(values.end(),
+                {{"throughput", throughput}, {"epoch", double(epoch + 1)}, {"Loss/train_epoch", train_loss}});
+  j.logs.scalars("epoch", step, values,
+                 {{"train_seconds", train_s}, {"wall_seconds", wall_s}, {"unix_time", unix_time()}});
   j.logs.flush();
   std::ostringstream line;
   line << "epoch " << epoch + 1 << "/" << *j.cfg.epochs << " | train_loss " << train_loss << " | " << eval_text(eval);
@@ -100,26 +100,31 @@ std::optional<std::string> run_callbacks(Job& j, int64_t epoch, int64_t step, do
 
 // The run's last JSON line (finished, stopped, preempted or error, with the message) and the final report.
 void log_end(Job& j, const std::string& status, const std::string& message, const TrainSummary& summary) {
-  j.logs.event("end", {{"status", status}, {"message", message}, {"epochs_done", summary.epochs_done},
-                       {"step", summary.steps}, {"seconds", summary.seconds}});
+  j.logs.event("end", {{"status", status},
+                       {"message", message},
+                       {"epochs_done", summary.epochs_done},
+                       {"step", summary.steps},
+                       {"seconds", summary.seconds}});
   j.logs.write_report();
 }
 
 void print_done(Job& j, const TrainSummary& summary) {
   std::ostringstream o;
   o << "done: ";
-  if (summary.eval.has_accuracy) o << "acc1 " << percent(summary.eval.acc1);
-  else o << "val_loss " << summary.eval.loss;
-  o << " on " << summary.eval.count << " test samples after "
-            << summary.epochs_done << " epoch(s), " << summary.seconds << " s\n"
-            << "  logs: " << j.logs.tensorboard_dir() << " (tensorboard --logdir " << j.logs.tensorboard_dir() << "), "
-            << j.logs.metrics_path() << "\n"
-            << "  checkpoint: " << summary.checkpoint << "\n"
-            << "  report: "
-            << (!report_built()             ? std::string("none (ddp was built with -DDDP_WITH_REPORT=OFF)")
-                : j.logs.report_written() ? j.logs.report_path() + " (open it in a browser)"
-                                          : j.logs.report_path() + " NOT written (see the warning above; `ddp-train report " +
-                                                j.cfg.out_dir + "` rebuilds it)");
+  if (summary.eval.has_accuracy)
+    o << "acc1 " << percent(summary.eval.acc1);
+  else
+    o << "val_loss " << summary.eval.loss;
+  o << " on " << summary.eval.count << " test samples after " << summary.epochs_done << " epoch(s), " << summary.seconds
+    << " s\n"
+    << "  logs: " << j.logs.tensorboard_dir() << " (tensorboard --logdir " << j.logs.tensorboard_dir() << "), "
+    << j.logs.metrics_path() << "\n"
+    << "  checkpoint: " << summary.checkpoint << "\n"
+    << "  report: "
+    << (!report_built()           ? std::string("none (ddp was built with -DDDP_WITH_REPORT=OFF)")
+        : j.logs.report_written() ? j.logs.report_path() + " (open it in a browser)"
+                                  : j.logs.report_path() + " NOT written (see the warning above; `ddp-train report " +
+                                        j.cfg.out_dir + "` rebuilds it)");
   j.logs.console().line(o.str());
 }
 
@@ -136,7 +141,8 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
     std::ostringstream o;
     o << "the run in " << cfg.out_dir << " is already finished: " << s.epoch << " of " << *cfg.epochs
       << " epoch(s) done (raise --epochs to train on); its final model: ";
-    if (summary.eval.has_accuracy) o << "acc1 " << percent(summary.eval.acc1) << ", acc5 " << percent(summary.eval.acc5) << ", ";
+    if (summary.eval.has_accuracy)
+      o << "acc1 " << percent(summary.eval.acc1) << ", acc5 " << percent(summary.eval.acc5) << ", ";
     o << "val_loss " << summary.eval.loss << " on " << summary.eval.count << " test samples";
     j.logs.console().line(o.str());
   }
@@ -183,8 +189,8 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
   summary.checkpoint = j.last_checkpoint;
   summary.seconds = seconds_since(start);
   if (summary.preempted)
-    log_end(j, "preempted", "SIGTERM: stopped after step " + std::to_string(s.step) + ", checkpoint " + j.last_checkpoint,
-            summary);
+    log_end(j, "preempted",
+            "SIGTERM: stopped after step " + std::to_string(s.step) + ", checkpoint " + j.last_checkpoint, summary);
   else
     log_end(j, summary.stopped.empty() ? "finished" : "stopped", summary.stopped, summary);
   j.strategy->finish();  // a sharded model's trained weights back in the Task's model
@@ -219,7 +225,7 @@ Trainer::Trainer(TrainConfig settings, GroupPtr group) : impl_(std::make_unique<
     InitOptions init;
     init.backend = t.cfg.backend;
     init.device = t.cfg.device;  // a GPU device makes backend auto nccl
-    if (t.cfg.timeout)  // else InitOptions reads DDP_TIMEOUT
+    if (t.cfg.timeout)           // else InitOptions reads DDP_TIMEOUT
       init.timeout = Milliseconds(std::max<int64_t>(1, static_cast<int64_t>(*t.cfg.timeout * 1000 + 0.5)));
     t.backend_reason = t.cfg.backend == "auto" ? choose_backend(init).reason : "--backend " + t.cfg.backend;
     t.group = init_process_group(init);

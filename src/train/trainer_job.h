@@ -17,8 +17,8 @@
 #include "ddp/train/precision.h"
 #include "ddp/train/schedule.h"
 #include "ddp/train/trainer.h"
-#include "train_logs.h"
 #include "strategy/strategy.h"
+#include "train_logs.h"
 #include "train_state.h"
 
 namespace ddp::train::detail {
@@ -26,18 +26,18 @@ namespace ddp::train::detail {
 struct Job {
   TrainConfig cfg;  // every field set
   GroupPtr group;
-  Task task;        // its test data this rank's share
+  Task task;                    // its test data this rank's share
   at::Device device{at::kCPU};  // where the model trains (--device, resolved on this rank)
-  PrecisionChoice precision;  // fp32 or bf16 and why (auto resolves by the CPU, or the GPU)
+  PrecisionChoice precision;    // fp32 or bf16 and why (auto resolves by the CPU, or the GPU)
   LrSchedule schedule = LrSchedule::constant();
   LossFn loss;
   EvalOptions eval_options;
   std::vector<EpochCallback> callbacks;
-  std::vector<double> base_lrs;          // each optimizer group's lr at creation: the schedule multiplies it
-  std::vector<int64_t> train_epochs;     // each group's ParamGroup::train_epochs (0: always trained)
+  std::vector<double> base_lrs;        // each optimizer group's lr at creation: the schedule multiplies it
+  std::vector<int64_t> train_epochs;   // each group's ParamGroup::train_epochs (0: always trained)
   std::unique_ptr<Strategy> strategy;  // the model's gradient sync and the optimizer (--strategy)
-  std::shared_ptr<CommHook> hook;  // --comm-hook's, if not the built-in path
-  torch::nn::AnyModule shadow;     // the EMA's model, when the task averages weights
+  std::shared_ptr<CommHook> hook;      // --comm-hook's, if not the built-in path
+  torch::nn::AnyModule shadow;         // the EMA's model, when the task averages weights
   std::unique_ptr<ModelEma> ema;
   std::unique_ptr<DistributedSampler> sampler;  // unless the training data is this rank's shard
   std::unique_ptr<data::BatchLoader> loader;
@@ -45,10 +45,10 @@ struct Job {
   TrainLogs logs;
   int64_t micro_per_epoch = 0, steps_per_epoch = 0, total_steps = 0;
   std::string last_checkpoint;
-  std::string malloc_note;  // what keep_freed_memory() did, for the first lines
-  std::string backend_reason;  // how the group's backend was chosen, for the first line ("" if joined)
+  std::string malloc_note;                      // what keep_freed_memory() did, for the first lines
+  std::string backend_reason;                   // how the group's backend was chosen, for the first line ("" if joined)
   std::chrono::steady_clock::time_point start;  // fit's start: the logs' wall_seconds
-  double eval_seconds = 0;  // this epoch's evaluations within it (--eval-every): not training time
+  double eval_seconds = 0;                      // this epoch's evaluations within it (--eval-every): not training time
 };
 
 // Every random stream of a run, derived from the seed in one place.

@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <ctime>
-#include <iostream>
 #include <functional>
+#include <iostream>
 #include <sstream>
 
 #include "ddp/dist/collectives.h"
@@ -20,8 +20,8 @@
 #include "ddp/train/allocator.h"
 #include "ddp/train/losses.h"
 #include "ddp/train/machine.h"
-#include "trainer_job.h"
 #include "dist/host_memory.h"
+#include "trainer_job.h"
 
 namespace ddp::train::detail {
 namespace {
@@ -44,8 +44,10 @@ std::unique_ptr<torch::optim::Optimizer> builtin_optimizer(const TrainConfig& cf
     else if (cfg.optimizer == "adamw")
       o = std::make_unique<AdamWOptions>(AdamWOptions(lr).betas(betas).eps(cfg.eps).weight_decay(g.weight_decay));
     else
-      o = std::make_unique<SGDOptions>(SGDOptions(lr).momentum(*cfg.momentum).weight_decay(g.weight_decay).nesterov(
-          task.nesterov && *cfg.momentum > 0));
+      o = std::make_unique<SGDOptions>(SGDOptions(lr)
+                                           .momentum(*cfg.momentum)
+                                           .weight_decay(g.weight_decay)
+                                           .nesterov(task.nesterov && *cfg.momentum > 0));
     groups.emplace_back(g.params, std::move(o));
   }
   if (cfg.optimizer == "adam") return std::make_unique<Adam>(std::move(groups), AdamOptions(*cfg.lr));
@@ -81,7 +83,8 @@ void set_up_strategy(Job& j) {
   j.strategy = make_strategy(j.cfg.strategy,
                              {t.model, j.group, j.hook, [&j] { return task_optimizer(j); }, averaged, j.cfg.recipe});
   torch::optim::Optimizer& opt = j.strategy->optimizer();
-  if (t.make_optimizer) j.train_epochs.assign(opt.param_groups().size(), 0);
+  if (t.make_optimizer)
+    j.train_epochs.assign(opt.param_groups().size(), 0);
   else
     for (const auto& g : t.groups) j.train_epochs.push_back(g.train_epochs);
   for (auto& g : opt.param_groups()) j.base_lrs.push_back(g.options().get_lr());
@@ -170,7 +173,8 @@ bool tensor_data(const at::Tensor& x, const at::Tensor& y, bool fetch, const std
                                    : "set " + split + "_x and " + split + "_y, or " + split + "_fetch and " + split +
                                          "_total (set_" + split + "_dataset)"));
   if (tensors && (!x.defined() || !y.defined() || x.dim() == 0 || y.dim() == 0 || x.size(0) != y.size(0)))
-    throw InvalidArgument("Trainer: the Task's " + split + "_x and " + split + "_y must both be tensors with the "
+    throw InvalidArgument("Trainer: the Task's " + split + "_x and " + split +
+                          "_y must both be tensors with the "
                           "same first dimension (samples)");
   return tensors;
 }
@@ -184,8 +188,9 @@ void check_task(Job& j) {
   } else if (t.train_total < 1) {
     throw InvalidArgument("Trainer: the Task's train_fetch needs train_total > 0 samples");
   } else if (t.train_sharded) {
-    throw InvalidArgument("Trainer: train_sharded is for train_x/train_y holding this rank's shard; with "
-                          "train_fetch the DistributedSampler picks each rank's samples: leave it false");
+    throw InvalidArgument(
+        "Trainer: train_sharded is for train_x/train_y holding this rank's shard; with "
+        "train_fetch the DistributedSampler picks each rank's samples: leave it false");
   }
   if (tensor_data(t.test_x, t.test_y, bool(t.test_fetch), "test")) {
     if (!t.test_sharded) {  // every rank holds the whole set: keep this rank's exact share
@@ -229,7 +234,8 @@ void on_every_rank(Job& j, const std::string& what, const std::function<void()>&
   if (failed < 0) return;
   if (error) std::rethrow_exception(error);
   throw PeerFailed<InvalidArgument>(
-      "Trainer: " + what + " failed on rank " + std::to_string(failed) + " (its error is in that rank's output)", failed);
+      "Trainer: " + what + " failed on rank " + std::to_string(failed) + " (its error is in that rank's output)",
+      failed);
 }
 
 // The run's first JSON line: what, where and how it runs (for the report).
@@ -240,12 +246,19 @@ void log_start(Job& j) {
   for (const auto& f : cpu.flags) flags += (flags.empty() ? "" : " ") + f;
   char host[256] = "?";
   if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "?");
-  j.logs.event("start", {{"recipe", j.cfg.recipe}, {"world", int64_t{j.group->size()}},
-                         {"backend", j.group->backend()}, {"strategy", j.cfg.strategy},
+  j.logs.event("start", {{"recipe", j.cfg.recipe},
+                         {"world", int64_t{j.group->size()}},
+                         {"backend", j.group->backend()},
+                         {"strategy", j.cfg.strategy},
                          {"precision", j.cfg.precision},
-                         {"epochs", *j.cfg.epochs}, {"steps_per_epoch", j.steps_per_epoch},
-                         {"machine", describe(cpu)}, {"cores", int64_t{cpu.cores}}, {"cpu_flags", flags},
-                         {"host", std::string(host)}, {"malloc", j.malloc_note}, {"time", int64_t(std::time(nullptr))},
+                         {"epochs", *j.cfg.epochs},
+                         {"steps_per_epoch", j.steps_per_epoch},
+                         {"machine", describe(cpu)},
+                         {"cores", int64_t{cpu.cores}},
+                         {"cpu_flags", flags},
+                         {"host", std::string(host)},
+                         {"malloc", j.malloc_note},
+                         {"time", int64_t(std::time(nullptr))},
                          {"config", to_config_file(j.cfg)}});
 }
 
@@ -254,10 +267,14 @@ void log_start(Job& j) {
 uint64_t stream_seed(uint64_t seed, Stream stream, int rank, int64_t epoch) {
   const uint64_t base = seed * 1000003, r = uint64_t(rank);
   switch (stream) {
-    case Stream::Weights: return seed;                            // the same initial weights on every rank
-    case Stream::Dropout: return base + 1 + r;                    // differs across ranks
-    case Stream::ShardOrder: return base + uint64_t(epoch) * 7919 + r;  // a shard's shuffle, per epoch
-    case Stream::Augment: return base + 17 * r + 5;               // the loader's crops and flips
+    case Stream::Weights:
+      return seed;  // the same initial weights on every rank
+    case Stream::Dropout:
+      return base + 1 + r;  // differs across ranks
+    case Stream::ShardOrder:
+      return base + uint64_t(epoch) * 7919 + r;  // a shard's shuffle, per epoch
+    case Stream::Augment:
+      return base + 17 * r + 5;  // the loader's crops and flips
   }
   return seed;
 }
@@ -295,8 +312,8 @@ at::Device resolve_job_device(const std::string& spec, ProcessGroup& group) {
   if (first == group.rank())
     throw InvalidArgument("ddp-train: --device " + spec + " on rank " + std::to_string(first) + ": " + error);
   if (first < group.size())
-    throw PeerFailed<InvalidArgument>("ddp-train: --device " + spec + " failed on rank " + std::to_string(first) +
-                                      " (its log says why)", first);
+    throw PeerFailed<InvalidArgument>(
+        "ddp-train: --device " + spec + " failed on rank " + std::to_string(first) + " (its log says why)", first);
   return device;
 }
 
@@ -333,7 +350,7 @@ void set_up(Job& j, Task task) {
 
   if (cfg.sync_bn) use_sync_batch_norm(j);
   j.task.model.ptr()->to(j.device);  // before DDP: its buckets live where the gradients do
-  if (cfg.comm_hook != "allreduce") j.hook = make_comm_hook(cfg.comm_hook);  // else the built-in path
+  if (cfg.comm_hook != "allreduce") j.hook = make_comm_hook(cfg.comm_hook);            // else the built-in path
   on_every_rank(j, "making the strategy and optimizer", [&] { set_up_strategy(j); });  // rank 0's weights
   if (j.task.make_shadow && *cfg.ema_every > 0) {
     j.shadow = j.task.make_shadow();
@@ -347,15 +364,14 @@ void set_up(Job& j, Task task) {
   {
     std::ostringstream o;
     o << "ddp-train " << cfg.recipe << ": " << j.group->size() << " rank(s) on " << j.group->backend()
-              << (j.backend_reason.empty() ? std::string() : " (" + j.backend_reason + ")")
-              << (j.device.is_cpu() ? std::string() : ", device " + j.device.str()) << ", strategy "
-              << j.strategy->describe() << ", "
-              << j.task.train_total << " training samples (" << (j.task.train_sharded ? "shards" : "sampler")
-              << "), " << j.task.test_total << " test samples, batch " << *cfg.batch_size << " per rank"
-              << (cfg.sync_bn ? " (SyncBatchNorm)" : "") << ", "
-              << j.steps_per_epoch << " steps per epoch, lr " << *cfg.lr << " (" << j.schedule.spec() << "), "
-              << cfg.precision << " (" << j.precision.reason << ")"
-              << (cfg.comm_hook != "allreduce" ? ", comm hook " + cfg.comm_hook : std::string()) << "\n  cpu: " << describe(cpu_info()) << "\n  " << j.malloc_note;
+      << (j.backend_reason.empty() ? std::string() : " (" + j.backend_reason + ")")
+      << (j.device.is_cpu() ? std::string() : ", device " + j.device.str()) << ", strategy " << j.strategy->describe()
+      << ", " << j.task.train_total << " training samples (" << (j.task.train_sharded ? "shards" : "sampler") << "), "
+      << j.task.test_total << " test samples, batch " << *cfg.batch_size << " per rank"
+      << (cfg.sync_bn ? " (SyncBatchNorm)" : "") << ", " << j.steps_per_epoch << " steps per epoch, lr " << *cfg.lr
+      << " (" << j.schedule.spec() << "), " << cfg.precision << " (" << j.precision.reason << ")"
+      << (cfg.comm_hook != "allreduce" ? ", comm hook " + cfg.comm_hook : std::string())
+      << "\n  cpu: " << describe(cpu_info()) << "\n  " << j.malloc_note;
     j.logs.console().line(o.str());
   }
   log_start(j);

@@ -5,8 +5,8 @@
 // ddp::torch links libstdc++ first, for ddp's binaries and for every consumer of ddp::torch.
 #include <ATen/ATen.h>
 #include <dlfcn.h>
-#include <unistd.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>

@@ -40,7 +40,8 @@ at::TensorOptions gpu(at::ScalarType t = at::kFloat) { return at::TensorOptions(
 void expect_equal(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
   EXPECT_TRUE(got.device().is_cuda()) << what << ": the result left the GPU (" << got.device() << ")";
   EXPECT_TRUE(at::equal(got.cpu().to(at::kDouble), want.cpu().to(at::kDouble)))
-      << what << ": got " << got.cpu().to(at::kDouble).slice(0, 0, 4) << " want " << want.to(at::kDouble).slice(0, 0, 4);
+      << what << ": got " << got.cpu().to(at::kDouble).slice(0, 0, 4) << " want "
+      << want.to(at::kDouble).slice(0, 0, 4);
 }
 
 // Every collective on CUDA tensors: closed-form results, on the GPU afterwards.
@@ -65,7 +66,8 @@ void collectives_on_gpu(ProcessGroup& g) {
   std::vector<at::Tensor> outs;
   for (int i = 0; i < w; ++i) outs.push_back(at::empty({3}, gpu()));
   g.all_gather(outs, at::full({3}, double(r), gpu()));
-  for (int i = 0; i < w; ++i) expect_equal(outs[i], at::full({3}, double(i), at::kDouble), at + "all_gather " + std::to_string(i));
+  for (int i = 0; i < w; ++i)
+    expect_equal(outs[i], at::full({3}, double(i), at::kDouble), at + "all_gather " + std::to_string(i));
   std::vector<at::Tensor> ins;
   for (int i = 0; i < w; ++i) ins.push_back(at::full({4}, double(r * 10 + i), gpu()));
   at::Tensor mine = at::empty({4}, gpu());
@@ -131,7 +133,8 @@ TEST_F(Cuda, OneCallsTensorsMustShareADevice) {
       g.all_gather(outs, at::ones({3}, gpu()));
       ADD_FAILURE() << "expected InvalidArgument";
     } catch (const InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find("outputs[0] is on cpu but input is on cuda:0"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("outputs[0] is on cpu but input is on cuda:0"), std::string::npos)
+          << e.what();
     }
   });
 }

@@ -68,9 +68,14 @@ at::Tensor train_on(const std::string& device, const std::string& strategy, cons
 void every_strategy_on_the_gpu(int world) {
   // 13 steps of batch 16 over 8 then 6 inputs: a few float32 ulps per product summed, compounded by momentum.
   const double tol = 16.0 * std::numeric_limits<float>::epsilon() * 16 * 8 * 13;
-  struct Case { std::string strategy, hook; };
-  for (const Case& c : std::vector<Case>{{"ddp", "allreduce"}, {"ddp", "bf16"}, {"zero1", "allreduce"},
-                                         {"fsdp-full", "allreduce"}, {"fsdp-grad", "allreduce"}}) {
+  struct Case {
+    std::string strategy, hook;
+  };
+  for (const Case& c : std::vector<Case>{{"ddp", "allreduce"},
+                                         {"ddp", "bf16"},
+                                         {"zero1", "allreduce"},
+                                         {"fsdp-full", "allreduce"},
+                                         {"fsdp-grad", "allreduce"}}) {
     SCOPED_TRACE(c.strategy + " " + c.hook + " world " + std::to_string(world));
     const at::Tensor cpu = train_on("cpu", c.strategy, c.hook, world);
     const at::Tensor gpu = train_on("cuda", c.strategy, c.hook, world);

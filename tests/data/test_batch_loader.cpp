@@ -224,7 +224,8 @@ TEST(BatchLoader, BadArguments) {
     ADD_FAILURE() << "augment's wrong size was not reported";
   } catch (const ddp::Error& e) {
     EXPECT_NE(std::string(e.what()).find("augment returned sizes [1, 3] for batch 0 of epoch 0; expected 3"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -56,8 +56,10 @@ TEST(Cifar10, LoadTrainInOrderAndTest) {
   int64_t first = 0;
   for (size_t b = 0; b < parts.size(); ++b) {
     const std::string name = "data_batch_" + std::to_string(b + 1) + ".bin";
-    if (b % 2 == 0) write_bytes(dir.file(name + ".gz"), gzip(records(parts[b], first)));
-    else write_bytes(dir.file(name), records(parts[b], first));
+    if (b % 2 == 0)
+      write_bytes(dir.file(name + ".gz"), gzip(records(parts[b], first)));
+    else
+      write_bytes(dir.file(name), records(parts[b], first));
     first += static_cast<int64_t>(parts[b].size());
     all.insert(all.end(), parts[b].begin(), parts[b].end());
   }
@@ -72,11 +74,12 @@ TEST(Cifar10, SizeNotAMultipleOfRecords) {
   TempDir dir;
   write_bytes(dir.file("short.bin"), records(kSeven) + "12345");
   expect_error<DataError>([&] { data::read_cifar10_batch(dir.file("short.bin")); },
-                    {dir.file("short.bin"), "size 21516 bytes of the file", "not a multiple of 3073", "7 full records",
-                     "5 leftover bytes starting at byte 21511"});
+                          {dir.file("short.bin"), "size 21516 bytes of the file", "not a multiple of 3073",
+                           "7 full records", "5 leftover bytes starting at byte 21511"});
   write_bytes(dir.file("cut.bin.gz"), gzip(records(kSeven).substr(0, 3073 * 2 + 100)));
-  expect_error<DataError>([&] { data::read_cifar10_batch(dir.file("cut.bin.gz")); },
-                    {"cut.bin.gz", "of the uncompressed stream", "2 full records", "100 leftover bytes starting at byte 6146"});
+  expect_error<DataError>(
+      [&] { data::read_cifar10_batch(dir.file("cut.bin.gz")); },
+      {"cut.bin.gz", "of the uncompressed stream", "2 full records", "100 leftover bytes starting at byte 6146"});
   write_bytes(dir.file("empty.bin"), "");
   expect_error<DataError>([&] { data::read_cifar10_batch(dir.file("empty.bin")); }, {dir.file("empty.bin"), "empty"});
 }
@@ -88,19 +91,20 @@ TEST(Cifar10, LabelAboveNine) {
   labels[5] = 99;
   write_bytes(dir.file("bad.bin"), records(labels));
   expect_error<DataError>([&] { data::read_cifar10_batch(dir.file("bad.bin")); },
-                    {dir.file("bad.bin"), "record 3 (byte 9219 of the file) has label 12", "0..9"});
+                          {dir.file("bad.bin"), "record 3 (byte 9219 of the file) has label 12", "0..9"});
   write_bytes(dir.file("bad.bin.gz"), gzip(records(labels)));
   expect_error<DataError>([&] { data::read_cifar10_batch(dir.file("bad.bin.gz")); },
-                    {"record 3 (byte 9219 of the uncompressed stream) has label 12"});
+                          {"record 3 (byte 9219 of the uncompressed stream) has label 12"});
 }
 
 TEST(Cifar10, MissingFiles) {
   TempDir dir;
   for (int b = 1; b <= 4; ++b) write_bytes(dir.file("data_batch_" + std::to_string(b) + ".bin"), records({1}));
   expect_error<DataError>([&] { data::load_cifar10(dir.path(), true); },
-                    {dir.path(), "no data_batch_5.bin or data_batch_5.bin.gz"});
+                          {dir.path(), "no data_batch_5.bin or data_batch_5.bin.gz"});
   expect_error<DataError>([&] { data::load_cifar10(dir.path(), false); }, {"no test_batch.bin or test_batch.bin.gz"});
-  expect_error<DataError>([&] { data::read_cifar10_batch(dir.file("nope.bin")); }, {dir.file("nope.bin"), "cannot open"});
+  expect_error<DataError>([&] { data::read_cifar10_batch(dir.file("nope.bin")); },
+                          {dir.file("nope.bin"), "cannot open"});
 }
 
 }  // namespace

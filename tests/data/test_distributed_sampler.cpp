@@ -60,8 +60,9 @@ TEST(DistributedSampler, MatchesPythonForEveryArgumentCombination) {
     for (size_t i; s >> i;) expected.push_back(i);
     auto sampler = make(n, R, rank, shuffle, seed, drop_last);
     sampler.set_epoch(epoch);
-    ASSERT_EQ(sampler.indices(), expected) << "n=" << n << " R=" << R << " rank=" << rank << " seed=" << seed
-                                           << " epoch=" << epoch << " drop_last=" << drop_last << " shuffle=" << shuffle;
+    ASSERT_EQ(sampler.indices(), expected)
+        << "n=" << n << " R=" << R << " rank=" << rank << " seed=" << seed << " epoch=" << epoch
+        << " drop_last=" << drop_last << " shuffle=" << shuffle;
     EXPECT_EQ(sampler.size(), expected.size());
     ++checked;
   }
@@ -159,7 +160,8 @@ TEST(DistributedSampler, PlugsIntoTheDataLoader) {
   for (int pass = 0; pass < 2; ++pass) {
     V got;
     for (auto& batch : *loader)
-      for (int64_t i = 0; i < batch.data.size(0); ++i) got.push_back(static_cast<size_t>(batch.data[i][0].item<int64_t>()));
+      for (int64_t i = 0; i < batch.data.size(0); ++i)
+        got.push_back(static_cast<size_t>(batch.data[i][0].item<int64_t>()));
     EXPECT_EQ(got, expected) << "pass " << pass;
   }
 }

@@ -93,18 +93,21 @@ TEST(Idx, TruncatedPlainAndGzip) {
   TempDir dir;
   auto f = make_idx(10, 4, 5);  // 16 + 200 bytes
   write_bytes(dir.file("cut"), f.images.substr(0, 100));
-  expect_error<DataError>([&] { data::read_idx_images(dir.file("cut")); },
-                    {dir.file("cut"), "truncated at byte 100 of the file", "expected 216 bytes (header 16 + 10 images of 4x5)"});
+  expect_error<DataError>(
+      [&] { data::read_idx_images(dir.file("cut")); },
+      {dir.file("cut"), "truncated at byte 100 of the file", "expected 216 bytes (header 16 + 10 images of 4x5)"});
   write_bytes(dir.file("cut.gz"), gzip(f.images.substr(0, 150)));
-  expect_error<DataError>([&] { data::read_idx_images(dir.file("cut.gz")); },
-                    {dir.file("cut.gz"), "truncated at byte 150 of the uncompressed stream", "expected 216 bytes"});
+  expect_error<DataError>(
+      [&] { data::read_idx_images(dir.file("cut.gz")); },
+      {dir.file("cut.gz"), "truncated at byte 150 of the uncompressed stream", "expected 216 bytes"});
   write_bytes(dir.file("lab"), f.labels.substr(0, 6));  // inside the header
   expect_error<DataError>([&] { data::read_idx_labels(dir.file("lab")); }, {dir.file("lab"), "truncated at byte 6"});
   // A gzip file cut in the middle of its compressed stream.
   const std::string gz = gzip(f.images);
   write_bytes(dir.file("half.gz"), gz.substr(0, gz.size() / 2));
-  expect_error<DataError>([&] { data::read_idx_images(dir.file("half.gz")); },
-                    {dir.file("half.gz"), "cut off at compressed byte " + std::to_string(gz.size() / 2), "truncated"});
+  expect_error<DataError>(
+      [&] { data::read_idx_images(dir.file("half.gz")); },
+      {dir.file("half.gz"), "cut off at compressed byte " + std::to_string(gz.size() / 2), "truncated"});
 }
 
 TEST(Idx, CorruptGzipData) {
@@ -113,9 +116,11 @@ TEST(Idx, CorruptGzipData) {
   std::string gz = gzip(f.images);
   gz[gz.size() - 6] ^= 0x55;  // inside the CRC-32 trailer
   write_bytes(dir.file("crc.gz"), gz);
-  expect_error<DataError>([&] { data::read_idx_images(dir.file("crc.gz")); }, {dir.file("crc.gz"), "corrupt gzip data", "incorrect data check"});
+  expect_error<DataError>([&] { data::read_idx_images(dir.file("crc.gz")); },
+                          {dir.file("crc.gz"), "corrupt gzip data", "incorrect data check"});
   write_bytes(dir.file("tail.gz"), gzip(f.images) + "xyz");
-  expect_error<DataError>([&] { data::read_idx_images(dir.file("tail.gz")); }, {dir.file("tail.gz"), "3 unexpected bytes after the gzip stream"});
+  expect_error<DataError>([&] { data::read_idx_images(dir.file("tail.gz")); },
+                          {dir.file("tail.gz"), "3 unexpected bytes after the gzip stream"});
 }
 
 TEST(Idx, BadMagic) {
@@ -123,10 +128,10 @@ TEST(Idx, BadMagic) {
   auto f = make_idx(2, 2, 2);
   write_bytes(dir.file("labels-as-images"), f.labels);
   expect_error<DataError>([&] { data::read_idx_images(dir.file("labels-as-images")); },
-                    {dir.file("labels-as-images"), "expected 0x00000803", "found 0x00000801"});
+                          {dir.file("labels-as-images"), "expected 0x00000803", "found 0x00000801"});
   write_bytes(dir.file("images-as-labels.gz"), gzip(f.images));
   expect_error<DataError>([&] { data::read_idx_labels(dir.file("images-as-labels.gz")); },
-                    {"images-as-labels.gz", "expected 0x00000801", "found 0x00000803"});
+                          {"images-as-labels.gz", "expected 0x00000801", "found 0x00000803"});
 }
 
 TEST(Idx, TrailingGarbageAndImpossibleHeader) {
@@ -134,10 +139,10 @@ TEST(Idx, TrailingGarbageAndImpossibleHeader) {
   auto f = make_idx(3, 2, 2);
   write_bytes(dir.file("extra"), f.images + "abc");
   expect_error<DataError>([&] { data::read_idx_images(dir.file("extra")); },
-                    {dir.file("extra"), "3 unexpected bytes after the data, at byte 28 of the file"});
+                          {dir.file("extra"), "3 unexpected bytes after the data, at byte 28 of the file"});
   write_bytes(dir.file("extra.gz"), gzip(f.labels + "abcd"));
   expect_error<DataError>([&] { data::read_idx_labels(dir.file("extra.gz")); },
-                    {"4 unexpected bytes after the data, at byte 11 of the uncompressed stream"});
+                          {"4 unexpected bytes after the data, at byte 11 of the uncompressed stream"});
   // A header promising 2^32-1 images of 65535x65535 in a 28-byte file fails before allocating.
   std::string huge;
   put_be32(huge, 0x00000803);
@@ -156,11 +161,12 @@ TEST(Idx, CountMismatchAndMissingFiles) {
   write_bytes(dir.file("train-images-idx3-ubyte"), f.images);
   write_bytes(dir.file("train-labels-idx1-ubyte.gz"), gzip(g.labels));
   expect_error<DataError>([&] { data::load_mnist_format(dir.path(), true); },
-                    {"train-images-idx3-ubyte holds 5 images", "train-labels-idx1-ubyte.gz holds 4 labels"});
+                          {"train-images-idx3-ubyte holds 5 images", "train-labels-idx1-ubyte.gz holds 4 labels"});
   expect_error<DataError>([&] { data::load_mnist_format(dir.path(), false); },
-                    {dir.path(), "t10k-images-idx3-ubyte or t10k-images-idx3-ubyte.gz"});
+                          {dir.path(), "t10k-images-idx3-ubyte or t10k-images-idx3-ubyte.gz"});
   std::remove(dir.file("train-labels-idx1-ubyte.gz").c_str());
-  expect_error<DataError>([&] { data::load_mnist_format(dir.path(), true); }, {"no train-labels-idx1-ubyte or train-labels-idx1-ubyte.gz"});
+  expect_error<DataError>([&] { data::load_mnist_format(dir.path(), true); },
+                          {"no train-labels-idx1-ubyte or train-labels-idx1-ubyte.gz"});
   expect_error<DataError>([&] { data::read_idx_labels(dir.file("nothing")); }, {dir.file("nothing"), "cannot open"});
 }
 

@@ -29,10 +29,10 @@ struct Fixture {
   TempDir dir;
   std::string root = dir.file("data/train"), out = dir.file("oracle");
   Fixture() {
-    const std::string make = std::string(DDP_PYTHON " ") + MAKE_IMAGE_FOLDER + " " + dir.file("data") +
-                             " --classes 10 --train 7 --val 1";
-    const std::string oracle = std::string(DDP_PYTHON " ") + IMAGE_FOLDER_ORACLE + " " + root + " " + out +
-                               " " + std::to_string(kSize) + " " + std::to_string(kResize);
+    const std::string make =
+        std::string(DDP_PYTHON " ") + MAKE_IMAGE_FOLDER + " " + dir.file("data") + " --classes 10 --train 7 --val 1";
+    const std::string oracle = std::string(DDP_PYTHON " ") + IMAGE_FOLDER_ORACLE + " " + root + " " + out + " " +
+                               std::to_string(kSize) + " " + std::to_string(kResize);
     if (std::system(make.c_str()) != 0 || std::system(oracle.c_str()) != 0)
       throw std::runtime_error("the generator or oracle failed: needs python3-pil and python3-torchvision");
   }
@@ -121,7 +121,7 @@ TEST(ImageFolder, CentreCropFallbackAfterTenMisses) {
   EXPECT_EQ(b.height, 10);
   EXPECT_EQ(b.width, 13);  // round(10 * 4/3)
   EXPECT_EQ(b.top, 0);
-  EXPECT_EQ(b.left, 13);   // (40 - 13) // 2
+  EXPECT_EQ(b.left, 13);  // (40 - 13) // 2
 }
 
 TEST(ImageFolder, BatchesThroughTheLoaderAreNormalisedAndInOrder) {
@@ -135,9 +135,10 @@ TEST(ImageFolder, BatchesThroughTheLoaderAreNormalisedAndInOrder) {
   o.batch_size = 4;
   o.workers = 3;
   o.prefetch = 3;
-  data::BatchLoader loader(folder.size(), [&](const std::vector<int64_t>& idx, at::Generator& gen) {
-    return data::load_image_batch(folder, idx, p, gen);
-  }, o);
+  data::BatchLoader loader(
+      folder.size(),
+      [&](const std::vector<int64_t>& idx, at::Generator& gen) { return data::load_image_batch(folder, idx, p, gen); },
+      o);
   std::vector<int64_t> order = {69, 3, 17, 40, 5, 0, 22, 61, 33, 8};
   loader.start_epoch(order, 0);
   int64_t k = 0;

@@ -136,7 +136,8 @@ TEST(Shards, CorruptMissingAndMixedFiles) {
     EXPECT_NE(std::string(e.what()).find("bytes 0.." + std::to_string(good.size() - 5)), std::string::npos) << e.what();
   }
   write_bytes(p1, good.substr(0, good.size() - 9));
-  expect_error<DataError>([&] { data::load_shard(spec, 1); }, {p1, "truncated at byte " + std::to_string(good.size() - 9)});
+  expect_error<DataError>([&] { data::load_shard(spec, 1); },
+                          {p1, "truncated at byte " + std::to_string(good.size() - 9)});
   write_bytes(p1, "not a shard file at all, just text");
   expect_error<DataError>([&] { data::load_shard(spec, 1); }, {p1, "not a ddp shard file"});
   std::filesystem::remove(p1);
@@ -250,9 +251,8 @@ TEST(Shards, PrepareShardsFailureOnRankZero) {
   std::atomic<int> threw{0};
   run_ranks("gloo", 3, [&](ProcessGroup& g) {
     try {
-      data::prepare_shards(g, spec, []() -> std::pair<at::Tensor, at::Tensor> {
-        throw DataError("/data/x.gz: truncated at byte 7");
-      });
+      data::prepare_shards(
+          g, spec, []() -> std::pair<at::Tensor, at::Tensor> { throw DataError("/data/x.gz: truncated at byte 7"); });
       ADD_FAILURE() << "rank " << g.rank() << " did not throw";
     } catch (const DataError& e) {
       EXPECT_EQ(g.rank(), 0);

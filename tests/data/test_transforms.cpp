@@ -53,7 +53,11 @@ TEST(Transforms, NormalizeExact) {
 
 TEST(Transforms, NormalizeBadArguments) {
   at::Tensor x = at::zeros({2, 3, 4, 4}, at::kByte);
-  expect_invalid([&] { data::normalize(x, {0.5, 0.5}, {0.2, 0.2, 0.2}); }, "mean and std need one value per channel: images have 3");
+  expect_invalid(
+      [&] {
+        data::normalize(x, {0.5, 0.5}, {0.2, 0.2, 0.2});
+      },
+      "mean and std need one value per channel: images have 3");
   expect_invalid([&] { data::normalize(x, {0.5, 0.5, 0.5}, {0.2, 0, 0.2}); }, "std[1] must be positive");
   expect_invalid([&] { data::normalize(x[0], {0.5, 0.5, 0.5}, {1, 1, 1}); }, "4 dimensions");
   expect_invalid([&] { data::normalize(x.to(at::kFloat), {0.5, 0.5, 0.5}, {1, 1, 1}); }, "uint8");

@@ -30,9 +30,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <thread>
-#include <ctime>
 
 #include "ddp/dist.h"
 
@@ -163,8 +163,8 @@ int run(const std::string& mode, int arg) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  const char* modes[] = {"kill", "exit3", "stall", "stop", "stagger", "slow", "sum", "mismatch", "cost",
-                         "until-restart"};
+  const char* modes[] = {"kill", "exit3", "stall",    "stop", "stagger",
+                         "slow", "sum",   "mismatch", "cost", "until-restart"};
   bool known = false;
   for (const char* m : modes) known = known || mode == m;
   const bool needs_rank = mode == "stop" || mode == "stagger";

@@ -1,6 +1,6 @@
 // The collectives and DDP suites across processes: run under ddprun (gloo, mpi or nccl), each
-// rank runs every case on the default group, on its device (ProcessGroup::device(): the rank's GPU for nccl). Exits non-zero if any case fails
-// on this rank; ddprun then fails the whole run.
+// rank runs every case on the default group, on its device (ProcessGroup::device(): the rank's GPU for nccl). Exits
+// non-zero if any case fails on this rank; ddprun then fails the whole run.
 #include <gtest/gtest.h>
 
 #include <ATen/Context.h>

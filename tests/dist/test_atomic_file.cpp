@@ -48,7 +48,7 @@ TEST(AtomicFile, UncommittedLeavesTheOldFileAndNoTemporary) {
     ddp::detail::AtomicFile f(file);
     f.write("half", 4);
     EXPECT_EQ(d.entries(), 2u);  // the file and its temporary
-  }  // an exception between writes ends here too
+  }                              // an exception between writes ends here too
   EXPECT_EQ(d.read("f.bin"), "old");
   EXPECT_EQ(d.entries(), 1u);
 }

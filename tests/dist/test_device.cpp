@@ -89,7 +89,8 @@ TEST(Device, AutoBackendFollowsTheDevice) {
   auto launched = [](const std::string& k) -> std::optional<std::string> {
     if (k == "DDP_BACKEND") return std::string("gloo");
     if (k == "DDP_BACKEND_ON_GPU") return std::string("nccl");
-    if (k == "DDP_BACKEND_REASON") return std::string("auto: 1 GPU on this node: a rank on a GPU takes nccl, one on the CPU gloo");
+    if (k == "DDP_BACKEND_REASON")
+      return std::string("auto: 1 GPU on this node: a rank on a GPU takes nccl, one on the CPU gloo");
     return std::nullopt;
   };
   o.device = "cpu";
@@ -98,8 +99,9 @@ TEST(Device, AutoBackendFollowsTheDevice) {
   EXPECT_EQ(ddp::detail::resolve_rendezvous(o, launched, false, is_backend_available("nccl")).backend,
             cuda_device_count() > 0 && is_backend_available("nccl") ? "nccl" : "gloo");
   o.device = "tpu";
-  EXPECT_NE(message_of<InvalidArgument>([&] { ddp::detail::resolve_rendezvous(o, env, false, true); }).find("device 'tpu'"),
-            std::string::npos);
+  EXPECT_NE(
+      message_of<InvalidArgument>([&] { ddp::detail::resolve_rendezvous(o, env, false, true); }).find("device 'tpu'"),
+      std::string::npos);
 }
 
 // A tensor already on the device moves without a copy or an op; pinning says where there is no GPU to pin for.

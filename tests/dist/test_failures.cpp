@@ -88,8 +88,7 @@ TEST(Failures, RankExitingWithCodeThreeEndsTheJob) {
       EXPECT_LT(r.seconds, kDeadline);
       EXPECT_TRUE(has(r.output, "rank " + last));
       EXPECT_TRUE(has(r.output, "exit code 3") || has(r.output, "code 3"));
-      if (backend == "gloo")
-        EXPECT_TRUE(has(r.output, "[rank 0] caught ddp::CommError: [gloo] rank 0/"));
+      if (backend == "gloo") EXPECT_TRUE(has(r.output, "[rank 0] caught ddp::CommError: [gloo] rank 0/"));
     }
   }
 }
@@ -164,9 +163,8 @@ TEST(Heartbeat, MpiStoppedRankIsNamedByItsPeers) {
   for (int np : {2, 3}) {
     const int stopped = np - 1;
     Result r = run(std::string("mpirun -np ") + std::to_string(np) + " --oversubscribe --bind-to none " +
-                   (geteuid() == 0 ? "--allow-run-as-root " : "") +
-                   "-x DDP_HEARTBEAT_TIMEOUT=2 -x DDP_TIMEOUT=300 " + DIST_PROBE_PATH + " stop " +
-                   std::to_string(stopped));
+                   (geteuid() == 0 ? "--allow-run-as-root " : "") + "-x DDP_HEARTBEAT_TIMEOUT=2 -x DDP_TIMEOUT=300 " +
+                   DIST_PROBE_PATH + " stop " + std::to_string(stopped));
     SCOPED_TRACE("np=" + std::to_string(np) + "\n" + r.output);
     EXPECT_NE(r.exit_code, 0);
     EXPECT_LT(r.seconds, kDeadline);
@@ -174,7 +172,8 @@ TEST(Heartbeat, MpiStoppedRankIsNamedByItsPeers) {
     bool named = false;
     for (int rank = 0; rank < stopped; ++rank)
       named |= has(r.output, "[mpi] rank " + std::to_string(rank) + "/" + std::to_string(np) + ": rank " +
-                                 std::to_string(stopped) + " stopped answering: no heartbeat for 2 s "
+                                 std::to_string(stopped) +
+                                 " stopped answering: no heartbeat for 2 s "
                                  "(DDP_HEARTBEAT_TIMEOUT); ending this rank");
     EXPECT_TRUE(named) << "no survivor named the stopped rank";
   }
@@ -186,10 +185,12 @@ TEST(Heartbeat, EndingRankWritesTheErrorFile) {
   char dir[] = "/tmp/ddp-error-files-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string path = std::string(dir) + "/error-rank0.json";
-  const std::string env = "DDP_HEARTBEAT_TIMEOUT=2 " + kTimeout + "MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
-                          std::to_string(free_port()) + " WORLD_SIZE=2 DDP_BACKEND=gloo ";
-  Result r = run("sh -c '" + env + "RANK=1 " + DIST_PROBE_PATH + " stop 1 & p=$!; " + env +
-                 "RANK=0 TORCHELASTIC_ERROR_FILE=" + path + " " + DIST_PROBE_PATH + " stop 1; rc=$?; kill -9 $p; exit $rc'");
+  const std::string env = "DDP_HEARTBEAT_TIMEOUT=2 " + kTimeout +
+                          "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()) +
+                          " WORLD_SIZE=2 DDP_BACKEND=gloo ";
+  Result r =
+      run("sh -c '" + env + "RANK=1 " + DIST_PROBE_PATH + " stop 1 & p=$!; " + env +
+          "RANK=0 TORCHELASTIC_ERROR_FILE=" + path + " " + DIST_PROBE_PATH + " stop 1; rc=$?; kill -9 $p; exit $rc'");
   SCOPED_TRACE(r.output);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_LT(r.seconds, kDeadline);
@@ -200,8 +201,10 @@ TEST(Heartbeat, EndingRankWritesTheErrorFile) {
   fclose(f);
   std::system((std::string("rm -rf ") + dir).c_str());
   std::string json(buf, n);
-  EXPECT_TRUE(has(json, "\"message\":\"[gloo] rank 0/2: rank 1 stopped answering: no heartbeat for 2 s "
-                        "(DDP_HEARTBEAT_TIMEOUT); ending this rank\"")) << json;
+  EXPECT_TRUE(has(json,
+                  "\"message\":\"[gloo] rank 0/2: rank 1 stopped answering: no heartbeat for 2 s "
+                  "(DDP_HEARTBEAT_TIMEOUT); ending this rank\""))
+      << json;
   EXPECT_TRUE(has(json, "\"rank\":0,") && has(json, "\"exit_code\":1,") && has(json, "\"timestamp_us\":")) << json;
 }
 
@@ -230,8 +233,8 @@ TEST(Heartbeat, RanksFinishingAtDifferentTimesAreNotReported) {
   for (const auto& backend : backends()) {
     for (int np : {1, 2, 3, 4}) {
       const int sleeper = np % 2 == 1 ? 0 : np - 1;
-      Result r = run("DDP_HEARTBEAT_TIMEOUT=1 " + kTimeout +
-                     launch_on(backend, np, "stagger " + std::to_string(sleeper)));
+      Result r =
+          run("DDP_HEARTBEAT_TIMEOUT=1 " + kTimeout + launch_on(backend, np, "stagger " + std::to_string(sleeper)));
       SCOPED_TRACE(backend + " np=" + std::to_string(np) + " sleeper=" + std::to_string(sleeper) + "\n" + r.output);
       EXPECT_EQ(r.exit_code, 0);
       EXPECT_LT(r.seconds, kDeadline);
@@ -251,7 +254,8 @@ TEST(Heartbeat, LongWaitIsReported) {
       SCOPED_TRACE(backend + " np=" + std::to_string(np) + "\n" + r.output);
       EXPECT_EQ(r.exit_code, 0);
       // "waiting for 1.4 s": the monitor looks every 0.5 s.
-      EXPECT_TRUE(has(r.output, "[rank 0] [" + backend + "] rank 0/" + std::to_string(np) + " all_reduce: waiting for "));
+      EXPECT_TRUE(
+          has(r.output, "[rank 0] [" + backend + "] rank 0/" + std::to_string(np) + " all_reduce: waiting for "));
       EXPECT_TRUE(has(r.output, " s in collective #1 (3.9 KiB; timeout 300 s); every peer's heartbeat is current"));
     }
   }
@@ -269,7 +273,8 @@ TEST(Rendezvous, UnreachableMasterFailsClearlyAtTheTimeout) {
   EXPECT_LT(r.seconds, 10.0 * kSlowdown);
   EXPECT_TRUE(has(r.output, "ddp::Error: [gloo] rank 1/2 init: cannot reach rank 0's store at 127.0.0.2:" + port +
                                 " within 0.5 s (DDP_TIMEOUT): connections are refused: nothing listens on port " +
-                                port + " there (yet). Is rank 0 running, and are MASTER_ADDR and MASTER_PORT the "
+                                port +
+                                " there (yet). Is rank 0 running, and are MASTER_ADDR and MASTER_PORT the "
                                 "ones it was given? (to wait longer for a rank 0 that starts late: ddprun "
                                 "--rdzv-timeout SECONDS, or DDP_RDZV_TIMEOUT)"));
   // The first-contact deadline apart from the collectives' (DDP_TIMEOUT 600 s here).

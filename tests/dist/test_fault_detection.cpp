@@ -2,8 +2,8 @@
 // messages, the job id at rendezvous, the call check (default and DDP_DEBUG=DETAIL) and
 // DDP's bucket check (ranks as threads). Across processes: test_failures.cpp.
 #include <gtest/gtest.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/linear.h>
 
 #include <cstdlib>
 
@@ -54,8 +54,9 @@ TEST(FaultDetection, HeartbeatTimeoutFromOptionsThenEnvironment) {
       detail::resolve_heartbeat_timeout(Milliseconds(-1));
       ADD_FAILURE() << "accepted " << bad;
     } catch (const InvalidArgument& ex) {
-      EXPECT_EQ(std::string(ex.what()), std::string("[init] DDP_HEARTBEAT_TIMEOUT='") + bad +
-                                            "' must be a number of seconds >= 0 (at most 1e7; 0 turns the heartbeat off)");
+      EXPECT_EQ(std::string(ex.what()),
+                std::string("[init] DDP_HEARTBEAT_TIMEOUT='") + bad +
+                    "' must be a number of seconds >= 0 (at most 1e7; 0 turns the heartbeat off)");
     }
   }
 }
@@ -162,7 +163,8 @@ TEST(FaultDetection, MismatchedCollectivesAreNamedOnEveryRank) {
           std::string expected = "[" + std::string(backend) + "] rank " + std::to_string(g.rank()) + "/" +
                                  std::to_string(world) +
                                  " all_reduce: ranks disagree on collective #3: rank 0: #3 all_reduce float32[8] SUM";
-          for (int r = 1; r < world; ++r) expected += "; rank " + std::to_string(r) + ": #3 all_reduce float32[66902] SUM";
+          for (int r = 1; r < world; ++r)
+            expected += "; rank " + std::to_string(r) + ": #3 all_reduce float32[66902] SUM";
           expected += detail ? " (DDP_DEBUG=DETAIL compares every collective; "
                              : " (ranks compare a hash of every collective first; DDP_DEBUG=OFF turns that off; ";
           try {
@@ -214,8 +216,8 @@ TEST(FaultDetection, DdpNamesRanksWithDifferentBuckets) {
       // Compared in the first forward that synchronises, before any bucket is reduced.
       std::string expected = "[gloo] rank " + std::to_string(g.rank()) + "/" + std::to_string(world) +
                              " DistributedDataParallel forward: ranks disagree on the gradient buckets: "
-                             "rank 0: 1 bucket: Float[2080]; rank " + std::to_string(world - 1) +
-                             ": 2 buckets: Float[32], Float[2048]";
+                             "rank 0: 1 bucket: Float[2080]; rank " +
+                             std::to_string(world - 1) + ": 2 buckets: Float[32], Float[2048]";
       try {
         model(at::ones({2, 64}));
         ADD_FAILURE() << "no error on rank " << g.rank();

@@ -17,9 +17,18 @@ at::Tensor awkward_floats() {
   at::manual_seed(3);
   at::Tensor x = at::randn({4099}) * at::pow(2.0, at::randint(-30, 20, {4099}).to(at::kFloat));
   const float inf = std::numeric_limits<float>::infinity();
-  const std::vector<float> special = {0.0f, -0.0f, inf, -inf, std::nanf(""), 65504.0f, 65520.0f, 6.1e-5f, 5.96e-8f,
+  const std::vector<float> special = {0.0f,
+                                      -0.0f,
+                                      inf,
+                                      -inf,
+                                      std::nanf(""),
+                                      65504.0f,
+                                      65520.0f,
+                                      6.1e-5f,
+                                      5.96e-8f,
                                       1.0f + std::ldexp(1.0f, -11),  // a tie between two halves: rounds to even
-                                      1.0f + 3 * std::ldexp(1.0f, -11), 1e-9f};
+                                      1.0f + 3 * std::ldexp(1.0f, -11),
+                                      1e-9f};
   return at::cat({x, at::tensor(special)});
 }
 
@@ -49,8 +58,10 @@ TEST(Half, SumsEqualLibTorchsAdditions) {
     at::Tensor got = b.clone();
     auto* in = reinterpret_cast<const uint16_t*>(a.data_ptr());
     auto* inout = reinterpret_cast<uint16_t*>(got.data_ptr());
-    if (dt == at::kHalf) detail::add_half(in, inout, a.numel());
-    else detail::add_bfloat16(in, inout, a.numel());
+    if (dt == at::kHalf)
+      detail::add_half(in, inout, a.numel());
+    else
+      detail::add_bfloat16(in, inout, a.numel());
     // NaN payloads may differ; everything else bit for bit.
     at::Tensor nan = want.isnan();
     EXPECT_TRUE(at::equal(got.isnan(), nan)) << dt;

@@ -93,13 +93,14 @@ TEST(Resolve, DdpBackendAndMpiLauncherChooseTheBackend) {
   EXPECT_EQ(resolve({{"DDP_BACKEND", "mpi"}}).backend, "mpi");
   EXPECT_EQ(resolve({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}}).backend, "mpi");
   // Without MPI in the build, mpirun's variables still give rank and size to gloo.
-  auto r = resolve({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"},
-                    {"MASTER_ADDR", "h"}, {"MASTER_PORT", "5"}}, {}, /*mpi=*/false);
+  auto r = resolve(
+      {{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "5"}}, {},
+      /*mpi=*/false);
   EXPECT_EQ(r.backend, "gloo");
   EXPECT_EQ(r.rank, 1);
   EXPECT_EQ(r.world_size, 2);
-  auto slurm = resolve({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}, {"MASTER_ADDR", "h"},
-                        {"MASTER_PORT", "5"}}, {}, false);
+  auto slurm =
+      resolve({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "5"}}, {}, false);
   EXPECT_EQ(slurm.rank, 3);
   EXPECT_EQ(slurm.world_size, 4);
 }
@@ -126,8 +127,7 @@ TEST(Resolve, TimeoutFromOptionsOrEnvironment) {
   InitOptions o;
   o.timeout = Milliseconds(700);
   EXPECT_EQ(resolve({{"DDP_TIMEOUT", "2.5"}}, o).timeout, Milliseconds(700));
-  EXPECT_NE(invalid_message([] { resolve({{"DDP_TIMEOUT", "soon"}}); }).find("DDP_TIMEOUT='soon'"),
-            std::string::npos);
+  EXPECT_NE(invalid_message([] { resolve({{"DDP_TIMEOUT", "soon"}}); }).find("DDP_TIMEOUT='soon'"), std::string::npos);
   EXPECT_NE(invalid_message([] { resolve({{"DDP_TIMEOUT", "inf"}}); }).find("DDP_TIMEOUT='inf'"), std::string::npos);
 }
 
@@ -150,21 +150,29 @@ TEST(Resolve, FirstContactHasItsOwnShorterDeadline) {
   EXPECT_EQ(r.connect_timeout, std::chrono::seconds(900));
   EXPECT_EQ(r.connect_source, "DDP_RDZV_TIMEOUT");
   for (const char* bad : {"0", "-1", "inf", "nan", "soon"})
-    EXPECT_NE(invalid_message([&] { with({{"DDP_RDZV_TIMEOUT", bad}}); }).find("DDP_RDZV_TIMEOUT='" + std::string(bad)),
+    EXPECT_NE(invalid_message([&] {
+                with({{"DDP_RDZV_TIMEOUT", bad}});
+              }).find("DDP_RDZV_TIMEOUT='" + std::string(bad)),
               std::string::npos)
         << bad;
 }
 
 TEST(Resolve, BadEnvironmentNamesTheVariable) {
-  EXPECT_NE(invalid_message([] { resolve({{"RANK", "one"}, {"WORLD_SIZE", "2"}}); }).find("RANK='one'"),
+  EXPECT_NE(invalid_message([] {
+              resolve({{"RANK", "one"}, {"WORLD_SIZE", "2"}});
+            }).find("RANK='one'"),
             std::string::npos);
-  EXPECT_NE(invalid_message([] { resolve({{"RANK", "0"}, {"WORLD_SIZE", "-2"}}); }).find("WORLD_SIZE='-2'"),
+  EXPECT_NE(invalid_message([] {
+              resolve({{"RANK", "0"}, {"WORLD_SIZE", "-2"}});
+            }).find("WORLD_SIZE='-2'"),
             std::string::npos);
-  EXPECT_NE(invalid_message([] { resolve({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}); })
-                .find("MASTER_PORT"),
+  EXPECT_NE(invalid_message([] {
+              resolve({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}});
+            }).find("MASTER_PORT"),
             std::string::npos);
-  EXPECT_NE(invalid_message([] { resolve({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}}); })
-                .find("MASTER_ADDR"),
+  EXPECT_NE(invalid_message([] {
+              resolve({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}});
+            }).find("MASTER_ADDR"),
             std::string::npos);
   EXPECT_NE(invalid_message([] {
               resolve({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}});
@@ -242,8 +250,8 @@ TEST(Backends, RegistryListsWhatWasBuilt) {
 
 TEST(DefaultGroup, WorldOfOneWithoutLauncher) {
   // The test runs without launcher variables: a world of one.
-  for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "DDP_BACKEND",
-                        "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS", "SLURM_PROCID"})
+  for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "DDP_BACKEND", "OMPI_COMM_WORLD_SIZE",
+                        "PMI_SIZE", "PMIX_RANK", "SLURM_NTASKS", "SLURM_PROCID"})
     unsetenv(v);
   EXPECT_FALSE(is_initialized());
   for (auto* fn : {&get_rank, &get_world_size}) {
@@ -251,8 +259,8 @@ TEST(DefaultGroup, WorldOfOneWithoutLauncher) {
       fn();
       ADD_FAILURE() << "expected ddp::Error before init_process_group";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("not initialized; call ddp::init_process_group() first"),
-                std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("not initialized; call ddp::init_process_group() first"), std::string::npos)
+          << e.what();
     }
   }
   EXPECT_THROW(default_group(), Error);
@@ -333,8 +341,8 @@ TEST(InitMethods, PortInUseNamesHostAndPort) {
     ADD_FAILURE() << "expected ddp::Error";
   } catch (const Error& e) {
     std::string msg = e.what();
-    EXPECT_NE(msg.find("[gloo] rank 0/2 init: cannot listen on 127.0.0.1:" + std::to_string(port)),
-              std::string::npos) << msg;
+    EXPECT_NE(msg.find("[gloo] rank 0/2 init: cannot listen on 127.0.0.1:" + std::to_string(port)), std::string::npos)
+        << msg;
     EXPECT_NE(msg.find("address already in use"), std::string::npos) << msg;
   }
   close(fd);
@@ -352,8 +360,7 @@ TEST(InitMethods, UnreachableStoreTimesOutWithAClearError) {
     create_process_group(o);
     ADD_FAILURE() << "expected ddp::Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot reach rank 0's store at 127.0.0.1:"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("cannot reach rank 0's store at 127.0.0.1:"), std::string::npos) << e.what();
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }
@@ -367,7 +374,10 @@ TEST(Timeouts, MonitoredBarrierNamesTheMissingRank) {
   for (int r = 0; r < 3; ++r)
     threads.emplace_back([&, r] {
       BackendOptions o;
-      o.store = store; o.rank = r; o.world_size = 3; o.host = "127.0.0.1";
+      o.store = store;
+      o.rank = r;
+      o.world_size = 3;
+      o.host = "127.0.0.1";
       o.timeout = std::chrono::seconds(60);
       groups[r] = create_backend("gloo", o);
     });
@@ -396,12 +406,18 @@ TEST(Timeouts, CollectiveThatNoPeerJoinsTimesOut) {
   GroupPtr g0, g1;
   peer = std::thread([&] {
     BackendOptions o;
-    o.store = store; o.rank = 1; o.world_size = 2; o.host = "127.0.0.1";
+    o.store = store;
+    o.rank = 1;
+    o.world_size = 2;
+    o.host = "127.0.0.1";
     o.timeout = std::chrono::seconds(10);
     g1 = create_backend("gloo", o);
   });
   BackendOptions o;
-  o.store = store; o.rank = 0; o.world_size = 2; o.host = "127.0.0.1";
+  o.store = store;
+  o.rank = 0;
+  o.world_size = 2;
+  o.host = "127.0.0.1";
   o.timeout = std::chrono::seconds(10);
   g0 = create_backend("gloo", o);
   peer.join();
@@ -413,7 +429,10 @@ TEST(Timeouts, CollectiveThatNoPeerJoinsTimesOut) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   // Let rank 1 join so that both groups can shut down cleanly.
   at::Tensor u = at::ones({4});
-  try { g1->all_reduce(u, ao); } catch (const Error&) {}
+  try {
+    g1->all_reduce(u, ao);
+  } catch (const Error&) {
+  }
 }
 
 }  // namespace

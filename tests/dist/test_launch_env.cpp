@@ -38,7 +38,9 @@ TEST(LaunchEnv, CountsAreIntegersInTheirRange) {
   EXPECT_EQ(le::count(le::kRank, le::fixed({})), std::nullopt);
   EXPECT_EQ(le::count(le::kRank, le::fixed({{"RANK", ""}})), std::nullopt);  // empty: unset, as before
   for (const char* bad : {"-1", "1.5", " 2", "2x", "1e3", "99999999999"})
-    EXPECT_EQ(refusal([&] { le::count(le::kRank, le::fixed({{"RANK", bad}})); }),
+    EXPECT_EQ(refusal([&] {
+                le::count(le::kRank, le::fixed({{"RANK", bad}}));
+              }),
               std::string("[init] RANK='") + bad + "' must be an integer in [0, 1073741824] (the rank in the job)");
   EXPECT_EQ(le::count(le::kMasterPort, le::fixed({{"MASTER_PORT", "65535"}})), 65535);
   EXPECT_NE(le::problem(le::kMasterPort, "0"), "");
@@ -47,10 +49,11 @@ TEST(LaunchEnv, CountsAreIntegersInTheirRange) {
 
 TEST(LaunchEnv, SecondsKeepTheirRangeAndSayWhatZeroDoes) {
   EXPECT_EQ(le::seconds(le::kTimeout, le::fixed({{"DDP_TIMEOUT", "0.5"}})), 0.5);
-  EXPECT_EQ(refusal([] { le::seconds(le::kTimeout, le::fixed({{"DDP_TIMEOUT", "0"}})); }),
+  EXPECT_EQ(refusal([] {
+              le::seconds(le::kTimeout, le::fixed({{"DDP_TIMEOUT", "0"}}));
+            }),
             "[init] DDP_TIMEOUT='0' must be a positive number of seconds (at most 1e7)");
-  for (const char* bad : {"inf", "nan", "-1", "2s", "1e8"})
-    EXPECT_NE(le::problem(le::kTimeout, bad), "") << bad;
+  for (const char* bad : {"inf", "nan", "-1", "2s", "1e8"}) EXPECT_NE(le::problem(le::kTimeout, bad), "") << bad;
   EXPECT_EQ(le::seconds(le::kHeartbeatTimeout, le::fixed({{"DDP_HEARTBEAT_TIMEOUT", "0"}})), 0.0);
   EXPECT_EQ(le::problem(le::kHeartbeatTimeout, "-1"),
             "DDP_HEARTBEAT_TIMEOUT='-1' must be a number of seconds >= 0 (at most 1e7; 0 turns the heartbeat off)");
@@ -62,7 +65,9 @@ TEST(LaunchEnv, SecondsKeepTheirRangeAndSayWhatZeroDoes) {
 TEST(LaunchEnv, ChoicesIgnoreCaseAndComeBackAsDeclared) {
   EXPECT_EQ(le::choice(le::kDebug, le::fixed({{"DDP_DEBUG", "detail"}})), "DETAIL");
   EXPECT_EQ(le::choice(le::kContinuations, le::fixed({{"DDP_CONTINUATIONS", "waiter"}})), "waiter");
-  EXPECT_EQ(refusal([] { le::choice(le::kTty, le::fixed({{"DDP_TTY", "yes"}})); }),
+  EXPECT_EQ(refusal([] {
+              le::choice(le::kTty, le::fixed({{"DDP_TTY", "yes"}}));
+            }),
             "[init] DDP_TTY='yes' must be one of 1 or 0: 1: the rank's stdout reaches a terminal; 0: it does not");
   EXPECT_EQ(le::problem(le::kBackend, "gloo"), "");
   EXPECT_NE(le::problem(le::kBackend, "ucc"), "");

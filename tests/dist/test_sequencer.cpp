@@ -57,7 +57,7 @@ TEST(Sequencer, CallsQueueWhileEntriesAreQueuedOrRunningButNotFromAnEntry) {
     gate.get_future().wait();
   });
   inside.get_future().wait();
-  EXPECT_TRUE(seq.must_queue());  // running: queue behind it
+  EXPECT_TRUE(seq.must_queue());    // running: queue behind it
   EXPECT_FALSE(from_entry.load());  // the entry itself calls at once
   gate.set_value();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);

@@ -76,9 +76,9 @@ TEST(Work, ContinuationMayUseItsOwnWork) {
   int nested = 0;
   w.on_success([&, w]() mutable {
     saw_completed = w.is_completed();
-    w.wait();                               // returns at once on the thread running the steps
+    w.wait();  // returns at once on the thread running the steps
     value_ok = w.value().defined();
-    w.on_success([&] { ++nested; });       // a step added by a step runs too
+    w.on_success([&] { ++nested; });  // a step added by a step runs too
   });
   op->complete();
   std::thread waiter([&] { w.wait(); });

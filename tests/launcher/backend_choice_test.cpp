@@ -54,7 +54,8 @@ TEST(BackendChoice, AutoPicksGlooForAProgramWithoutDdp) {
   p.program_links_ddp = false;  // e.g. python3 or a shell script: they read RANK, which mpirun cannot set per rank
   LaunchBackend c = choose_backend(Options(), p);
   EXPECT_EQ(c.backend, Backend::Gloo);
-  EXPECT_EQ(c.reason, "auto: the program does not link ddp (a libddp_* library), so only RANK/MASTER_ADDR can reach it");
+  EXPECT_EQ(c.reason,
+            "auto: the program does not link ddp (a libddp_* library), so only RANK/MASTER_ADDR can reach it");
 }
 
 TEST(BackendChoice, AutoPicksGlooAcrossNodes) {
@@ -80,7 +81,7 @@ TEST(BackendChoice, AutoLaunchesForNcclOnANodeWithGpus) {
   EXPECT_EQ(c.backend, Backend::Gloo);  // gloo's launch: the store nccl meets on; the rank's device decides
   EXPECT_EQ(c.reason, "auto: 2 GPUs on this node: a rank on a GPU takes nccl, one on the CPU gloo");
   EXPECT_EQ(c.on_gpu, Backend::Nccl);  // exported as DDP_BACKEND_ON_GPU: the rank's device decides
-  p.nccl_built = false;  // Debian's LibTorch: no nccl to take
+  p.nccl_built = false;                // Debian's LibTorch: no nccl to take
   EXPECT_EQ(choose_backend(Options(), p).backend, Backend::Mpi);
   p.nccl_built = true;
   p.gpus = 0;
@@ -124,16 +125,18 @@ TEST(BackendChoice, InheritedDdpBackendWinsOverAuto) {
   Options two;
   two.nnodes = 2;
   c = choose_backend(two, p);
-  EXPECT_EQ(c.error, "DDP_BACKEND=mpi in the environment, but ddprun's mpi mode runs one node only (this job has "
-                     "--nnodes 2); unset DDP_BACKEND or pass --backend gloo");
+  EXPECT_EQ(c.error,
+            "DDP_BACKEND=mpi in the environment, but ddprun's mpi mode runs one node only (this job has "
+            "--nnodes 2); unset DDP_BACKEND or pass --backend gloo");
   p.inherited = "local";  // not a launcher's choice: the rule applies
-  EXPECT_EQ(choose_backend(Options(), p).reason, "auto: the program does not link ddp (a libddp_* library), so only "
-                                                 "RANK/MASTER_ADDR can reach it");
+  EXPECT_EQ(choose_backend(Options(), p).reason,
+            "auto: the program does not link ddp (a libddp_* library), so only "
+            "RANK/MASTER_ADDR can reach it");
 }
 
 TEST(BackendChoice, ElfNeedsReadsDynamicSection) {
   EXPECT_TRUE(elf_needs(ddprun_test::error_probe_path(), "libddp_dist.so"));  // links ddp::dist
-  EXPECT_FALSE(elf_needs(ddprun_test::probe_path(), "libddp_dist.so"));      // plain POSIX
+  EXPECT_FALSE(elf_needs(ddprun_test::probe_path(), "libddp_dist.so"));       // plain POSIX
   EXPECT_TRUE(elf_needs(ddprun_test::probe_path(), "libc.so"));
   EXPECT_FALSE(elf_needs("/bin/sh-does-not-exist", "libc.so"));
   const std::string script = ::testing::TempDir() + "/backend_choice_script.sh";

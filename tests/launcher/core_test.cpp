@@ -16,6 +16,7 @@
 #include <fstream>
 
 #include "ddp/dist/launch_env.h"
+#include "elastic.h"
 #include "line_splitter.h"
 #include "mpi_launch.h"
 #include "mpi_output.h"
@@ -24,7 +25,6 @@
 #include "rank_env.h"
 #include "signals.h"
 #include "summary.h"
-#include "elastic.h"
 
 using namespace ddprun;
 
@@ -193,13 +193,13 @@ TEST(MpiLaunch, MpirunCommandLine) {
   o.nproc_per_node = 3;
   o.program_args = {"--x", "y"};
   std::vector<std::string> argv = build_mpirun_argv(o, "/usr/bin/mpirun", "/bin/prog", true);
-  std::vector<std::string> expected = {"/usr/bin/mpirun", "-np", "3", "--oversubscribe", "--bind-to", "none",
-                                       "--tag-output", "--allow-run-as-root"};
-  for (const char* var : {"OMP_NUM_THREADS", "DDP_BACKEND", "DDP_LAUNCHER", "LOCAL_WORLD_SIZE", "WORLD_SIZE",
-                          "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT", "DDP_HEARTBEAT_TIMEOUT", "DDP_EXIT_LINGER",
-                          "TORCHELASTIC_ERROR_FILE", "DDP_TTY", "TORCHELASTIC_RESTART_COUNT",
-                          "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "ROLE_NAME", "ROLE_WORLD_SIZE",
-                          "GROUP_WORLD_SIZE"}) {
+  std::vector<std::string> expected = {
+      "/usr/bin/mpirun", "-np", "3", "--oversubscribe", "--bind-to", "none", "--tag-output", "--allow-run-as-root"};
+  for (const char* var :
+       {"OMP_NUM_THREADS", "DDP_BACKEND", "DDP_LAUNCHER", "LOCAL_WORLD_SIZE", "WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+        "MASTER_PORT", "DDP_HEARTBEAT_TIMEOUT", "DDP_EXIT_LINGER", "TORCHELASTIC_ERROR_FILE", "DDP_TTY",
+        "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "ROLE_NAME",
+        "ROLE_WORLD_SIZE", "GROUP_WORLD_SIZE"}) {
     expected.push_back("-x");
     expected.push_back(var);
   }
@@ -246,11 +246,20 @@ TEST(RankEnv, VariablesOfEachRank) {
   o.backend = Backend::Gloo;
   std::vector<std::string> base = {"PATH=/bin", "RANK=99", "OTHER=1"};
   std::vector<std::string> env = merge_env(base, rank_env_vars(o, 4000, base, 16, 3));
-  std::vector<std::string> expected = {"PATH=/bin",         "OTHER=1",           "RANK=11",
-                                       "LOCAL_RANK=3",      "WORLD_SIZE=12",     "LOCAL_WORLD_SIZE=4",
-                                       "GROUP_RANK=2",      "MASTER_ADDR=10.1.2.3", "MASTER_PORT=4000",
-                                       "OMP_NUM_THREADS=4", "DDP_BACKEND=gloo",  "DDP_LAUNCHER=ddprun",
-                                       "TORCHELASTIC_RUN_ID=none-10.1.2.3:4000", "DDP_HEARTBEAT_TIMEOUT=30"};
+  std::vector<std::string> expected = {"PATH=/bin",
+                                       "OTHER=1",
+                                       "RANK=11",
+                                       "LOCAL_RANK=3",
+                                       "WORLD_SIZE=12",
+                                       "LOCAL_WORLD_SIZE=4",
+                                       "GROUP_RANK=2",
+                                       "MASTER_ADDR=10.1.2.3",
+                                       "MASTER_PORT=4000",
+                                       "OMP_NUM_THREADS=4",
+                                       "DDP_BACKEND=gloo",
+                                       "DDP_LAUNCHER=ddprun",
+                                       "TORCHELASTIC_RUN_ID=none-10.1.2.3:4000",
+                                       "DDP_HEARTBEAT_TIMEOUT=30"};
   EXPECT_EQ(env, expected);
   o.timeout = "7.5";
   o.rdzv_timeout = "900";
@@ -390,13 +399,16 @@ TEST(Elastic, AgentVariables) {
   o.max_restarts = 4;
   o.rdzv_id = "job1";
   o.role = "trainer";
-  const std::vector<std::pair<std::string, std::string>> expected = {
-      {"TORCHELASTIC_RESTART_COUNT", "2"}, {"TORCHELASTIC_MAX_RESTARTS", "4"}, {"ROLE_NAME", "trainer"},
-      {"ROLE_WORLD_SIZE", "6"},            {"GROUP_WORLD_SIZE", "2"}};
+  const std::vector<std::pair<std::string, std::string>> expected = {{"TORCHELASTIC_RESTART_COUNT", "2"},
+                                                                     {"TORCHELASTIC_MAX_RESTARTS", "4"},
+                                                                     {"ROLE_NAME", "trainer"},
+                                                                     {"ROLE_WORLD_SIZE", "6"},
+                                                                     {"GROUP_WORLD_SIZE", "2"}};
   EXPECT_EQ(elastic_env_vars(o, 2), expected);  // TORCHELASTIC_RUN_ID is among every rank's (rank_env_vars)
   const auto node = rank_env_vars(o, 29500, {}, 16, 0);
-  EXPECT_NE(std::find(node.begin(), node.end(), std::make_pair(std::string("TORCHELASTIC_RUN_ID"), std::string("job1"))),
-            node.end());
+  EXPECT_NE(
+      std::find(node.begin(), node.end(), std::make_pair(std::string("TORCHELASTIC_RUN_ID"), std::string("job1"))),
+      node.end());
 }
 
 TEST(Elastic, SummaryLines) {
@@ -422,25 +434,28 @@ TEST(Elastic, RunAttemptsStopsOnSuccessSignalOrExhaustion) {
   o.max_restarts = 2;
   std::vector<int> seen;
   // Fails twice, then succeeds: three attempts with counts 0, 1, 2.
-  EXPECT_EQ(run_attempts(o, 1234, [&](const Attempt& a) {
-              seen.push_back(a.restart_count);
-              EXPECT_GT(a.master_port, 0);
-              return AttemptOutcome{a.restart_count < 2 ? 7 : 0, false};
-            }),
+  EXPECT_EQ(run_attempts(o, 1234,
+                         [&](const Attempt& a) {
+                           seen.push_back(a.restart_count);
+                           EXPECT_GT(a.master_port, 0);
+                           return AttemptOutcome{a.restart_count < 2 ? 7 : 0, false};
+                         }),
             0);
   EXPECT_EQ(seen, (std::vector<int>{0, 1, 2}));
   seen.clear();
-  EXPECT_EQ(run_attempts(o, 1234, [&](const Attempt& a) {
-              seen.push_back(a.restart_count);
-              return AttemptOutcome{9, false};
-            }),
+  EXPECT_EQ(run_attempts(o, 1234,
+                         [&](const Attempt& a) {
+                           seen.push_back(a.restart_count);
+                           return AttemptOutcome{9, false};
+                         }),
             9);
   EXPECT_EQ(seen, (std::vector<int>{0, 1, 2}));
   seen.clear();
-  EXPECT_EQ(run_attempts(o, 1234, [&](const Attempt& a) {
-              seen.push_back(a.restart_count);
-              return AttemptOutcome{143, true};  // ddprun got SIGTERM: never restarted
-            }),
+  EXPECT_EQ(run_attempts(o, 1234,
+                         [&](const Attempt& a) {
+                           seen.push_back(a.restart_count);
+                           return AttemptOutcome{143, true};  // ddprun got SIGTERM: never restarted
+                         }),
             143);
   EXPECT_EQ(seen, (std::vector<int>{0}));
 }

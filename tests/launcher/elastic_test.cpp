@@ -22,8 +22,8 @@ namespace {
 
 // "--backend X --nproc-per-node N --standalone" and the rest.
 std::vector<std::string> args(const std::string& backend, int nproc, std::vector<std::string> rest) {
-  std::vector<std::string> out = {"--backend", backend, "--nproc-per-node", std::to_string(nproc), "--standalone",
-                                  "--monitor-interval", "0.1"};
+  std::vector<std::string> out = {
+      "--backend", backend, "--nproc-per-node", std::to_string(nproc), "--standalone", "--monitor-interval", "0.1"};
   out.insert(out.end(), rest.begin(), rest.end());
   return out;
 }
@@ -82,7 +82,8 @@ TEST_P(Restarts, SucceedOnTheThirdAttempt) {
   for (int attempt = 0; attempt <= 2; ++attempt)
     for (int rank = 0; rank < nproc; ++rank)
       EXPECT_EQ(count(r.out, elastic_line(backend, rank, nproc, attempt, 2, "job7", "trainer")), 1u)
-          << "rank " << rank << " attempt " << attempt << "\n" << diag(r);
+          << "rank " << rank << " attempt " << attempt << "\n"
+          << diag(r);
   for (int rank = 0; rank < nproc; ++rank)
     EXPECT_EQ(count(r.out, "[rank " + std::to_string(rank) + "] done attempt=2\n"), 1u) << diag(r);
   EXPECT_EQ(count(r.out, "done attempt="), static_cast<size_t>(nproc)) << diag(r);
@@ -98,7 +99,9 @@ TEST_P(Restarts, ExhaustedRestartsFail) {
   const auto [backend, nproc] = GetParam();
   const int failing = nproc > 1 ? 1 : 0;
   RunResult r = run_ddprun(
-      args(backend, nproc, {"--max-restarts", "1", "--rdzv-id", "none", probe_path(), "restart", std::to_string(failing), "2", "3"}), 60);
+      args(backend, nproc,
+           {"--max-restarts", "1", "--rdzv-id", "none", probe_path(), "restart", std::to_string(failing), "2", "3"}),
+      60);
   ASSERT_EQ(r.exit_code(), 3) << diag(r);
   for (int rank = 0; rank < nproc; ++rank) {
     EXPECT_EQ(count(r.out, elastic_line(backend, rank, nproc, 0, 1, "none", "default")), 1u) << diag(r);
@@ -148,8 +151,9 @@ TEST_P(Restarts, SigtermStopsWithoutRestart) {
   EXPECT_GE(count(r.out, "got SIGTERM\n"), 1u) << diag(r);
   EXPECT_EQ(count(r.out, "] ready\n"), static_cast<size_t>(nproc)) << diag(r);  // nobody started again
   EXPECT_EQ(count(r.err, "restarting every rank"), 0u) << diag(r);
-  EXPECT_EQ(count(r.err, "ddprun: not restarting: ddprun received SIGTERM (the job is being stopped; 0 of 3 "
-                         "restarts used)\n"),
+  EXPECT_EQ(count(r.err,
+                  "ddprun: not restarting: ddprun received SIGTERM (the job is being stopped; 0 of 3 "
+                  "restarts used)\n"),
             1u)
       << diag(r);
 }
@@ -159,7 +163,8 @@ TEST_P(Restarts, SigtermStopsWithoutRestart) {
 // ddprun exit 75, so that a scheduler can requeue the job, and are not restarted.
 TEST_P(Restarts, PreemptedBySigtermExits75AfterASlowCheckpoint) {
   const auto [backend, nproc] = GetParam();
-  Launch launch(args(backend, nproc, {"--max-restarts", "1", "--kill-grace", "60", probe_path(), "term-slow", "3", "75"}));
+  Launch launch(
+      args(backend, nproc, {"--max-restarts", "1", "--kill-grace", "60", probe_path(), "term-slow", "3", "75"}));
   ASSERT_TRUE(launch.wait_for(
       [nproc = nproc](const std::string& out, const std::string&) {
         return count(out, "] ready pid=") == static_cast<size_t>(nproc);
@@ -171,8 +176,9 @@ TEST_P(Restarts, PreemptedBySigtermExits75AfterASlowCheckpoint) {
   for (int rank = 0; rank < nproc; ++rank)
     EXPECT_EQ(count(r.out, "[rank " + std::to_string(rank) + "] saved after SIGTERM\n"), 1u) << diag(r);
   EXPECT_EQ(count(r.out, "] ready pid="), static_cast<size_t>(nproc)) << diag(r);  // nobody started again
-  EXPECT_EQ(count(r.err, "ddprun: the ranks were preempted: they wrote a checkpoint and exited with 75; exiting "
-                         "with 75"),
+  EXPECT_EQ(count(r.err,
+                  "ddprun: the ranks were preempted: they wrote a checkpoint and exited with 75; exiting "
+                  "with 75"),
             1u)
       << diag(r);
 }
@@ -185,8 +191,8 @@ TEST_P(Restarts, LogDirRedirectsAndTee) {
     TempDir dir;
     ASSERT_FALSE(dir.path().empty());
     RunResult r = run_ddprun(args(backend, nproc,
-                                  {"--max-restarts", "1", "--rdzv-id", "none", "--log-dir", dir.path(), flag, "3", probe_path(), "restart",
-                                   "-1", "1", "5"}),
+                                  {"--max-restarts", "1", "--rdzv-id", "none", "--log-dir", dir.path(), flag, "3",
+                                   probe_path(), "restart", "-1", "1", "5"}),
                              60);
     ASSERT_EQ(r.exit_code(), 0) << flag << "\n" << diag(r);
     const bool console = flag == "--tee";
@@ -198,8 +204,7 @@ TEST_P(Restarts, LogDirRedirectsAndTee) {
         line = line.substr(line.find("] ") + 2);  // without the console prefix
         const std::string out = read_file(base + "/stdout.log");
         const std::string err = read_file(base + "/stderr.log");
-        const std::string failing =
-            "probe rank " + std::to_string(rank) + " failing with code 5 on attempt 0\n";
+        const std::string failing = "probe rank " + std::to_string(rank) + " failing with code 5 on attempt 0\n";
         if (attempt == 0) {
           EXPECT_EQ(out, line) << base << "\n" << diag(r);
           // The first rank to fail gets the others stopped, maybe before they wrote their line.
@@ -218,9 +223,8 @@ TEST_P(Restarts, LogDirRedirectsAndTee) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Restarts,
-                         ::testing::Values(BackendNproc{"gloo", 1}, BackendNproc{"gloo", 2},
-                                           BackendNproc{"gloo", 3}, BackendNproc{"mpi", 2},
-                                           BackendNproc{"mpi", 3}),
+                         ::testing::Values(BackendNproc{"gloo", 1}, BackendNproc{"gloo", 2}, BackendNproc{"gloo", 3},
+                                           BackendNproc{"mpi", 2}, BackendNproc{"mpi", 3}),
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_np" + std::to_string(std::get<1>(info.param));
                          });
@@ -246,8 +250,9 @@ TEST(RestartsOptions, BadValuesAreNamed) {
        "ddprun: invalid value '4' for --redirects: expected 0 (none), 1 (stdout), 2 (stderr) or 3 (both)\n"},
       {{"--tee", "x", "--log-dir", "/tmp", "x"},
        "ddprun: invalid value 'x' for --tee: expected 0 (none), 1 (stdout), 2 (stderr) or 3 (both)\n"},
-      {{"--redirects", "3", "x"}, "ddprun: --redirects needs --log-dir DIR: the directory the ranks' log files are "
-                                  "written to\n"},
+      {{"--redirects", "3", "x"},
+       "ddprun: --redirects needs --log-dir DIR: the directory the ranks' log files are "
+       "written to\n"},
       {{"--monitor-interval", "0", "x"},
        "ddprun: invalid value '0' for --monitor-interval: expected a number of seconds > 0 and <= 60 (e.g. 0.1)\n"},
       {{"--nnodes", "2", "--max-restarts", "1", "x"},

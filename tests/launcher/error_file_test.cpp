@@ -51,9 +51,9 @@ class ErrorFile : public ::testing::Test {
 }  // namespace
 
 TEST_F(ErrorFile, RecordsOneJsonObject) {
-  const long long before = std::chrono::duration_cast<std::chrono::microseconds>(
-                               std::chrono::system_clock::now().time_since_epoch())
-                               .count();
+  const long long before =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   EXPECT_TRUE(ddp::record_error(std::runtime_error("open /data: Permission denied"), 4));
   auto j = nlohmann::json::parse(read(path_));
   EXPECT_EQ(j["message"], "open /data: Permission denied");
@@ -213,7 +213,8 @@ TEST_F(ErrorFile, BacktraceOfALibTorchError) {
   auto frames = recorded_backtrace(path_);
   ASSERT_FALSE(frames.empty());
   EXPECT_TRUE(frames[0].find(" (libtorch_cpu.so") != std::string::npos ||
-              frames[0].find(" (libc10.so") != std::string::npos) << joined(frames);
+              frames[0].find(" (libc10.so") != std::string::npos)
+      << joined(frames);
   EXPECT_TRUE(any_frame_has(frames, "at::")) << joined(frames);
 }
 

@@ -29,7 +29,6 @@ std::map<int, pid_t> ready_pids(const std::string& out) {
   return pids;
 }
 
-
 // Waits until every pid is gone; returns those still there after timeout_s.
 std::vector<pid_t> wait_gone(const std::map<int, pid_t>& pids, double timeout_s) {
   const double deadline = now_seconds() + timeout_s;
@@ -82,16 +81,18 @@ TEST_P(KillLauncher, RanksDieWithIt) {
   const std::string backend = std::get<0>(GetParam());
   const int np = std::get<1>(GetParam());
   if (backend == "mpi" && !have_mpirun()) GTEST_SKIP() << "mpirun not found";
-  Launch launch({"--nproc-per-node", std::to_string(np), "--standalone", "--backend", backend, probe_path(),
-                 "pid-sleep", "600"});
-  ASSERT_TRUE(launch.wait_for([&](const std::string& out, const std::string&) {
-    return count(out, "ready pid=") == static_cast<size_t>(np);
-  }, 60));
+  Launch launch(
+      {"--nproc-per-node", std::to_string(np), "--standalone", "--backend", backend, probe_path(), "pid-sleep", "600"});
+  ASSERT_TRUE(launch.wait_for(
+      [&](const std::string& out, const std::string&) { return count(out, "ready pid=") == static_cast<size_t>(np); },
+      60));
   std::map<int, pid_t> pids;
-  launch.wait_for([&](const std::string& out, const std::string&) {
-    pids = ready_pids(out);
-    return pids.size() == static_cast<size_t>(np);
-  }, 5);
+  launch.wait_for(
+      [&](const std::string& out, const std::string&) {
+        pids = ready_pids(out);
+        return pids.size() == static_cast<size_t>(np);
+      },
+      5);
   ASSERT_EQ(pids.size(), static_cast<size_t>(np));
   launch.send_signal(SIGKILL);
   RunResult r = launch.finish(10);
@@ -99,8 +100,7 @@ TEST_P(KillLauncher, RanksDieWithIt) {
   // Gloo ranks die at once (SIGKILL); mpirun gets SIGTERM and stops its ranks (~1 s).
   std::vector<pid_t> left = wait_gone(pids, 20);
   for (pid_t pid : left) ::kill(pid, SIGKILL);  // do not leak them into other tests
-  EXPECT_TRUE(left.empty()) << left.size() << " rank(s) outlived ddprun, e.g. pid " << left.front() << "\n"
-                            << diag(r);
+  EXPECT_TRUE(left.empty()) << left.size() << " rank(s) outlived ddprun, e.g. pid " << left.front() << "\n" << diag(r);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, KillLauncher,
@@ -119,13 +119,15 @@ TEST_P(StoppedRank, FailsTheJobAndIsNamed) {
   const int np = std::get<1>(GetParam());
   if (backend == "mpi" && !have_mpirun()) GTEST_SKIP() << "mpirun not found";
   const std::string how = backend == "mpi" ? "" : " by SIGSTOP";
-  Launch launch({"--nproc-per-node", std::to_string(np), "--standalone", "--backend", backend,
-                 "--heartbeat-timeout", "2", "--kill-grace", "60", probe_path(), "term-slow", "600", "0", "1"});
+  Launch launch({"--nproc-per-node", std::to_string(np), "--standalone", "--backend", backend, "--heartbeat-timeout",
+                 "2", "--kill-grace", "60", probe_path(), "term-slow", "600", "0", "1"});
   std::map<int, pid_t> pids;
-  ASSERT_TRUE(launch.wait_for([&](const std::string& out, const std::string&) {
-    pids = ready_pids(out);
-    return pids.size() == static_cast<size_t>(np);
-  }, 30));
+  ASSERT_TRUE(launch.wait_for(
+      [&](const std::string& out, const std::string&) {
+        pids = ready_pids(out);
+        return pids.size() == static_cast<size_t>(np);
+      },
+      30));
   const pid_t stopped = pids.at(1);
   const double stopped_at = now_seconds();
   ASSERT_EQ(::kill(stopped, SIGSTOP), 0);
@@ -139,8 +141,7 @@ TEST_P(StoppedRank, FailsTheJobAndIsNamed) {
   EXPECT_GE(took, 2.0) << diag(r);
   const std::string p = std::to_string(stopped);
   EXPECT_NE(r.err.find("ddprun: rank 1 (pid " + p + ") was stopped" + how + " at "), std::string::npos) << diag(r);
-  EXPECT_NE(r.err.find("the job is stopped if it is not continued within 2 s (--heartbeat-timeout)"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("the job is stopped if it is not continued within 2 s (--heartbeat-timeout)"), std::string::npos)
       << diag(r);
   EXPECT_NE(r.err.find("ddprun: rank 1 (pid " + p + ") is still stopped after "), std::string::npos) << diag(r);
   EXPECT_NE(r.err.find(": killing it (SIGKILL) and stopping the job"), std::string::npos) << diag(r);
@@ -163,18 +164,22 @@ TEST_P(StoppedRank, ContinuedInTimeGoesOn) {
   const int np = std::get<1>(GetParam());
   if (backend == "mpi" && !have_mpirun()) GTEST_SKIP() << "mpirun not found";
   const std::string how = backend == "mpi" ? "" : " by SIGSTOP";
-  Launch launch({"--nproc-per-node", std::to_string(np), "--standalone", "--backend", backend,
-                 "--heartbeat-timeout", "20", probe_path(), "pid-sleep", "3"});
+  Launch launch({"--nproc-per-node", std::to_string(np), "--standalone", "--backend", backend, "--heartbeat-timeout",
+                 "20", probe_path(), "pid-sleep", "3"});
   std::map<int, pid_t> pids;
-  ASSERT_TRUE(launch.wait_for([&](const std::string& out, const std::string&) {
-    pids = ready_pids(out);
-    return pids.size() == static_cast<size_t>(np);
-  }, 30));
+  ASSERT_TRUE(launch.wait_for(
+      [&](const std::string& out, const std::string&) {
+        pids = ready_pids(out);
+        return pids.size() == static_cast<size_t>(np);
+      },
+      30));
   const std::string p = std::to_string(pids.at(1));
   ASSERT_EQ(::kill(pids.at(1), SIGSTOP), 0);
-  ASSERT_TRUE(launch.wait_for([&](const std::string&, const std::string& err) {
-    return err.find("rank 1 (pid " + p + ") was stopped" + how + " at ") != std::string::npos;
-  }, 15));
+  ASSERT_TRUE(launch.wait_for(
+      [&](const std::string&, const std::string& err) {
+        return err.find("rank 1 (pid " + p + ") was stopped" + how + " at ") != std::string::npos;
+      },
+      15));
   ASSERT_EQ(::kill(pids.at(1), SIGCONT), 0);
   RunResult r = launch.finish(60);
   ASSERT_EQ(r.exit_code(), 0) << diag(r);
@@ -212,8 +217,9 @@ TEST_P(RootCause, EarliestErrorNamedWithItsMessage) {
   // The root-cause line, then rank 0's message (rank 1's is only in its stderr tail further down).
   const size_t eol = r.err.find('\n', cause);
   ASSERT_NE(eol, std::string::npos);
-  EXPECT_TRUE(std::regex_match(r.err.substr(cause, eol - cause),
-                               std::regex(R"(ddprun: root cause: rank 0 \(pid \d+\) reported the first error, at [0-9:.]+:)")))
+  EXPECT_TRUE(
+      std::regex_match(r.err.substr(cause, eol - cause),
+                       std::regex(R"(ddprun: root cause: rank 0 \(pid \d+\) reported the first error, at [0-9:.]+:)")))
       << diag(r);
   EXPECT_EQ(r.err.compare(eol + 1, 59, "ddprun:   | cannot open /data/train.bin: Permission denied\n"), 0) << diag(r);
   if (backend() == "gloo") {
@@ -233,7 +239,9 @@ TEST_P(RootCauseKilled, TheKilledRankIsNamedNotThePeerThatLostIt) {
   RunResult r = run_probe("killed", 120);
   ASSERT_EQ(r.exit_code(), 128 + SIGKILL) << diag(r);  // the first failed rank's end, as torchrun
   EXPECT_TRUE(std::regex_search(
-      r.err, std::regex(R"((^|\n)ddprun: =+ failure summary =+\nddprun: root cause: rank 1 (\(pid \d+\) )?was killed by SIGKILL after )")))
+      r.err,
+      std::regex(
+          R"((^|\n)ddprun: =+ failure summary =+\nddprun: root cause: rank 1 (\(pid \d+\) )?was killed by SIGKILL after )")))
       << diag(r);
 }
 
@@ -250,15 +258,16 @@ class EarlyExit : public ::testing::TestWithParam<int> {};
 TEST_P(EarlyExit, NamedAsLikelyCause) {
   const int np = GetParam();
   TempDir tmp;
-  RunResult r = run_ddprun(
-      {"--nproc-per-node", std::to_string(np), "--standalone", probe_path(), "early-exit", "1", tmp.path()});
+  RunResult r =
+      run_ddprun({"--nproc-per-node", std::to_string(np), "--standalone", probe_path(), "early-exit", "1", tmp.path()});
   ASSERT_EQ(r.exit_code(), 3) << diag(r);
   const std::string others = np == 2 ? "0" : "0, 2";
   std::smatch m;
   ASSERT_TRUE(std::regex_search(
       r.err, m,
-      std::regex(R"(ddprun: likely root cause: rank 1 \(pid \d+\) exited with code 0 after ([0-9.e-]+) s while rank\(s\) )" +
-                 others + " still ran")))
+      std::regex(
+          R"(ddprun: likely root cause: rank 1 \(pid \d+\) exited with code 0 after ([0-9.e-]+) s while rank\(s\) )" +
+          others + " still ran")))
       << diag(r);
   EXPECT_LT(std::stod(m[1].str()), 20.0) << diag(r);  // ~0.1 s
   EXPECT_LT(m.position(0), static_cast<long>(r.err.find("first failed rank"))) << diag(r);

@@ -44,8 +44,8 @@ class EnvPerNproc : public ::testing::TestWithParam<int> {};
 TEST_P(EnvPerNproc, ExactVariablesForEveryRank) {
   const int nproc = GetParam();
   const int port = free_port();
-  RunResult r = run_ddprun({"--nproc-per-node", std::to_string(nproc), "--master-port", std::to_string(port),
-                            probe_path(), "env"});
+  RunResult r = run_ddprun(
+      {"--nproc-per-node", std::to_string(nproc), "--master-port", std::to_string(port), probe_path(), "env"});
   ASSERT_EQ(r.exit_code(), 0) << diag(r);
   EXPECT_EQ(r.err, "");
   EnvByRank env = env_by_rank(r);
@@ -90,8 +90,8 @@ TEST(Launch, SecondNodeOffsetsRanks) {
 }
 
 TEST(Launch, KeepsOmpNumThreadsFromEnvironment) {
-  RunResult r = run_ddprun({"--nproc-per-node", "2", "--standalone", probe_path(), "env"}, 30,
-                           {{"OMP_NUM_THREADS", "7"}});
+  RunResult r =
+      run_ddprun({"--nproc-per-node", "2", "--standalone", probe_path(), "env"}, 30, {{"OMP_NUM_THREADS", "7"}});
   ASSERT_EQ(r.exit_code(), 0) << diag(r);
   EnvByRank env = env_by_rank(r);
   ASSERT_EQ(env.size(), 2u) << diag(r);
@@ -114,8 +114,8 @@ TEST(Launch, StandaloneUsesOneFreeLocalPort) {
 }
 
 TEST(Launch, ProgramArgumentsArePassedVerbatim) {
-  RunResult r = run_ddprun({"--master-port", std::to_string(free_port()), "--", probe_path(), "args", "a b",
-                            "--nproc-per-node", "3", ""});
+  RunResult r = run_ddprun(
+      {"--master-port", std::to_string(free_port()), "--", probe_path(), "args", "a b", "--nproc-per-node", "3", ""});
   ASSERT_EQ(r.exit_code(), 0) << diag(r);
   EXPECT_EQ(r.out, "[rank 0] arg[0]=a b\n[rank 0] arg[1]=--nproc-per-node\n[rank 0] arg[2]=3\n[rank 0] arg[3]=\n");
 }
@@ -174,9 +174,8 @@ TEST(Launch, LongLineInPiecesAndPartialLastLine) {
 }
 
 TEST(Launch, FailingRankStopsTheOthers) {
-  RunResult r = run_ddprun({"--nproc-per-node", "3", "--master-port", std::to_string(free_port()), probe_path(),
-                            "fail", "1", "3"},
-                           20);
+  RunResult r = run_ddprun(
+      {"--nproc-per-node", "3", "--master-port", std::to_string(free_port()), probe_path(), "fail", "1", "3"}, 20);
   EXPECT_FALSE(r.timed_out);
   EXPECT_LT(r.seconds, 10.0);
   EXPECT_EQ(r.exit_code(), 3) << diag(r);
@@ -195,9 +194,9 @@ TEST(Launch, FailingRankStopsTheOthers) {
 // pipe, which read as "ddprun received SIGTERM": exit 143 and no restart (in 12 of 12 runs at 4 ranks before).
 TEST(Launch, RankFailingAtOnceIsNotMistakenForASigtermToDdprun) {
   for (int run = 0; run < 6; ++run) {
-    RunResult r = run_ddprun({"--nproc-per-node", "4", "--master-port", std::to_string(free_port()),
-                              "--max-restarts", "1", "/bin/false"},
-                             40);
+    RunResult r = run_ddprun(
+        {"--nproc-per-node", "4", "--master-port", std::to_string(free_port()), "--max-restarts", "1", "/bin/false"},
+        40);
     SCOPED_TRACE("run " + std::to_string(run));
     EXPECT_FALSE(r.timed_out);
     EXPECT_EQ(r.exit_code(), 1) << diag(r);
@@ -207,9 +206,8 @@ TEST(Launch, RankFailingAtOnceIsNotMistakenForASigtermToDdprun) {
 }
 
 TEST(Launch, FailureOnSecondNodeNamesGlobalRank) {
-  RunResult r = run_ddprun({"--nnodes", "2", "--node-rank", "1", "--nproc-per-node", "2", probe_path(), "fail", "3",
-                            "5"},
-                           20);
+  RunResult r =
+      run_ddprun({"--nnodes", "2", "--node-rank", "1", "--nproc-per-node", "2", probe_path(), "fail", "3", "5"}, 20);
   EXPECT_LT(r.seconds, 10.0);
   EXPECT_EQ(r.exit_code(), 5) << diag(r);
   EXPECT_NE(r.err.find("first failed rank: rank 3 (local rank 1, pid "), std::string::npos) << diag(r);
@@ -217,9 +215,8 @@ TEST(Launch, FailureOnSecondNodeNamesGlobalRank) {
 }
 
 TEST(Launch, RankKilledBySignal) {
-  RunResult r = run_ddprun({"--nproc-per-node", "2", "--master-port", std::to_string(free_port()), probe_path(),
-                            "signal", "0", "9"},
-                           20);
+  RunResult r = run_ddprun(
+      {"--nproc-per-node", "2", "--master-port", std::to_string(free_port()), probe_path(), "signal", "0", "9"}, 20);
   EXPECT_LT(r.seconds, 10.0);
   EXPECT_EQ(r.exit_code(), 128 + 9) << diag(r);
   EXPECT_NE(r.err.find("first failed rank: rank 0 (local rank 0, pid "), std::string::npos) << diag(r);
@@ -230,8 +227,8 @@ TEST(Launch, RankKilledBySignal) {
 // Takes the 1 s grace plus ~0.3 s; the deadline allows 10x that (a rank never
 // killed would run its 600 s sleep).
 TEST(Launch, RankIgnoringSigtermIsKilledAfterGrace) {
-  RunResult r = run_ddprun({"--nproc-per-node", "2", "--kill-grace", "1", "--master-port",
-                            std::to_string(free_port()), probe_path(), "ignore-term", "0", "4"},
+  RunResult r = run_ddprun({"--nproc-per-node", "2", "--kill-grace", "1", "--master-port", std::to_string(free_port()),
+                            probe_path(), "ignore-term", "0", "4"},
                            30);
   EXPECT_EQ(r.exit_code(), 4) << diag(r);
   EXPECT_GE(r.seconds, 1.0);
@@ -251,8 +248,9 @@ TEST(Launch, DescendantHoldingOutputDoesNotBlockExit) {
   EXPECT_GE(r.seconds, 1.5);
   EXPECT_LT(r.seconds, 25.0);
   EXPECT_EQ(r.out, "[rank 0] parent done\n");
-  EXPECT_EQ(r.err, "ddprun: warning: output of rank(s) 0 was still open 2 s after the rank exited (held by a "
-                   "process it started); stopped reading it\n");
+  EXPECT_EQ(r.err,
+            "ddprun: warning: output of rank(s) 0 was still open 2 s after the rank exited (held by a "
+            "process it started); stopped reading it\n");
 }
 
 class SignalToDdprun : public ::testing::TestWithParam<int> {};
@@ -340,8 +338,8 @@ TEST(Launch, ExecFailureInChildIsReported) {
 }
 
 TEST(Launch, AllRanksSucceedSilently) {
-  RunResult r = run_ddprun({"--nproc-per-node", "4", "--master-port", std::to_string(free_port()), probe_path(),
-                            "exit", "0"});
+  RunResult r =
+      run_ddprun({"--nproc-per-node", "4", "--master-port", std::to_string(free_port()), probe_path(), "exit", "0"});
   EXPECT_EQ(r.exit_code(), 0);
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(r.err, "");

@@ -92,10 +92,21 @@ std::vector<std::string> split_lines(const std::string& text) {
   return lines;
 }
 
-const char* const kLauncherVars[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                                     "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "DDP_BACKEND",
-                                     "DDP_LAUNCHER", "OMPI_COMM_WORLD_RANK", "DDP_TIMEOUT",
-                                     "DDP_HEARTBEAT_TIMEOUT", "TORCHELASTIC_ERROR_FILE", "DDP_SPAWN_CHILD"};
+const char* const kLauncherVars[] = {"RANK",
+                                     "LOCAL_RANK",
+                                     "WORLD_SIZE",
+                                     "LOCAL_WORLD_SIZE",
+                                     "GROUP_RANK",
+                                     "MASTER_ADDR",
+                                     "MASTER_PORT",
+                                     "OMP_NUM_THREADS",
+                                     "DDP_BACKEND",
+                                     "DDP_LAUNCHER",
+                                     "OMPI_COMM_WORLD_RANK",
+                                     "DDP_TIMEOUT",
+                                     "DDP_HEARTBEAT_TIMEOUT",
+                                     "TORCHELASTIC_ERROR_FILE",
+                                     "DDP_SPAWN_CHILD"};
 
 std::vector<std::string> test_environment(const EnvChanges& changes) {
   std::vector<std::string> env;
@@ -188,8 +199,7 @@ bool Launch::pump(int timeout_ms) {
   return true;
 }
 
-bool Launch::wait_for(const std::function<bool(const std::string&, const std::string&)>& pred,
-                      double timeout_s) {
+bool Launch::wait_for(const std::function<bool(const std::string&, const std::string&)>& pred, double timeout_s) {
   const double deadline = now_seconds() + timeout_s;
   while (!pred(result_.out, result_.err)) {
     double left = deadline - now_seconds();

@@ -15,7 +15,7 @@ struct RunResult {
   int status = -1;         // waitpid() status
   bool timed_out = false;  // the deadline passed and ddprun was killed
   std::string out, err;
-  double seconds = 0;      // wall time from start to exit
+  double seconds = 0;  // wall time from start to exit
 
   bool exited() const;
   int exit_code() const;  // -1 when not exited normally
@@ -41,8 +41,7 @@ class Launch {
   ~Launch();
 
   // Reads output until pred(out, err) holds; false after timeout_s.
-  bool wait_for(const std::function<bool(const std::string& out, const std::string& err)>& pred,
-                double timeout_s);
+  bool wait_for(const std::function<bool(const std::string& out, const std::string& err)>& pred, double timeout_s);
   void send_signal(int sig);
   // Reads until ddprun exits and its pipes close. After timeout_s, ddprun gets
   // SIGTERM, then SIGKILL, and timed_out is set.

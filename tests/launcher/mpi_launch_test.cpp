@@ -12,9 +12,7 @@
 
 using namespace ddprun_test;
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 class MpiEnv : public ::testing::TestWithParam<int> {};
 
@@ -35,18 +33,17 @@ TEST_P(MpiEnv, RanksGetEnvironmentAndPrefixes) {
   ASSERT_EQ(r.out_lines().size(), static_cast<size_t>(np) * 11) << diag(r);
   ASSERT_EQ(env.size(), static_cast<size_t>(np)) << diag(r);
   for (int rank = 0; rank < np; ++rank) {
-    std::map<std::string, std::string> expected = {
-        {"RANK", "<unset>"},  // MPI provides OMPI_COMM_WORLD_RANK instead
-        {"LOCAL_RANK", "<unset>"},
-        {"WORLD_SIZE", std::to_string(np)},
-        {"LOCAL_WORLD_SIZE", std::to_string(np)},
-        {"GROUP_RANK", "0"},
-        {"MASTER_ADDR", "127.0.0.1"},
-        {"MASTER_PORT", std::to_string(port)},
-        {"OMP_NUM_THREADS", std::to_string(std::max(1, online_cpus() / np))},
-        {"DDP_BACKEND", "mpi"},
-        {"DDP_LAUNCHER", "ddprun"},
-        {"OMPI_COMM_WORLD_RANK", std::to_string(rank)}};
+    std::map<std::string, std::string> expected = {{"RANK", "<unset>"},  // MPI provides OMPI_COMM_WORLD_RANK instead
+                                                   {"LOCAL_RANK", "<unset>"},
+                                                   {"WORLD_SIZE", std::to_string(np)},
+                                                   {"LOCAL_WORLD_SIZE", std::to_string(np)},
+                                                   {"GROUP_RANK", "0"},
+                                                   {"MASTER_ADDR", "127.0.0.1"},
+                                                   {"MASTER_PORT", std::to_string(port)},
+                                                   {"OMP_NUM_THREADS", std::to_string(std::max(1, online_cpus() / np))},
+                                                   {"DDP_BACKEND", "mpi"},
+                                                   {"DDP_LAUNCHER", "ddprun"},
+                                                   {"OMPI_COMM_WORLD_RANK", std::to_string(rank)}};
     EXPECT_EQ(env[rank], expected) << "rank " << rank;
   }
 }
@@ -71,9 +68,9 @@ TEST(MpiLaunch, LinesInPiecesStayWithTheirRank) {
   ASSERT_EQ(r.exit_code(), 0) << diag(r);
   std::vector<std::string> lines = r.out_lines();
   std::sort(lines.begin(), lines.end());
-  EXPECT_EQ(lines, (std::vector<std::string>{"[rank 0] partial-0 line-0", "[rank 0] tail-0",
-                                              "[rank 1] partial-1 line-1", "[rank 1] tail-1",
-                                              "[rank 2] partial-2 line-2", "[rank 2] tail-2"}))
+  EXPECT_EQ(lines,
+            (std::vector<std::string>{"[rank 0] partial-0 line-0", "[rank 0] tail-0", "[rank 1] partial-1 line-1",
+                                      "[rank 1] tail-1", "[rank 2] partial-2 line-2", "[rank 2] tail-2"}))
       << diag(r);
 }
 
@@ -92,9 +89,8 @@ TEST(MpiLaunch, KillPauseOffAndExitLingerOnUnlessSet) {
 }
 
 TEST(MpiLaunch, FailingRankIsNamed) {
-  RunResult r = run_ddprun({"--backend", "mpi", "--nproc-per-node", "3", "--standalone", probe_path(), "fail", "1",
-                            "3"},
-                           30);
+  RunResult r =
+      run_ddprun({"--backend", "mpi", "--nproc-per-node", "3", "--standalone", probe_path(), "fail", "1", "3"}, 30);
   EXPECT_FALSE(r.timed_out);
   EXPECT_LT(r.seconds, 15.0);
   EXPECT_EQ(r.exit_code(), 3) << diag(r);
@@ -106,9 +102,8 @@ TEST(MpiLaunch, FailingRankIsNamed) {
 }
 
 TEST(MpiLaunch, RankKilledBySignalIsNamed) {
-  RunResult r = run_ddprun({"--backend", "mpi", "--nproc-per-node", "2", "--standalone", probe_path(), "signal", "1",
-                            "9"},
-                           30);
+  RunResult r =
+      run_ddprun({"--backend", "mpi", "--nproc-per-node", "2", "--standalone", probe_path(), "signal", "1", "9"}, 30);
   EXPECT_LT(r.seconds, 15.0);
   EXPECT_EQ(r.exit_code(), 137) << diag(r);
   EXPECT_NE(r.err.find("ddprun: first failed rank: rank 1 was killed by signal 9 (SIGKILL)\n"), std::string::npos)

@@ -71,8 +71,8 @@ TEST(Options, EveryFlagWithUnderscoresAndEquals) {
 }
 
 TEST(Options, DashFormsWithEquals) {
-  Options o = parse_ok({"--nproc-per-node=2", "--node-rank=0", "--master-addr=h", "--master-port=7",
-                        "--kill-grace=2", "--backend=auto", "prog"});
+  Options o = parse_ok({"--nproc-per-node=2", "--node-rank=0", "--master-addr=h", "--master-port=7", "--kill-grace=2",
+                        "--backend=auto", "prog"});
   EXPECT_EQ(o.nproc_per_node, 2);
   EXPECT_EQ(o.master_addr, "h");
   EXPECT_EQ(o.master_port, 7);
@@ -110,10 +110,10 @@ TEST(Options, Help) {
   EXPECT_EQ(parse({"--nnodes", "1", "--help", "prog"}).kind, ParseOutcome::kHelp);
   EXPECT_EQ(parse({"prog", "--help"}).kind, ParseOutcome::kRun);  // --help of the program
   const std::string usage = ddprun::usage_text();
-  for (const char* flag : {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port",
-                           "--standalone", "--backend", "--kill-grace", "--timeout", "DDP_TIMEOUT",
-                           "--heartbeat-timeout", "DDP_HEARTBEAT_TIMEOUT", "--rdzv-timeout", "DDP_RDZV_TIMEOUT",
-                           "--oversubscribe", "[--] program [program args...]", "exit status"})
+  for (const char* flag :
+       {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port", "--standalone", "--backend",
+        "--kill-grace", "--timeout", "DDP_TIMEOUT", "--heartbeat-timeout", "DDP_HEARTBEAT_TIMEOUT", "--rdzv-timeout",
+        "DDP_RDZV_TIMEOUT", "--oversubscribe", "[--] program [program args...]", "exit status"})
     EXPECT_NE(usage.find(flag), std::string::npos) << flag << " missing from:\n" << usage;
 }
 
@@ -147,7 +147,8 @@ TEST(Options, BadNumbers) {
             "invalid value '99999999999' for --nproc-per-node: expected an integer >= 1 or 'auto'");
   EXPECT_EQ(parse_error({"--nproc-per-node=", "prog"}),
             "invalid value '' for --nproc-per-node: expected an integer >= 1 or 'auto'");
-  EXPECT_EQ(parse_error({"--nnodes", "0", "prog"}), "invalid value '0' for --nnodes: expected an integer >= 1 or MIN:MAX");
+  EXPECT_EQ(parse_error({"--nnodes", "0", "prog"}),
+            "invalid value '0' for --nnodes: expected an integer >= 1 or MIN:MAX");
   EXPECT_EQ(parse_error({"--node-rank", "x", "prog"}), "invalid value 'x' for --node-rank: expected an integer >= 0");
   EXPECT_EQ(parse_error({"--master-port", "70000", "prog"}),
             "invalid value '70000' for --master-port: expected a TCP port number 1..65535");
@@ -162,8 +163,9 @@ TEST(Options, BadNumbers) {
   EXPECT_EQ(parse_error({"--master-addr", "", "prog"}),
             "invalid value '' for --master-addr: expected a host name or IP address");
   for (const char* bad : {"inf", "nan", "0", "-5"})
-    EXPECT_EQ(parse_error({"--rdzv-timeout", bad, "prog"}),
-              std::string("invalid value '") + bad + "' for --rdzv-timeout: expected a number of seconds > 0 (e.g. 600)");
+    EXPECT_EQ(
+        parse_error({"--rdzv-timeout", bad, "prog"}),
+        std::string("invalid value '") + bad + "' for --rdzv-timeout: expected a number of seconds > 0 (e.g. 600)");
   EXPECT_EQ(parse_ok({"--rdzv-timeout", "900", "prog"}).rdzv_timeout, "900");
 }
 
@@ -178,8 +180,9 @@ TEST(Options, Timeouts) {
   EXPECT_EQ(o.timeout, "0.5");
   EXPECT_DOUBLE_EQ(o.heartbeat_timeout_s, 0.0);
   for (const char* bad : {"0", "-3", "abc", "", "1e3", "1.2.3", "100000"})
-    EXPECT_EQ(parse_error({"--timeout", bad, "prog"}),
-              std::string("invalid value '") + bad + "' for --timeout: expected a number of seconds > 0 (e.g. 60 or 0.5)");
+    EXPECT_EQ(
+        parse_error({"--timeout", bad, "prog"}),
+        std::string("invalid value '") + bad + "' for --timeout: expected a number of seconds > 0 (e.g. 60 or 0.5)");
   for (const char* bad : {"-1", "x", "", "inf"})
     EXPECT_EQ(parse_error({"--heartbeat-timeout", bad, "prog"}),
               std::string("invalid value '") + bad +
@@ -220,8 +223,8 @@ TEST(Options, C10dRendezvous) {
   EXPECT_EQ(o.rdzv_id, "none-node0:29400");
   EXPECT_DOUBLE_EQ(o.last_call_timeout_s, 1.0);
   EXPECT_DOUBLE_EQ(o.join_timeout_s, 600.0);
-  o = parse_ok({"--nnodes=2", "--rdzv_backend=c10d", "--rdzv_endpoint=10.0.0.1:1234", "--rdzv-id", "j",
-                "--rdzv-conf", "join_timeout=30,last_call_timeout=0.5", "--max-restarts", "2", "prog"});
+  o = parse_ok({"--nnodes=2", "--rdzv_backend=c10d", "--rdzv_endpoint=10.0.0.1:1234", "--rdzv-id", "j", "--rdzv-conf",
+                "join_timeout=30,last_call_timeout=0.5", "--max-restarts", "2", "prog"});
   EXPECT_EQ(o.rdzv_backend, ddprun::Rdzv::kC10d);
   EXPECT_EQ(o.nnodes_min, 2);
   EXPECT_EQ(o.nnodes_max, 2);
@@ -295,9 +298,7 @@ TEST(Options, RepeatedFlagLastWins) {  // as torchrun's argparse
   EXPECT_EQ(parse_ok({"--nproc-per-node=3", "--nproc_per_node", "2", "prog"}).nproc_per_node, 2);
 }
 
-TEST(Options, MissingValue) {
-  EXPECT_EQ(parse_error({"--nproc-per-node"}), "option --nproc-per-node needs a value");
-}
+TEST(Options, MissingValue) { EXPECT_EQ(parse_error({"--nproc-per-node"}), "option --nproc-per-node needs a value"); }
 
 TEST(Options, MissingProgram) {
   const std::string expected = "missing program to run (usage: ddprun [options] program [args...])";
@@ -312,14 +313,14 @@ TEST(Options, RestartFlags) {
   EXPECT_EQ(d.monitor_interval_s, 1.0);
   EXPECT_EQ(d.rdzv_id.size(), 16u) << d.rdzv_id;  // one node without --rdzv-id: a random id (16 hex digits)
   EXPECT_EQ(d.rdzv_id.find_first_not_of("0123456789abcdef"), std::string::npos) << d.rdzv_id;
-  EXPECT_NE(parse_ok({"prog"}).rdzv_id, d.rdzv_id);  // another job, another id
+  EXPECT_NE(parse_ok({"prog"}).rdzv_id, d.rdzv_id);            // another job, another id
   EXPECT_EQ(parse_ok({"--nnodes", "2", "prog"}).rdzv_id, "");  // several nodes: none-ADDR:PORT when exported
   EXPECT_EQ(d.role, "default");
   EXPECT_EQ(d.log_dir, "");
   EXPECT_EQ(d.redirects, 0);
   EXPECT_EQ(d.tee, 0);
-  Options o = parse_ok({"--max_restarts=3", "--monitor-interval", "0.1", "--rdzv_id", "j", "--role", "r",
-                        "--log-dir", "/tmp/l", "-r", "2", "--tee=1", "prog"});
+  Options o = parse_ok({"--max_restarts=3", "--monitor-interval", "0.1", "--rdzv_id", "j", "--role", "r", "--log-dir",
+                        "/tmp/l", "-r", "2", "--tee=1", "prog"});
   EXPECT_EQ(o.max_restarts, 3);
   EXPECT_EQ(o.monitor_interval_s, 0.1);
   EXPECT_EQ(o.rdzv_id, "j");
@@ -327,7 +328,8 @@ TEST(Options, RestartFlags) {
   EXPECT_EQ(o.log_dir, "/tmp/l");
   EXPECT_EQ(o.redirects, 2);
   EXPECT_EQ(o.tee, 1);
-  EXPECT_EQ(parse_error({"--max-restarts", "x", "prog"}), "invalid value 'x' for --max-restarts: expected an integer >= 0");
+  EXPECT_EQ(parse_error({"--max-restarts", "x", "prog"}),
+            "invalid value 'x' for --max-restarts: expected an integer >= 0");
   EXPECT_EQ(parse_error({"--tee", "1", "prog"}),
             "--tee needs --log-dir DIR: the directory the ranks' log files are written to");
   EXPECT_EQ(parse_error({"--role", "a b", "prog"}),
@@ -338,7 +340,8 @@ TEST(Options, MoreThanFourRanksPerCoreNeedOversubscribe) {
   EXPECT_EQ(parse_ok({"--nproc-per-node", "24", "prog"}).nproc_per_node, 4 * kCpus);
   const std::string e = parse_error({"--nproc-per-node", "1000", "prog"});
   EXPECT_NE(e.find("--nproc-per-node 1000 starts that many ranks on 6 online core(s), more than 4 per core"),
-            std::string::npos) << e;
+            std::string::npos)
+      << e;
   EXPECT_NE(e.find("--oversubscribe"), std::string::npos) << e;
   Options o = parse_ok({"--nproc-per-node", "25", "--oversubscribe", "prog", "--x"});
   EXPECT_EQ(o.nproc_per_node, 25);

@@ -74,7 +74,9 @@ extern "C" void report_and_exit(int sig) {
 }
 
 int usage() {
-  say("usage: ddprun_probe env|args|spam|longline|exit|fail|signal|ignore-term|orphan|term-report|term-slow|pid-sleep|early-exit ...", STDERR_FILENO);
+  say("usage: ddprun_probe "
+      "env|args|spam|longline|exit|fail|signal|ignore-term|orphan|term-report|term-slow|pid-sleep|early-exit ...",
+      STDERR_FILENO);
   return 64;
 }
 
@@ -88,8 +90,7 @@ int main(int argc, char** argv) {
 
   if (mode == "env") {
     for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
-                             "MASTER_PORT", "OMP_NUM_THREADS", "DDP_BACKEND", "DDP_LAUNCHER",
-                             "OMPI_COMM_WORLD_RANK"}) {
+                             "MASTER_PORT", "OMP_NUM_THREADS", "DDP_BACKEND", "DDP_LAUNCHER", "OMPI_COMM_WORLD_RANK"}) {
       const char* value = std::getenv(name);
       say(std::string(name) + "=" + (value != nullptr ? value : "<unset>"));
     }
@@ -146,10 +147,9 @@ int main(int argc, char** argv) {
     const int target = arg(2), attempts = arg(3), code = arg(4);
     const int k = std::atoi(env("TORCHELASTIC_RESTART_COUNT").c_str());
     say("elastic RESTART_COUNT=" + env("TORCHELASTIC_RESTART_COUNT") + " MAX_RESTARTS=" +
-        env("TORCHELASTIC_MAX_RESTARTS") + " RUN_ID=" + env("TORCHELASTIC_RUN_ID") + " ROLE_NAME=" +
-        env("ROLE_NAME") + " ROLE_RANK=" + env("ROLE_RANK") + " ROLE_WORLD_SIZE=" + env("ROLE_WORLD_SIZE") +
-        " GROUP_WORLD_SIZE=" + env("GROUP_WORLD_SIZE") + " RANK=" + env("RANK") + " WORLD_SIZE=" +
-        env("WORLD_SIZE"));
+        env("TORCHELASTIC_MAX_RESTARTS") + " RUN_ID=" + env("TORCHELASTIC_RUN_ID") + " ROLE_NAME=" + env("ROLE_NAME") +
+        " ROLE_RANK=" + env("ROLE_RANK") + " ROLE_WORLD_SIZE=" + env("ROLE_WORLD_SIZE") +
+        " GROUP_WORLD_SIZE=" + env("GROUP_WORLD_SIZE") + " RANK=" + env("RANK") + " WORLD_SIZE=" + env("WORLD_SIZE"));
     if (k >= attempts) {
       say("done attempt=" + std::to_string(k));
       return 0;

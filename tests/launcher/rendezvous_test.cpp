@@ -71,7 +71,7 @@ TEST(Rendezvous, ClosesAtMaxWithHostFirstAndJoinOrder) {
   host_settings.last_call_s = 100;  // only MAX can close it
   Agent a(store, settings(1, 3, 3, false)), host(store, host_settings), b(store, settings(1, 3, 1, false));
   store->set("ddprun/job", std::vector<uint8_t>{'j', 'o', 'b'});  // the host's store setup, done first
-  auto ra = join(a);  // joins first
+  auto ra = join(a);                                              // joins first
   wait_joined(store, 0, 1);
   auto start = Clock::now();
   auto rh = join(host);
@@ -141,8 +141,9 @@ TEST(Rendezvous, LateNodeGrowsTheJob) {
   EXPECT_EQ(host.rdzv.should_stop(h), "");
   auto rl = join(late);  // round 0 is closed: waits for round 1
   wait_joined(store, 1, 1);
-  const std::string why = "1 node(s) waiting to join (round 0 has 2 of at most 3): restarting into a bigger round "
-                          "(not counted as a restart)";
+  const std::string why =
+      "1 node(s) waiting to join (round 0 has 2 of at most 3): restarting into a bigger round "
+      "(not counted as a restart)";
   EXPECT_EQ(host.rdzv.should_stop(h), why);
   EXPECT_EQ(a.rdzv.should_stop(x), why);
   EXPECT_FALSE(host.rdzv.failed(h));
@@ -236,8 +237,9 @@ TEST(RendezvousStore, AnOperationWithoutAnswerFails) {
     kv->add("k", 1);
     FAIL() << "no error";
   } catch (const RendezvousError& e) {
-    EXPECT_STREQ(e.what(), "the rendezvous store at 10.1.2.3:29400 did not answer within 0.2 s: the agent hosting it "
-                           "is gone or the link to it is down");
+    EXPECT_STREQ(e.what(),
+                 "the rendezvous store at 10.1.2.3:29400 did not answer within 0.2 s: the agent hosting it "
+                 "is gone or the link to it is down");
   }
   EXPECT_LT(since(start), 1.5);
   EXPECT_THROW(kv->check("k"), RendezvousError);  // dead for good

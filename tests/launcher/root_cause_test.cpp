@@ -34,7 +34,10 @@ struct ScopedTmpdir {
     setenv("TMPDIR", parent.c_str(), 1);
   }
   ~ScopedTmpdir() {
-    if (had_old) setenv("TMPDIR", saved.c_str(), 1); else unsetenv("TMPDIR");
+    if (had_old)
+      setenv("TMPDIR", saved.c_str(), 1);
+    else
+      unsetenv("TMPDIR");
     if (!parent.empty()) ::rmdir(parent.c_str());
   }
   std::string parent, saved;
@@ -53,8 +56,8 @@ TEST(ErrorRecord, Parses) {
   EXPECT_EQ(r->timestamp_us, 1700000000123456LL);
   EXPECT_EQ(r->exit_code, 1);
   EXPECT_FALSE(parse_error_record("").has_value());
-  EXPECT_FALSE(parse_error_record("{\"message\":\"x\"").has_value());             // cut short
-  EXPECT_FALSE(parse_error_record(R"({"message":"x"})").has_value());              // no time
+  EXPECT_FALSE(parse_error_record("{\"message\":\"x\"").has_value());  // cut short
+  EXPECT_FALSE(parse_error_record(R"({"message":"x"})").has_value());  // no time
   EXPECT_FALSE(parse_error_record(R"({"message":3,"timestamp_us":1})").has_value());
   auto traced = parse_error_record(R"j({"message":"m","timestamp_us":5,"backtrace":["f+0x1 (a.so)","g+0x2 (b.so)"]})j");
   ASSERT_TRUE(traced.has_value());
@@ -128,7 +131,8 @@ TEST(ErrorFileDir, StaleDirectoriesOfDeadOwnersAreRemoved) {
 TEST(RootCause, EarliestErrorWinsOverExitOrder) {
   RootCauseInput in;
   in.ranks = {rank(0, SIGTERM, 1.0, 3000), rank(1, exited(1), 0.5, 2000)};
-  in.errors = {{1, 101, 1900, 1, "Connection reset by peer", {}}, {0, 100, 1500, 1, "Permission denied\nsecond line", {}}};
+  in.errors = {{1, 101, 1900, 1, "Connection reset by peer", {}},
+               {0, 100, 1500, 1, "Permission denied\nsecond line", {}}};
   in.failure_wall_us = 2000;
   std::vector<std::string> lines = root_cause_lines(in);
   ASSERT_EQ(lines.size(), 3u);
@@ -161,7 +165,8 @@ TEST(RootCause, EarlyExitBeforeAnyError) {
   in.failure_wall_us = 5000000;
   std::vector<std::string> lines = root_cause_lines(in);
   ASSERT_EQ(lines.size(), 3u);
-  EXPECT_EQ(lines[0], "likely root cause: rank 1 (pid 101) exited with code 0 after 0.25 s while rank(s) 0, 2 still ran");
+  EXPECT_EQ(lines[0],
+            "likely root cause: rank 1 (pid 101) exited with code 0 after 0.25 s while rank(s) 0, 2 still ran");
   EXPECT_EQ(lines[1], "then rank 0 (pid 100) reported the first error, at " + wall_time_text(4900000) + ":");
   EXPECT_EQ(lines[2], "  | recv: Connection reset by peer");
 }
@@ -187,24 +192,25 @@ TEST(RootCause, AKilledRankIsTheCauseNotThePeerThatLostIt) {
   in.failure_wall_us = 3200500;
   std::vector<std::string> lines = root_cause_lines(in);
   ASSERT_EQ(lines.size(), 3u);
-  EXPECT_EQ(lines[0], "root cause: rank 1 (pid 101) was killed by SIGKILL after 3.2 s (it reported no error; something "
-                      "outside the job, e.g. kill or the OOM killer, ended it)");
+  EXPECT_EQ(lines[0],
+            "root cause: rank 1 (pid 101) was killed by SIGKILL after 3.2 s (it reported no error; something "
+            "outside the job, e.g. kill or the OOM killer, ended it)");
   EXPECT_EQ(lines[1], "then rank 0 (pid 100) reported, at " + wall_time_text(3200100) + ":");
   EXPECT_EQ(lines[2], "  | [gloo] rank 0/2 all_reduce: Connection reset by peer");
   // Its own error (an abort after it): that error is the cause.
   in.errors.push_back({1, 101, 3200000, 1, "std::bad_alloc", {}});
-  EXPECT_EQ(root_cause_lines(in)[0], "root cause: rank 1 (pid 101) reported the first error, at " +
-                                         wall_time_text(3200000) + ":");
+  EXPECT_EQ(root_cause_lines(in)[0],
+            "root cause: rank 1 (pid 101) reported the first error, at " + wall_time_text(3200000) + ":");
   // Another rank's error 2 s before the kill: the kill followed it.
   in.errors = {{0, 100, 1200000, 1, "disk full", {}}};
-  EXPECT_EQ(root_cause_lines(in)[0], "root cause: rank 0 (pid 100) reported the first error, at " +
-                                         wall_time_text(1200000) + ":");
+  EXPECT_EQ(root_cause_lines(in)[0],
+            "root cause: rank 0 (pid 100) reported the first error, at " + wall_time_text(1200000) + ":");
   // ddprun's own SIGTERM after the failure is not a cause.
   in.ranks = {rank(0, exited(1), 3.3, 3300000), rank(1, SIGTERM, 3.4, 3400000)};
   in.errors = {{0, 100, 3200100, 1, "boom", {}}};
   in.failure_wall_us = 3300000;
-  EXPECT_EQ(root_cause_lines(in)[0], "root cause: rank 0 (pid 100) reported the first error, at " +
-                                         wall_time_text(3200100) + ":");
+  EXPECT_EQ(root_cause_lines(in)[0],
+            "root cause: rank 0 (pid 100) reported the first error, at " + wall_time_text(3200100) + ":");
 }
 
 // A rank that stopped because another failed (ddp::PeerFailure) often records first; the failed rank's own
@@ -212,7 +218,8 @@ TEST(RootCause, AKilledRankIsTheCauseNotThePeerThatLostIt) {
 TEST(RootCause, APeerFailureDefersToTheRankItNames) {
   RootCauseInput in;
   in.ranks = {rank(0, exited(1), 2.0, 2000000), rank(1, exited(1), 1.9, 1900000)};
-  ErrorRecord peer{1, 101, 1500000, 1, "CheckpointManager: rank 0 failed to save x (its error is reported on rank 0)", {}};
+  ErrorRecord peer{1, 101, 1500000, 1, "CheckpointManager: rank 0 failed to save x (its error is reported on rank 0)",
+                   {}};
   peer.caused_by_rank = 0;
   in.errors = {peer, {0, 100, 1600000, 1, "cannot write x: No space left on device", {}}};
   in.failure_wall_us = 1900000;
@@ -254,9 +261,10 @@ TEST(RootCause, StoppedRankOverridesEverything) {
   in.stalled_who = "rank 1 (pid 101)";
   in.stalled_signal = SIGSTOP;
   in.stalled_for_s = 30;
-  EXPECT_EQ(root_cause_lines(in),
-            std::vector<std::string>{
-                "root cause: rank 1 (pid 101) was stopped (SIGSTOP) for 30 s and did not answer (--heartbeat-timeout)"});
+  EXPECT_EQ(
+      root_cause_lines(in),
+      std::vector<std::string>{
+          "root cause: rank 1 (pid 101) was stopped (SIGSTOP) for 30 s and did not answer (--heartbeat-timeout)"});
   in.stalled_signal = 0;
   in.stalled_for_s = 2.5;
   EXPECT_EQ(root_cause_lines(in), std::vector<std::string>{"root cause: rank 1 (pid 101) was stopped (by a signal) for "

@@ -32,8 +32,8 @@ void allreduce(int rank, int world) {
   ddp::init_process_group();
   at::Tensor t = at::full({1}, rank + 1, at::kLong);
   ddp::all_reduce(t);
-  std::printf("rank %d of %d (group rank %d of %d): sum %lld\n", rank, world, ddp::get_rank(),
-              ddp::get_world_size(), static_cast<long long>(t.item<int64_t>()));
+  std::printf("rank %d of %d (group rank %d of %d): sum %lld\n", rank, world, ddp::get_rank(), ddp::get_world_size(),
+              static_cast<long long>(t.item<int64_t>()));
   ddp::destroy_process_group();
 }
 
@@ -70,12 +70,15 @@ int run(const std::string& what, int n, int victim) {
         opts);
   }
   if (what == "nested") {
-    return ddp::spawn(2, [](int, int) { ddp::spawn(2, [](int, int) {}); }, opts);
+    return ddp::spawn(
+        2, [](int, int) { ddp::spawn(2, [](int, int) {}); }, opts);
   }
   if (what == "twice") {
-    ddp::spawn(1, [](int rank, int world) { std::printf("first: rank %d of %d\n", rank, world); }, opts);
+    ddp::spawn(
+        1, [](int rank, int world) { std::printf("first: rank %d of %d\n", rank, world); }, opts);
     std::printf("parent: between the calls\n");
-    return ddp::spawn(2, [](int rank, int world) { std::printf("second: rank %d of %d\n", rank, world); }, opts);
+    return ddp::spawn(
+        2, [](int rank, int world) { std::printf("second: rank %d of %d\n", rank, world); }, opts);
   }
   if (what == "async") {
     ddp::SpawnContext ctx = ddp::start_processes(n, allreduce, opts);

@@ -27,10 +27,9 @@ RunResult run_probe(const std::vector<std::string>& args, double timeout_s = 200
 
 std::string sum_line(int rank, int world) {
   return "[rank " + std::to_string(rank) + "] rank " + std::to_string(rank) + " of " + std::to_string(world) +
-         " (group rank " + std::to_string(rank) + " of " + std::to_string(world) +
-         "): sum " + std::to_string(world * (world + 1) / 2) + "\n";
+         " (group rank " + std::to_string(rank) + " of " + std::to_string(world) + "): sum " +
+         std::to_string(world * (world + 1) / 2) + "\n";
 }
-
 
 class SpawnAllReduce : public ::testing::TestWithParam<int> {};
 
@@ -78,8 +77,8 @@ TEST(Spawn, RanksIgnoringSigtermAreKilledAfterTheGrace) {
   RunResult r = run_probe({"stubborn", "3", "0"});
   ASSERT_EQ(r.exit_code(), 7) << diag(r);
   EXPECT_EQ(count(r.out, "parent: SpawnError rank=0 exit_code=1\n"), 1u) << diag(r);
-  EXPECT_NE(r.err.find("ddp::spawn: killed rank(s) 1, 2 with SIGKILL after the 1 s grace period\n"),
-            std::string::npos) << diag(r);
+  EXPECT_NE(r.err.find("ddp::spawn: killed rank(s) 1, 2 with SIGKILL after the 1 s grace period\n"), std::string::npos)
+      << diag(r);
   EXPECT_LT(r.seconds, 120) << "SIGKILL after the 1 s grace, not the ranks' 600 s sleep\n" << diag(r);
 }
 
@@ -109,8 +108,8 @@ TEST(Spawn, StartProcessesRunsUntilJoin) {
 
 TEST(Spawn, RanksDieWithTheParent) {
   Launch launch(probe(), {"sleep", "3"});
-  ASSERT_TRUE(launch.wait_for([](const std::string& out, const std::string&) { return count(out, " sleeps\n") == 3; },
-                              120));
+  ASSERT_TRUE(
+      launch.wait_for([](const std::string& out, const std::string&) { return count(out, " sleeps\n") == 3; }, 120));
   launch.send_signal(SIGKILL);
   RunResult r = launch.finish(30);
   std::map<int, pid_t> pids;
@@ -127,8 +126,8 @@ TEST(Spawn, RanksDieWithTheParent) {
 
 TEST(Spawn, SigintToTheParentStopsTheRanksAndThrows) {
   Launch launch(probe(), {"sleep", "2"});
-  ASSERT_TRUE(launch.wait_for([](const std::string& out, const std::string&) { return count(out, " sleeps\n") == 2; },
-                              120));
+  ASSERT_TRUE(
+      launch.wait_for([](const std::string& out, const std::string&) { return count(out, " sleeps\n") == 2; }, 120));
   launch.send_signal(SIGINT);
   RunResult r = launch.finish(120);
   ASSERT_EQ(r.exit_code(), 7) << diag(r);
@@ -180,8 +179,7 @@ TEST(SpawnArguments, AreCheckedWithClearErrors) {
                                 "ddp::spawn: kill_grace_s must be a number of seconds >= 0, got nan");
   o = {};
   o.master_addr = "";
-  expect_error<InvalidArgument>([&] { ddp::spawn(2, fn, o); },
-                                "ddp::spawn: master_addr is empty (e.g. 127.0.0.1)");
+  expect_error<InvalidArgument>([&] { ddp::spawn(2, fn, o); }, "ddp::spawn: master_addr is empty (e.g. 127.0.0.1)");
   EXPECT_FALSE(ddp::is_spawned_child());
 }
 
@@ -189,9 +187,13 @@ TEST(SpawnArguments, PortInUseIsAnError) {
   ListeningSocket busy;
   ddp::SpawnOptions o;
   o.master_port = busy.port();
-  expect_error<ddp::Error>([&] { ddp::spawn(2, [](int, int) {}, o); },
-                           "ddp::spawn: cannot use master 127.0.0.1:" + std::to_string(busy.port()) +
-                               ": address already in use; pass another master_port or 0 for a free one");
+  expect_error<ddp::Error>(
+      [&] {
+        ddp::spawn(
+            2, [](int, int) {}, o);
+      },
+      "ddp::spawn: cannot use master 127.0.0.1:" + std::to_string(busy.port()) +
+          ": address already in use; pass another master_port or 0 for a free one");
 }
 
 }  // namespace

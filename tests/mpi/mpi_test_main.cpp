@@ -16,9 +16,8 @@ ProcessGroup& world() { return *g_world; }
 GroupPtr world_ptr() { return g_world; }
 
 const std::vector<at::ScalarType>& all_dtypes() {
-  static const std::vector<at::ScalarType> types = {at::kFloat, at::kDouble, at::kHalf,
-                                                    at::kBFloat16, at::kInt, at::kLong,
-                                                    at::kByte};
+  static const std::vector<at::ScalarType> types = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16,
+                                                    at::kInt,   at::kLong,   at::kByte};
   return types;
 }
 
@@ -38,18 +37,15 @@ void expect_values(const at::Tensor& actual, const at::Tensor& expected, const s
   if (!at::equal(a, e)) {
     at::Tensor bad = (a != e).nonzero();
     int64_t i = bad[0][0].item<int64_t>();
-    ADD_FAILURE() << what << ": element " << i << " is " << a[i].item<double>() << ", expected "
-                  << e[i].item<double>() << " (" << bad.size(0) << " wrong)";
+    ADD_FAILURE() << what << ": element " << i << " is " << a[i].item<double>() << ", expected " << e[i].item<double>()
+                  << " (" << bad.size(0) << " wrong)";
   }
 }
 
-at::Tensor pattern(int64_t n) {
-  return at::arange(n, at::kLong).remainder(5).add(1).to(at::kDouble);
-}
+at::Tensor pattern(int64_t n) { return at::arange(n, at::kLong).remainder(5).add(1).to(at::kDouble); }
 
 std::string prefix(const ProcessGroup& g, const std::string& op) {
-  return "[mpi] rank " + std::to_string(g.rank()) + "/" + std::to_string(g.size()) + " " + op +
-         ": ";
+  return "[mpi] rank " + std::to_string(g.rank()) + "/" + std::to_string(g.size()) + " " + op + ": ";
 }
 
 }  // namespace ddp::mpitest

@@ -41,13 +41,11 @@ void expect_invalid(ProcessGroup& g, const std::string& op, const std::string& n
   const std::string pre = prefix(g, op);
   try {
     fn();
-    ADD_FAILURE() << where(g, op) << ": expected std::invalid_argument mentioning '" << needle
-                  << "'";
+    ADD_FAILURE() << where(g, op) << ": expected std::invalid_argument mentioning '" << needle << "'";
   } catch (const std::invalid_argument& e) {
     std::string msg = e.what();
     EXPECT_EQ(msg.rfind(pre, 0), 0u) << "'" << msg << "' should start with '" << pre << "'";
-    EXPECT_NE(msg.find(needle), std::string::npos)
-        << "'" << msg << "' should mention '" << needle << "'";
+    EXPECT_NE(msg.find(needle), std::string::npos) << "'" << msg << "' should mention '" << needle << "'";
   } catch (const std::exception& e) {
     ADD_FAILURE() << where(g, op) << ": expected std::invalid_argument, got " << e.what();
   }

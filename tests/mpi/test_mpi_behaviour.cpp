@@ -86,8 +86,7 @@ TEST(MpiBackend, SendRecvRing) {
       EXPECT_NO_THROW(rv.wait());
       EXPECT_NO_THROW(s.wait());
       expect_values(in, pattern(n) + (r + w - 1) % w,
-                    where(world(), "recv " + std::string(c10::toString(dt)) + " n=" +
-                                       std::to_string(n)));
+                    where(world(), "recv " + std::string(c10::toString(dt)) + " n=" + std::to_string(n)));
     }
   }
 }
@@ -196,8 +195,7 @@ TEST(MpiBackend, SubgroupOfEvenRanks) {
       Work s = sub->send(out, (sub->rank() + 1) % k, p);
       EXPECT_NO_THROW(sub->recv(in, (sub->rank() + k - 1) % k, p).wait());
       EXPECT_NO_THROW(s.wait());
-      expect_values(in, at::full({5}, 2.0 * ((sub->rank() + k - 1) % k)),
-                    where(*sub, "subgroup recv"));
+      expect_values(in, at::full({5}, 2.0 * ((sub->rank() + k - 1) % k)), where(*sub, "subgroup recv"));
     }
     expect_invalid(*sub, "broadcast", "src", [&] {
       BroadcastOptions bad;

@@ -12,9 +12,7 @@ double factorial(int w) { return w <= 1 ? 1.0 : w * factorial(w - 1); }
 
 // Outside all_reduce, 1 << 20 elements only for one float and one integer
 // dtype, to keep the run short with 4 ranks on 2 cores.
-bool wanted(at::ScalarType dt, int64_t n) {
-  return n < (1 << 20) || dt == at::kFloat || dt == at::kLong;
-}
+bool wanted(at::ScalarType dt, int64_t n) { return n < (1 << 20) || dt == at::kFloat || dt == at::kLong; }
 
 std::string name(ReduceOp op, at::ScalarType dt, int64_t n) {
   return to_string(op) + " " + c10::toString(dt) + " n=" + std::to_string(n);
@@ -34,8 +32,7 @@ TEST(MpiCollectives, AllReduceEveryOpDtypeAndCount) {
           {ReduceOp::SUM, m * (r + 1), m * sum},
           {ReduceOp::MIN, m * (r + 1), m},
           {ReduceOp::MAX, m * (r + 1), m * w},
-          {ReduceOp::PRODUCT, at::full({n}, r + 1.0, at::kDouble),
-           at::full({n}, factorial(w), at::kDouble)},
+          {ReduceOp::PRODUCT, at::full({n}, r + 1.0, at::kDouble), at::full({n}, factorial(w), at::kDouble)},
       };
       if (is_float(dt)) cases.push_back({ReduceOp::AVG, m * (r + 1), m * ((w + 1) / 2.0)});
       for (auto& c : cases) {
@@ -58,14 +55,11 @@ TEST(MpiCollectives, AllReduceBitwiseOnIntegers) {
     for (auto o : {ReduceOp::BAND, ReduceOp::BOR, ReduceOp::BXOR}) {
       int64_t expected = v(0);
       for (int q = 1; q < w; ++q)
-        expected = o == ReduceOp::BAND ? expected & v(q)
-                   : o == ReduceOp::BOR ? expected | v(q)
-                                        : expected ^ v(q);
+        expected = o == ReduceOp::BAND ? expected & v(q) : o == ReduceOp::BOR ? expected | v(q) : expected ^ v(q);
       for (int64_t n : {int64_t(0), int64_t(5), int64_t(1 << 20)}) {
         at::Tensor t = at::full({n}, v(r), at::kLong).to(dt);
         EXPECT_NO_THROW(world().all_reduce(t, op(o)));
-        expect_values(t, at::full({n}, expected, at::kLong),
-                      where(world(), "all_reduce " + name(o, dt, n)));
+        expect_values(t, at::full({n}, expected, at::kLong), where(world(), "all_reduce " + name(o, dt, n)));
       }
     }
   }
@@ -82,8 +76,8 @@ TEST(MpiCollectives, BroadcastFromEveryRoot) {
         o.src = root;
         EXPECT_NO_THROW(world().broadcast(t, o));
         expect_values(t, expected,
-                      where(world(), "broadcast root " + std::to_string(root) + " " +
-                                         c10::toString(dt) + " n=" + std::to_string(n)));
+                      where(world(), "broadcast root " + std::to_string(root) + " " + c10::toString(dt) +
+                                         " n=" + std::to_string(n)));
       }
     }
   }
@@ -97,7 +91,7 @@ TEST(MpiCollectives, ReduceToEveryRoot) {
         if (o == ReduceOp::AVG && !is_float(dt)) continue;
         at::Tensor m = pattern(1000);
         at::Tensor in = o == ReduceOp::PRODUCT ? at::full({1000}, r + 1.0, at::kDouble) : m * (r + 1);
-        at::Tensor expected = o == ReduceOp::SUM ? m * (w * (w + 1) / 2.0)
+        at::Tensor expected = o == ReduceOp::SUM   ? m * (w * (w + 1) / 2.0)
                               : o == ReduceOp::MAX ? m * w
                               : o == ReduceOp::AVG ? m * ((w + 1) / 2.0)
                                                    : at::full({1000}, factorial(w), at::kDouble);
@@ -107,8 +101,7 @@ TEST(MpiCollectives, ReduceToEveryRoot) {
         opts.op = o;
         EXPECT_NO_THROW(world().reduce(t, opts));
         if (r == root)
-          expect_values(t, expected,
-                        where(world(), "reduce root " + std::to_string(root) + " " + name(o, dt, 1000)));
+          expect_values(t, expected, where(world(), "reduce root " + std::to_string(root) + " " + name(o, dt, 1000)));
       }
     }
   }
@@ -125,8 +118,7 @@ TEST(MpiCollectives, AllGatherIntoSeparateAndChunkedOutputs) {
       for (int q = 0; q < w; ++q) outs.push_back(at::zeros({n}, dt));
       EXPECT_NO_THROW(world().all_gather(outs, block(R(), n, dt)));
       for (int q = 0; q < w; ++q)
-        expect_values(outs[q], block(q, n, at::kDouble),
-                      where(world(), "all_gather from " + std::to_string(q)));
+        expect_values(outs[q], block(q, n, at::kDouble), where(world(), "all_gather from " + std::to_string(q)));
     }
   }
   // Chunks of one tensor (MPI writes them directly), also with the input
@@ -162,16 +154,14 @@ TEST(MpiCollectives, GatherAndScatterWithEveryRoot) {
         EXPECT_NO_THROW(world().gather(block(r, n, dt), outs, o));
         if (r == root)
           for (int q = 0; q < w; ++q)
-            expect_values(outs[q], block(q, n, at::kDouble),
-                          where(world(), "gather root " + std::to_string(root)));
+            expect_values(outs[q], block(q, n, at::kDouble), where(world(), "gather root " + std::to_string(root)));
 
         std::vector<at::Tensor> ins;
         if (r == root)
           for (int q = 0; q < w; ++q) ins.push_back(block(q + root, n, dt));
         at::Tensor out = at::zeros({n}, dt);
         EXPECT_NO_THROW(world().scatter(out, ins, so));
-        expect_values(out, block(r + root, n, at::kDouble),
-                      where(world(), "scatter root " + std::to_string(root)));
+        expect_values(out, block(r + root, n, at::kDouble), where(world(), "scatter root " + std::to_string(root)));
       }
     }
   }
@@ -185,9 +175,7 @@ TEST(MpiCollectives, ReduceScatterEveryOp) {
       at::Tensor m = pattern(n);
       // Rank q's chunk for rank j is m * (q + 1) * (j + 1).
       std::vector<std::pair<ReduceOp, at::Tensor>> cases = {
-          {ReduceOp::SUM, m * sum * (r + 1)},
-          {ReduceOp::MIN, m * (r + 1)},
-          {ReduceOp::MAX, m * w * (r + 1)}};
+          {ReduceOp::SUM, m * sum * (r + 1)}, {ReduceOp::MIN, m * (r + 1)}, {ReduceOp::MAX, m * w * (r + 1)}};
       if (is_float(dt)) cases.push_back({ReduceOp::AVG, m * ((w + 1) / 2.0) * (r + 1)});
       for (auto& [o, expected] : cases) {
         std::vector<at::Tensor> ins;
@@ -207,8 +195,7 @@ TEST(MpiCollectives, ReduceScatterEveryOp) {
   ReduceScatterOptions opts;
   opts.op = ReduceOp::PRODUCT;
   EXPECT_NO_THROW(world().reduce_scatter(out, ins, opts));
-  expect_values(out, at::full({100}, factorial(w), at::kDouble),
-                where(world(), "reduce_scatter PRODUCT chunked"));
+  expect_values(out, at::full({100}, factorial(w), at::kDouble), where(world(), "reduce_scatter PRODUCT chunked"));
 }
 
 TEST(MpiCollectives, AllToAllWithUnequalSizes) {
@@ -225,8 +212,7 @@ TEST(MpiCollectives, AllToAllWithUnequalSizes) {
     EXPECT_NO_THROW(world().all_to_all(outs, ins));
     for (int j = 0; j < w; ++j)
       expect_values(outs[j], at::full({count(j, r)}, 10.0 * j + r, at::kDouble),
-                    where(world(), "all_to_all " + std::string(c10::toString(dt)) + " from " +
-                                       std::to_string(j)));
+                    where(world(), "all_to_all " + std::string(c10::toString(dt)) + " from " + std::to_string(j)));
   }
   // Equal sizes as chunks of one tensor on both sides.
   at::Tensor in = at::arange(w * 3, at::kInt) + 100 * r;
@@ -241,11 +227,10 @@ TEST(MpiCollectives, AllToAllWithUnequalSizes) {
 TEST(MpiCollectives, CoalescedAllReduceOfMixedDtypes) {
   const int r = R(), w = W();
   const double s = w * (w + 1) / 2.0;
-  std::vector<at::Tensor> ts = {
-      at::full({3, 4}, r + 1.0, at::kFloat),    at::full({5}, r + 1.0, at::kDouble),
-      at::full({2, 2}, int64_t(r + 1), at::kLong), at::full({0}, 1.0, at::kFloat),
-      at::full({6}, r + 1.0, at::kHalf),        at::full({3}, r + 1.0, at::kBFloat16),
-      at::full({7}, 2.0 * (r + 1), at::kFloat), at::full({9}, int64_t(r + 1), at::kByte)};
+  std::vector<at::Tensor> ts = {at::full({3, 4}, r + 1.0, at::kFloat),       at::full({5}, r + 1.0, at::kDouble),
+                                at::full({2, 2}, int64_t(r + 1), at::kLong), at::full({0}, 1.0, at::kFloat),
+                                at::full({6}, r + 1.0, at::kHalf),           at::full({3}, r + 1.0, at::kBFloat16),
+                                at::full({7}, 2.0 * (r + 1), at::kFloat),    at::full({9}, int64_t(r + 1), at::kByte)};
   EXPECT_NO_THROW(world().all_reduce_coalesced(ts));
   const std::vector<double> factor = {1, 1, 1, 1, 1, 1, 2, 1};
   for (size_t i = 0; i < ts.size(); ++i)
@@ -253,12 +238,10 @@ TEST(MpiCollectives, CoalescedAllReduceOfMixedDtypes) {
                   where(world(), "coalesced[" + std::to_string(i) + "]"));
   EXPECT_EQ(ts[0].sizes(), (std::vector<int64_t>{3, 4}));
 
-  std::vector<at::Tensor> avg = {at::full({4}, r + 1.0, at::kFloat),
-                                 at::full({2}, r + 1.0, at::kBFloat16)};
+  std::vector<at::Tensor> avg = {at::full({4}, r + 1.0, at::kFloat), at::full({2}, r + 1.0, at::kBFloat16)};
   EXPECT_NO_THROW(world().all_reduce_coalesced(avg, op(ReduceOp::AVG)));
   for (auto& t : avg)
-    expect_values(t, at::full({t.numel()}, (w + 1) / 2.0, at::kDouble),
-                  where(world(), "coalesced AVG"));
+    expect_values(t, at::full({t.numel()}, (w + 1) / 2.0, at::kDouble), where(world(), "coalesced AVG"));
 }
 
 TEST(MpiCollectives, AsyncOperationsOverlap) {

@@ -27,7 +27,8 @@ TEST(Bucketing, CapsCloseBucketsFirstBucketSmaller) {
 }
 
 TEST(Bucketing, OneDtypePerBucket) {
-  std::vector<at::Tensor> p = {at::zeros({10}), at::zeros({10}, at::kDouble), at::zeros({10}), at::zeros({10}, at::kDouble)};
+  std::vector<at::Tensor> p = {at::zeros({10}), at::zeros({10}, at::kDouble), at::zeros({10}),
+                               at::zeros({10}, at::kDouble)};
   EXPECT_EQ(detail::assign_buckets(p, {0, 1, 2, 3}, 1 << 20, 1 << 20), (Buckets{{0, 2}, {1, 3}}));
 }
 

@@ -41,8 +41,9 @@ TEST(NoHostReads, HostLoopsRefuseDeviceTensors) {
     detail::host_data<float>(x, "the test's loop");
     ADD_FAILURE() << "a meta tensor's memory was handed to a host loop";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("the test's loop: its loop reads memory on the host, and the tensor is on meta"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("the test's loop: its loop reads memory on the host, and the tensor is on meta"),
+        std::string::npos)
         << e.what();
   }
   EXPECT_NO_THROW(detail::host_data<float>(at::zeros({4}), "a CPU tensor"));

@@ -9,8 +9,8 @@
 
 #include "ddp/errors.h"
 #include "ddp/parallel/sync_batch_norm.h"
-#include "ddp/train/models/fashion_cnn.h"
 #include "ddp/train/models/airbench.h"
+#include "ddp/train/models/fashion_cnn.h"
 #include "ddp/train/models/resnet.h"
 #include "support/rank_threads.h"
 
@@ -81,7 +81,8 @@ TEST(ConvertSyncBatchnorm, FashionCnnKeepsTensorsAndForward) {
   expect_converted_like(net, twin, at::randn({4, 1, 28, 28}), 2);
   std::ostringstream s;
   s << *net;
-  const std::string printed = "(bn1): ddp::SyncBatchNorm(32, eps=1e-05, momentum=0.1, affine=true, track_running_stats=true)";
+  const std::string printed =
+      "(bn1): ddp::SyncBatchNorm(32, eps=1e-05, momentum=0.1, affine=true, track_running_stats=true)";
   EXPECT_NE(s.str().find(printed), std::string::npos) << s.str();
 }
 

@@ -34,8 +34,8 @@ void expect_values(const at::Tensor& actual, const at::Tensor& expected, const s
   if (!at::equal(a, e)) {
     auto bad = (a != e).nonzero();
     int64_t i = bad[0][0].item<int64_t>();
-    ADD_FAILURE() << what << ": element " << i << " is " << a[i].item<double>() << ", expected "
-                  << e[i].item<double>() << " (" << bad.size(0) << " wrong)";
+    ADD_FAILURE() << what << ": element " << i << " is " << a[i].item<double>() << ", expected " << e[i].item<double>()
+                  << " (" << bad.size(0) << " wrong)";
   }
 }
 
@@ -51,7 +51,10 @@ void all_reduce_arithmetic(ProcessGroup& g) {
     for (int64_t n : kCounts) {
       if (!wanted(dt, n)) continue;
       auto m = pattern(n);
-      struct Case { ReduceOp op; at::Tensor input, expected; };
+      struct Case {
+        ReduceOp op;
+        at::Tensor input, expected;
+      };
       std::vector<Case> cases = {
           {ReduceOp::SUM, m * (r + 1), m * s},
           {ReduceOp::MIN, m * (r + 1), m},
@@ -81,7 +84,8 @@ void on_the_groups_device(ProcessGroup& g) {
   at::Tensor t = at::full({5}, double(g.rank() + 1), at::TensorOptions().device(d));
   g.all_reduce(t);
   EXPECT_EQ(t.device(), d) << where(g, "the result left the group's device");
-  EXPECT_TRUE(at::equal(t.cpu(), at::full({5}, g.size() * (g.size() + 1) / 2.0))) << where(g, "all_reduce on " + d.str());
+  EXPECT_TRUE(at::equal(t.cpu(), at::full({5}, g.size() * (g.size() + 1) / 2.0)))
+      << where(g, "all_reduce on " + d.str());
 }
 
 void all_reduce_bitwise(ProcessGroup& g) {
@@ -217,7 +221,8 @@ void all_to_all_uneven(ProcessGroup& g) {
     }
     g.all_to_all(outs, ins);
     for (int j = 0; j < w; ++j)
-      expect_values(outs[j], at::full({j + r}, 10.0 * j + r, at::kDouble), where(g, "all_to_all from " + std::to_string(j)));
+      expect_values(outs[j], at::full({j + r}, 10.0 * j + r, at::kDouble),
+                    where(g, "all_to_all from " + std::to_string(j)));
   }
 }
 
@@ -356,8 +361,7 @@ void object_collectives(ProcessGroup& g) {
   const int r = g.rank(), w = g.size();
   auto names = all_gather_object<std::string>(std::string(r + 1, 'a' + r), gp);
   EXPECT_EQ(static_cast<int>(names.size()), w);
-  for (int q = 0; q < w && q < static_cast<int>(names.size()); ++q)
-    EXPECT_EQ(names[q], std::string(q + 1, 'a' + q));
+  for (int q = 0; q < w && q < static_cast<int>(names.size()); ++q) EXPECT_EQ(names[q], std::string(q + 1, 'a' + q));
   for (int root = 0; root < w; ++root) {
     c10::Dict<std::string, int64_t> d;
     d.insert("root", root);
@@ -372,8 +376,10 @@ void object_collectives(ProcessGroup& g) {
   for (int root = 0; root < w; ++root) {
     // src's list (of its own length) replaces every rank's.
     std::vector<c10::IValue> list;
-    if (r == root) list = {c10::IValue(int64_t(root)), c10::IValue(std::string(root + 2, 'x')), c10::IValue(1.5)};
-    else list = {c10::IValue(int64_t(-1))};
+    if (r == root)
+      list = {c10::IValue(int64_t(root)), c10::IValue(std::string(root + 2, 'x')), c10::IValue(1.5)};
+    else
+      list = {c10::IValue(int64_t(-1))};
     broadcast_object_list(list, root, gp);
     ASSERT_EQ(list.size(), 3u) << where(g, "broadcast_object_list");
     EXPECT_EQ(list[0].toInt(), root);
@@ -427,7 +433,8 @@ void subgroup_of_even_ranks(ProcessGroup& g) {
 
 template <typename Fn>
 void expect_invalid(ProcessGroup& g, const std::string& op, const std::string& needle, Fn&& fn) {
-  std::string prefix = "[" + g.backend() + "] rank " + std::to_string(g.rank()) + "/" + std::to_string(g.size()) + " " + op + ": ";
+  std::string prefix =
+      "[" + g.backend() + "] rank " + std::to_string(g.rank()) + "/" + std::to_string(g.size()) + " " + op + ": ";
   try {
     fn();
     ADD_FAILURE() << where(g, op) << ": expected std::invalid_argument mentioning '" << needle << "'";

@@ -1,13 +1,13 @@
 #include "support/ddp_suite.h"
 
-#include <gtest/gtest.h>
-#include <torch/nn.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/nn.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
-#include <torch/csrc/autograd/autograd.h>
-#include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
 #include <atomic>
@@ -15,12 +15,12 @@
 #include <mutex>
 #include <thread>
 
+#include "ddp/dist/collectives.h"
 #include "ddp/errors.h"
 #include "ddp/parallel/consistency.h"
 #include "ddp/parallel/distributed_data_parallel.h"
 #include "ddp/parallel/optimizer_state.h"
 #include "ddp/parallel/zero.h"
-#include "ddp/dist/collectives.h"
 #include "dist/hook_waits.h"
 
 namespace ddp::testing {
@@ -116,8 +116,7 @@ void zero_grads(torch::nn::Module& m) {
 // DDP with rank-specific initial weights (the broadcast must fix them) and a
 // local batch of 1 against one process on the global batch of W, 2 steps. DDP runs
 // on the group's device (a GPU for nccl), the reference on the CPU.
-void equivalence(ProcessGroup& g, DDPOptions opts, const std::string& what,
-                 std::shared_ptr<CommHook> hook = nullptr) {
+void equivalence(ProcessGroup& g, DDPOptions opts, const std::string& what, std::shared_ptr<CommHook> hook = nullptr) {
   const int r = g.rank(), w = g.size();
   const at::Device dev = g.device();
   auto net = seeded<Net>(100 + r);
@@ -144,7 +143,8 @@ void equivalence(ProcessGroup& g, DDPOptions opts, const std::string& what,
   // move the weights by (W - 1) x the update, far beyond atol 5e-5.
   double update = 0;
   auto params = ref->parameters();
-  for (size_t i = 0; i < params.size(); ++i) update = std::max(update, (params[i] - initial[i]).abs().max().item<double>());
+  for (size_t i = 0; i < params.size(); ++i)
+    update = std::max(update, (params[i] - initial[i]).abs().max().item<double>());
   if (w > 1) EXPECT_GT(double(w - 1) * update, 100 * 5e-5) << tag(g, what) << ": updates too small to tell";
 }
 
@@ -185,7 +185,9 @@ void bucket_view_equivalence(ProcessGroup& g) {
     opt.step();
     const at::Tensor& grad = net->fc2->weight.grad();
     if (step == 1) first = grad.data_ptr();
-    if (step > 1 && g.size() > 1) EXPECT_EQ(grad.data_ptr(), first) << tag(g, "the gradient moved out of its bucket at step " + std::to_string(step));
+    if (step > 1 && g.size() > 1)
+      EXPECT_EQ(grad.data_ptr(), first) << tag(g,
+                                               "the gradient moved out of its bucket at step " + std::to_string(step));
     if (g.size() > 1)
       EXPECT_GT(grad.storage().nbytes(), grad.nbytes()) << tag(g, "the gradient should share its bucket's storage");
   }
@@ -251,8 +253,10 @@ void batchnorm_cnn(ProcessGroup& g) {
       torch::mse_loss(ref->forward(x[q]), y[q]).backward();
       auto params = ref->parameters();
       for (size_t i = 0; i < params.size(); ++i) {
-        if (q == 0) sum.push_back(params[i].grad().clone());
-        else sum[i] += params[i].grad();
+        if (q == 0)
+          sum.push_back(params[i].grad().clone());
+        else
+          sum[i] += params[i].grad();
       }
       if (q == 0)
         for (auto& b : ref->buffers()) rank0_after.push_back(b.clone());
@@ -294,7 +298,8 @@ void batchnorm_cnn(ProcessGroup& g) {
     other->bn->running_mean.fill_(r == 0 ? 5.0 : -1.0);
   }
   plain(at::ones({2, 1, 6, 6}));
-  EXPECT_TRUE(at::equal(other->bn->running_mean, at::full({4}, r == 0 ? 5.0 : -1.0))) << tag(g, "broadcast_buffers off");
+  EXPECT_TRUE(at::equal(other->bn->running_mean, at::full({4}, r == 0 ? 5.0 : -1.0)))
+      << tag(g, "broadcast_buffers off");
 }
 
 void unused_parameters(ProcessGroup& g) {
@@ -326,7 +331,8 @@ void unused_parameters(ProcessGroup& g) {
       net->use_b = r % 2 == 1;
       for (auto& p : net->parameters()) p.mutable_grad() = at::Tensor();
       torch::mse_loss(model(x[r]), y[r]).backward();
-      EXPECT_FALSE(net->c->weight.grad().defined()) << tag(g, what + ": c is used on no rank: its grad stays undefined");
+      EXPECT_FALSE(net->c->weight.grad().defined())
+          << tag(g, what + ": c is used on no rank: its grad stays undefined");
       EXPECT_EQ(net->b->weight.grad().defined(), w > 1) << tag(g, what + ": b is used on some rank");
       // Reference: gradient of the mean of per-rank losses.
       for (auto& p : ref->parameters()) p.mutable_grad() = at::Tensor();
@@ -413,8 +419,9 @@ void gradient_twice_is_an_error(ProcessGroup& g) {
       ADD_FAILURE() << tag(g, what + ": expected ddp::Error");
     } catch (const std::exception& e) {
       std::string msg = e.what();
-      EXPECT_TRUE(std::any_of(names.begin(), names.end(),
-                              [&](const std::string& n) { return msg.find("parameter '" + n + "'") != std::string::npos; }))
+      EXPECT_TRUE(
+          std::any_of(names.begin(), names.end(),
+                      [&](const std::string& n) { return msg.find("parameter '" + n + "'") != std::string::npos; }))
           << tag(g, what) << ": " << msg;
       EXPECT_NE(msg.find("second gradient"), std::string::npos) << tag(g, what) << ": " << msg;
     }
@@ -432,7 +439,8 @@ void gradient_twice_is_an_error(ProcessGroup& g) {
   DistributedDataParallel model2(plain, o);
   at::Tensor loss = model2(at::ones({2, 3})).sum();
   loss.backward({}, /*retain_graph=*/true);
-  expect_named([&] { loss.backward(); }, "second backward of one forward", {"a.weight", "a.bias", "b.weight", "b.bias"});
+  expect_named([&] { loss.backward(); }, "second backward of one forward",
+               {"a.weight", "a.bias", "b.weight", "b.bias"});
   // The next forward and backward reduce as usual: the gradient of the mean of the ranks' losses.
   for (auto& p : plain->parameters()) p.mutable_grad() = at::Tensor();
   model2(at::full({2, 3}, double(g.rank()))).sum().backward();
@@ -441,7 +449,8 @@ void gradient_twice_is_an_error(ProcessGroup& g) {
   for (auto name : {"a.weight", "a.bias", "b.weight", "b.bias"}) {
     at::Tensor mine = plain->named_parameters()[name].grad(), want = ref->named_parameters()[name].grad();
     // Gradients summed over W <= 4 ranks in another grouping: expect_close's bound.
-    EXPECT_TRUE(mine.defined() && at::allclose(mine, want, 1.3e-6, 5e-5)) << tag(g, std::string("after the errors: ") + name);
+    EXPECT_TRUE(mine.defined() && at::allclose(mine, want, 1.3e-6, 5e-5))
+        << tag(g, std::string("after the errors: ") + name);
   }
   at::Tensor t = at::ones({2});
   g.all_reduce(t);
@@ -459,8 +468,10 @@ void mismatched_models_fail_everywhere(ProcessGroup& g) {
   } catch (const std::invalid_argument& e) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("the model differs across ranks: parameter 1 is 'fc2.weight' Float[50, 10] on rank 0 but "
-                       "'fc2.weight' Float[40, 10] on rank " + std::to_string(g.size() - 1)),
-              std::string::npos) << msg;
+                       "'fc2.weight' Float[40, 10] on rank " +
+                       std::to_string(g.size() - 1)),
+              std::string::npos)
+        << msg;
   }
 }
 
@@ -586,8 +597,7 @@ void stats_count_exposed_communication(ProcessGroup& g) {
     o.group = handle(g);
     if (many) o.bucket_cap_mb = o.first_bucket_cap_mb = 1e-6;
     DistributedDataParallel model(net, o);
-    for (int step = 0; step < 3; ++step)
-      torch::mse_loss(model(torch::ones({1, 2})), torch::zeros({1, 4})).backward();
+    for (int step = 0; step < 3; ++step) torch::mse_loss(model(torch::ones({1, 2})), torch::zeros({1, 4})).backward();
     const DDPStats& s = model.stats();
     const std::string what = tag(g, many ? "three buckets" : "one bucket");
     EXPECT_EQ(s.iterations, 3) << what;
@@ -668,8 +678,9 @@ void compress_hooks(ProcessGroup& g) {
 // Net's parameters in two groups with their own settings: {fc1, fc2} and {fc3}.
 std::vector<torch::optim::OptimizerParamGroup> two_groups(Net& net) {
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(std::vector<at::Tensor>{net.fc1->weight, net.fc2->weight},
-                      std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(0.01).betas({0.8, 0.99})));
+  groups.emplace_back(
+      std::vector<at::Tensor>{net.fc1->weight, net.fc2->weight},
+      std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(0.01).betas({0.8, 0.99})));
   groups.emplace_back(std::vector<at::Tensor>{net.fc3->weight},
                       std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(0.02).amsgrad(true)));
   return groups;
@@ -743,7 +754,8 @@ void zero_redundancy_optimizer(ProcessGroup& g) {
       first_difference = "step " + std::to_string(step) + ":" + grads + params;
   }
   EXPECT_EQ(first_difference, "") << tag(g, "ZeRO against plain AdamW, both over DDP");
-  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(at::equal(pa[i], pb[i])) << tag(g, "ZeRO parameter " + std::to_string(i));
+  for (size_t i = 0; i < pa.size(); ++i)
+    EXPECT_TRUE(at::equal(pa[i], pb[i])) << tag(g, "ZeRO parameter " + std::to_string(i));
   // Each rank holds its partition's state only; together, exactly the plain optimizer's.
   at::Tensor bytes = at::full({1}, double(zero.local_state_bytes()), at::kDouble);
   g.all_reduce(bytes);
@@ -754,8 +766,10 @@ void zero_redundancy_optimizer(ProcessGroup& g) {
   // Consolidated at the last rank: the plain optimizer's state dict.
   const int to = w - 1;
   zero.consolidate_state_dict(to);
-  if (r == to) expect_same_state(zero.state_dict(), optimizer_state_dict(*plain), tag(g, "consolidated"));
-  else EXPECT_THROW(zero.state_dict(), InvalidArgument);
+  if (r == to)
+    expect_same_state(zero.state_dict(), optimizer_state_dict(*plain), tag(g, "consolidated"));
+  else
+    EXPECT_THROW(zero.state_dict(), InvalidArgument);
   // Loaded into a fresh ZeRO (and the state into the plain one's copy), one more step agrees.
   c10::IValue full = broadcast_object(r == to ? zero.state_dict() : c10::IValue(), to, handle(g));
   auto c = seeded<Net>(9);
@@ -788,20 +802,20 @@ void zero_redundancy_optimizer(ProcessGroup& g) {
 const std::vector<SuiteCase>& ddp_suite() {
   static const std::vector<SuiteCase> cases = [] {
     std::vector<SuiteCase> all = {
-      {"DdpGradientEquivalence", gradient_equivalence},
-      {"DdpBucketViewEquivalence", bucket_view_equivalence},
-      {"DdpNoSyncAccumulation", no_sync_accumulation},
-      {"DdpBatchNormCnn", batchnorm_cnn},
-      {"DdpUnusedParameters", unused_parameters},
-      {"DdpMissingGradientIsAnError", missing_gradient_is_an_error},
-      {"DdpGradientTwiceIsAnError", gradient_twice_is_an_error},
-      {"DdpMismatchedModels", mismatched_models_fail_everywhere},
-      {"DdpCommHook", comm_hook_sees_every_bucket},
-      {"DdpHooksNeverWait", hooks_never_wait},
-      {"DdpCompressHooks", compress_hooks},
-      {"DdpZeroRedundancyOptimizer", zero_redundancy_optimizer},
-      {"DdpEvaluationForwardOnOneRank", evaluation_forward_on_one_rank},
-      {"DdpStatsCountExposedCommunication", stats_count_exposed_communication},
+        {"DdpGradientEquivalence", gradient_equivalence},
+        {"DdpBucketViewEquivalence", bucket_view_equivalence},
+        {"DdpNoSyncAccumulation", no_sync_accumulation},
+        {"DdpBatchNormCnn", batchnorm_cnn},
+        {"DdpUnusedParameters", unused_parameters},
+        {"DdpMissingGradientIsAnError", missing_gradient_is_an_error},
+        {"DdpGradientTwiceIsAnError", gradient_twice_is_an_error},
+        {"DdpMismatchedModels", mismatched_models_fail_everywhere},
+        {"DdpCommHook", comm_hook_sees_every_bucket},
+        {"DdpHooksNeverWait", hooks_never_wait},
+        {"DdpCompressHooks", compress_hooks},
+        {"DdpZeroRedundancyOptimizer", zero_redundancy_optimizer},
+        {"DdpEvaluationForwardOnOneRank", evaluation_forward_on_one_rank},
+        {"DdpStatsCountExposedCommunication", stats_count_exposed_communication},
     };
     for (const auto& c : powersgd_suite()) all.push_back(c);
     for (const auto& c : fsdp_suite()) all.push_back(c);

@@ -88,8 +88,8 @@ struct SideBySide {
 // order 0.5 leaves 50x room. A missed or doubled step moves parameters by ~1e-2.
 void train_side_by_side(ProcessGroup& g, ShardingStrategy strategy, int64_t min_params, bool adam) {
   const int r = g.rank(), w = g.size();
-  const std::string what = tag(g, strategy_name(strategy) + " min_unit_params " + std::to_string(min_params) +
-                                      (adam ? " Adam" : " SGD"));
+  const std::string what =
+      tag(g, strategy_name(strategy) + " min_unit_params " + std::to_string(min_params) + (adam ? " Adam" : " SGD"));
   FSDPOptions f;
   f.sharding_strategy = strategy;
   f.min_unit_params = min_params;
@@ -153,7 +153,8 @@ void fsdp_full_state_dict(ProcessGroup& g) {
   f.group = handle(g);
   FullyShardedDataParallel a(make_net(1), f), b(make_net(2), f);
   auto state = a.full_state_dict();
-  EXPECT_EQ(state.keys(), (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "6.weight"}))
+  EXPECT_EQ(state.keys(),
+            (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "6.weight"}))
       << tag(g, "names");
   // Every rank holds the same full state: rank 0's initial weights.
   auto reference = make_net(1)->named_parameters();
@@ -246,7 +247,8 @@ void fsdp_sharded_checkpoint(ProcessGroup& g) {
     auto opt_c = make_optimizer(true, c.parameters());
     c.load_sharded(dir + "/w2", opt_c.get());
     auto sc = c.full_state_dict();
-    for (const auto& item : sa) EXPECT_TRUE(at::equal(sc[item.key()], item.value())) << tag(g, "resharded " + item.key());
+    for (const auto& item : sa)
+      EXPECT_TRUE(at::equal(sc[item.key()], item.value())) << tag(g, "resharded " + item.key());
     c.save_sharded(dir + "/fewer", opt_c.get());
   }
   barrier({}, handle(g));
@@ -255,7 +257,8 @@ void fsdp_sharded_checkpoint(ProcessGroup& g) {
   d.load_sharded(dir + "/fewer", opt_d.get());
   expect_same_optimizer_state(*opt_d, *opt_a, tag(g, "resharded twice"));
   auto sd = d.full_state_dict();
-  for (const auto& item : sa) EXPECT_TRUE(at::equal(sd[item.key()], item.value())) << tag(g, "resharded twice " + item.key());
+  for (const auto& item : sa)
+    EXPECT_TRUE(at::equal(sd[item.key()], item.value())) << tag(g, "resharded twice " + item.key());
   // A directory without shards, and another model, are refused by name.
   EXPECT_THROW(d.load_sharded(dir), InvalidArgument) << tag(g, "no shards");
   FullyShardedDataParallel other(torch::nn::Sequential(Linear(6, 2)), f);
@@ -268,7 +271,6 @@ void fsdp_sharded_checkpoint(ProcessGroup& g) {
   barrier({}, handle(g));
   if (r == 0) std::filesystem::remove_all(dir);
 }
-
 
 // The optimizer's state of the shards in PyTorch's per-parameter format: what DDP's
 // optimizer holds after the same steps (the tolerance of train_side_by_side), and back
@@ -301,12 +303,13 @@ void fsdp_full_optimizer_state(ProcessGroup& g) {
       }
       for (const auto& kv : item.value().toGenericDict()) {
         // DDP's on the group's device; the gathered full state, on the CPU
-        const at::Tensor want = kv.value().toTensor().cpu(), have = gs.at(item.key()).toGenericDict().at(kv.key()).toTensor();
+        const at::Tensor want = kv.value().toTensor().cpu(),
+                         have = gs.at(item.key()).toGenericDict().at(kv.key()).toTensor();
         EXPECT_EQ(have.sizes(), want.sizes()) << what << ": " << kv.key().toStringRef();
         if (have.sizes() == want.sizes())
           EXPECT_TRUE(at::allclose(have, want, 1e-5, 1e-7))
-              << what << ": state[" << item.key().toInt() << "][" << kv.key().toStringRef() << "] differs from DDP's by "
-              << (have - want).abs().max().item<float>();
+              << what << ": state[" << item.key().toInt() << "][" << kv.key().toStringRef()
+              << "] differs from DDP's by " << (have - want).abs().max().item<float>();
       }
     }
     // Back into shards: this world, then W-1 ranks; each gives the same whole state again.

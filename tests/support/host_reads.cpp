@@ -31,8 +31,10 @@ bool reads_value(const std::string& name) {
 void count_reads(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (t_counts) {
     const auto& name = op.schema().name();
-    if (reads_value(name)) ++(*t_counts)[name];
-    else if (to_host(op, *stack)) ++(*t_counts)[name + " to cpu"];
+    if (reads_value(name))
+      ++(*t_counts)[name];
+    else if (to_host(op, *stack))
+      ++(*t_counts)[name + " to cpu"];
   }
   c10::impl::ExcludeDispatchKeyGuard inner(kMode);  // what the op calls is not counted again
   op.callBoxed(stack);

@@ -19,7 +19,7 @@ class HostReads {
   HostReads(const HostReads&) = delete;
   HostReads& operator=(const HostReads&) = delete;
 
-  int64_t count() const;                          // every read and host copy so far
+  int64_t count() const;                                // every read and host copy so far
   const std::map<std::string, int64_t>& by_op() const;  // the same by op name, for a failure's message
   std::string describe() const;
 

@@ -22,7 +22,9 @@ struct Mlp : torch::nn::Module {
   torch::nn::Linear a{nullptr}, b{nullptr}, c{nullptr}, d{nullptr};
   explicit Mlp(bool squares) {
     const int64_t in = squares ? 4 : 6, hidden = squares ? 4 : 12, out = squares ? 4 : 3;
-    auto linear = [&](int64_t i, int64_t o) { return torch::nn::Linear(torch::nn::LinearOptions(i, o).bias(!squares)); };
+    auto linear = [&](int64_t i, int64_t o) {
+      return torch::nn::Linear(torch::nn::LinearOptions(i, o).bias(!squares));
+    };
     a = register_module("a", linear(in, hidden));
     b = register_module("b", linear(hidden, hidden));
     c = register_module("c", linear(hidden, hidden));
@@ -131,8 +133,7 @@ void run_config(ProcessGroup& g, const std::string& spec, at::ScalarType dtype, 
     for (size_t i = 0; i < params.size(); ++i) {
       const at::Tensor& got = params[i].grad();
       EXPECT_TRUE(same_everywhere(g, got)) << at_step << ": parameter " << i << " differs between ranks";
-      if (!compressed)
-        EXPECT_TRUE(at::equal(got, plain_params[i].grad())) << at_step << ": parameter " << i;
+      if (!compressed) EXPECT_TRUE(at::equal(got, plain_params[i].grad())) << at_step << ": parameter " << i;
       if (compressed && full_rank) {
         const double err = (got.to(at::kDouble) - avg[i]).abs().max().item<double>();
         EXPECT_LE(err, 1e-9 * avg[i].abs().max().item<double>()) << at_step << ": parameter " << i;

@@ -49,8 +49,8 @@ void run_ranks(const std::string& backend, int world, const std::function<void(P
       std::string stuck;
       for (int r = 0; r < world; ++r)
         if (!done[r]) stuck += " " + std::to_string(r);
-      std::fprintf(stderr, "run_ranks: %s world %d: rank(s)%s still running after %lld ms; aborting\n",
-                   backend.c_str(), world, stuck.c_str(), static_cast<long long>(timeout.count() * 2));
+      std::fprintf(stderr, "run_ranks: %s world %d: rank(s)%s still running after %lld ms; aborting\n", backend.c_str(),
+                   world, stuck.c_str(), static_cast<long long>(timeout.count() * 2));
       std::abort();
     }
   }

@@ -69,9 +69,11 @@ std::string reads_of_steps(ProcessGroup& g, const Setup& s) {
   std::unique_ptr<ZeroRedundancyOptimizer> zero;
   if (s.zero)
     zero = std::make_unique<ZeroRedundancyOptimizer>(
-        net->parameters(), [](std::vector<torch::optim::OptimizerParamGroup> groups) {
+        net->parameters(),
+        [](std::vector<torch::optim::OptimizerParamGroup> groups) {
           return std::make_unique<torch::optim::AdamW>(std::move(groups), torch::optim::AdamWOptions(0.01));
-        }, ZeroOptions{handle(g)});
+        },
+        ZeroOptions{handle(g)});
   else
     sgd = std::make_unique<torch::optim::SGD>(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   auto gen = at::make_generator<at::CPUGeneratorImpl>(70 + g.rank());
@@ -80,11 +82,15 @@ std::string reads_of_steps(ProcessGroup& g, const Setup& s) {
     if (step == 2) counter.emplace();
     net->use_third = !s.find_unused || (step + g.rank()) % 2 == 0;  // used on some ranks only, changing
     const at::Tensor x = at::randn({6, 3}, gen), y = at::randn({6, 4}, gen);
-    if (zero) zero->zero_grad();
-    else sgd->zero_grad();
+    if (zero)
+      zero->zero_grad();
+    else
+      sgd->zero_grad();
     torch::mse_loss(model(x), y).backward();
-    if (zero) zero->step();
-    else sgd->step();
+    if (zero)
+      zero->step();
+    else
+      sgd->step();
   }
   return counter->count() ? counter->describe() : "";
 }

@@ -66,7 +66,7 @@ void layer_case(ProcessGroup& g, const torch::nn::BatchNormOptions& opts, std::v
   const int64_t n = kSizes[r], start = offset(r), total = offset(w), c = opts.num_features();
   int64_t per_sample = 1;
   for (int64_t s : spatial) per_sample *= s;
-  const int64_t m = total * per_sample;  // values per channel, global batch
+  const int64_t m = total * per_sample;                     // values per channel, global batch
   auto gen = at::make_generator<at::CPUGeneratorImpl>(17);  // the same stream on every rank
   BN ref(opts), plain(opts);
   {
@@ -220,7 +220,8 @@ void sync_batch_norm_fashion_cnn(ProcessGroup& g) {
     const std::string what = tag(g, "FashionCNN, step " + std::to_string(step));
     at::Tensor x = at::randn({total, 1, 28, 28}, gen), y = at::randint(10, {total}, gen);
     at::Tensor out = model(x.narrow(0, start, n).to(dev));
-    (at::cross_entropy_loss(out, y.narrow(0, start, n).to(dev), {}, at::Reduction::Sum) * (double(w) / total)).backward();
+    (at::cross_entropy_loss(out, y.narrow(0, start, n).to(dev), {}, at::Reduction::Sum) * (double(w) / total))
+        .backward();
     (at::cross_entropy_loss(ref->forward(x), y, {}, at::Reduction::Sum) / total).backward();
     // The longest float32 reduction is BatchNorm 1's, over M = N x 28 x 28 values per
     // channel; every gradient passes through it (the other sums are the same on both
@@ -245,12 +246,13 @@ void sync_batch_norm_fashion_cnn(ProcessGroup& g) {
       DistributedDataParallel<models::FashionCNN> local(plain, o);
       (at::cross_entropy_loss(local(x.narrow(0, start, n).to(dev)), y.narrow(0, start, n).to(dev), {},
                               at::Reduction::Sum) *
-       (double(w) / total)).backward();
+       (double(w) / total))
+          .backward();
       double worst = 0;
       auto local_params = plain->named_parameters();
       for (const auto& p : theirs)
-        worst = std::max(worst, max_diff(local_params[p.key()].grad(), p.value().grad()) /
-                                    tolerance(p.key(), p.value().grad()));
+        worst = std::max(
+            worst, max_diff(local_params[p.key()].grad(), p.value().grad()) / tolerance(p.key(), p.value().grad()));
       EXPECT_GT(worst, 10.0) << what << ": the check cannot tell synchronized statistics from local ones";
     }
     sgd(*net);

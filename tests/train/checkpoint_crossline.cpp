@@ -27,16 +27,20 @@ struct Kind {
 };
 // Settings away from the defaults, so that loading must carry them (a fresh optimizer gets lr 1).
 const Kind kKinds[] = {
-    {"sgd", [](Net& n) -> std::unique_ptr<torch::optim::Optimizer> {
+    {"sgd",
+     [](Net& n) -> std::unique_ptr<torch::optim::Optimizer> {
        return std::make_unique<torch::optim::SGD>(
            n->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9).nesterov(true).weight_decay(1e-4));
      }},
-    {"adam", [](Net& n) -> std::unique_ptr<torch::optim::Optimizer> {
+    {"adam",
+     [](Net& n) -> std::unique_ptr<torch::optim::Optimizer> {
        return std::make_unique<torch::optim::Adam>(
            n->parameters(), torch::optim::AdamOptions(0.02).betas({0.8, 0.99}).eps(1e-6).amsgrad(true));
      }},
-    {"adamw", [](Net& n) -> std::unique_ptr<torch::optim::Optimizer> {
-       return std::make_unique<torch::optim::AdamW>(n->parameters(), torch::optim::AdamWOptions(0.01).weight_decay(0.1));
+    {"adamw",
+     [](Net& n) -> std::unique_ptr<torch::optim::Optimizer> {
+       return std::make_unique<torch::optim::AdamW>(n->parameters(),
+                                                    torch::optim::AdamWOptions(0.01).weight_decay(0.1));
      }},
 };
 
@@ -107,7 +111,8 @@ void check(const std::string& dir) {
     const std::string file = dir + "/cross_" + k.name + ".pt";
     const auto ref = read_ref(dir + "/cross_" + k.name + "_ref");
     const auto c = train::checkpoint_from_ivalue(train::load_checkpoint(file), file);
-    expect(c.epoch == 3 && c.step == 12, file + ": epoch/step " + std::to_string(c.epoch) + "/" + std::to_string(c.step));
+    expect(c.epoch == 3 && c.step == 12,
+           file + ": epoch/step " + std::to_string(c.epoch) + "/" + std::to_string(c.step));
     expect(c.config.at("lr").toDouble() == 0.05 && c.config.at("name").toStringRef() == "interop" &&
                c.config.at("flag").toBool() && c.sampler.at("seed").toInt() == 17 &&
                c.schedule.at("warmup").toDouble() == 0.5 && c.extra.at("note").toStringRef() == "from C++",
@@ -120,16 +125,20 @@ void check(const std::string& dir) {
       expect(d.empty(), file + ": model " + name + ": " + d);
     }
     auto opt = [&] {  // lr 1 everywhere: the file's settings must replace it
-      if (std::string(k.name) == "sgd") return std::unique_ptr<torch::optim::Optimizer>(
-          std::make_unique<torch::optim::SGD>(net->parameters(), torch::optim::SGDOptions(1.0)));
-      if (std::string(k.name) == "adam") return std::unique_ptr<torch::optim::Optimizer>(
-          std::make_unique<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(1.0).amsgrad(true)));
+      if (std::string(k.name) == "sgd")
+        return std::unique_ptr<torch::optim::Optimizer>(
+            std::make_unique<torch::optim::SGD>(net->parameters(), torch::optim::SGDOptions(1.0)));
+      if (std::string(k.name) == "adam")
+        return std::unique_ptr<torch::optim::Optimizer>(
+            std::make_unique<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(1.0).amsgrad(true)));
       return std::unique_ptr<torch::optim::Optimizer>(
           std::make_unique<torch::optim::AdamW>(net->parameters(), torch::optim::AdamWOptions(1.0)));
     }();
     train::load_optimizer_state_dict(*opt, c.optimizer);
     const double lr = opt->param_groups()[0].options().get_lr();
-    expect(lr == (std::string(k.name) == "sgd" ? 0.05 : std::string(k.name) == "adam" ? 0.02 : 0.01),
+    expect(lr == (std::string(k.name) == "sgd"    ? 0.05
+                  : std::string(k.name) == "adam" ? 0.02
+                                                  : 0.01),
            file + ": lr " + std::to_string(lr) + " was not loaded");
     for (const auto& [name, t] : state_tensors(*opt, k.name)) {
       const std::string d = bitwise_difference(t, ref.at(name));
@@ -154,8 +163,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    if (mode == "write") ddp::testing::write(argv[2]);
-    else ddp::testing::check(argv[2]);
+    if (mode == "write")
+      ddp::testing::write(argv[2]);
+    else
+      ddp::testing::check(argv[2]);
   } catch (const std::exception& e) {
     std::cerr << "checkpoint_crossline " << mode << " " << argv[2] << ": MISMATCH " << e.what() << "\n";
     return 1;

@@ -18,8 +18,8 @@ namespace ddp::testing {
 NetImpl::NetImpl() {
   conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 2, 3)));
   bn = register_module("bn", torch::nn::BatchNorm2d(2));
-  head = register_module("head", torch::nn::Sequential(torch::nn::Linear(8, 4), torch::nn::ReLU(),
-                                                       Inner(torch::nn::Linear(4, 3))));
+  head = register_module(
+      "head", torch::nn::Sequential(torch::nn::Linear(8, 4), torch::nn::ReLU(), Inner(torch::nn::Linear(4, 3))));
   scale = register_parameter("scale", at::ones({3}));
   shift = register_buffer("shift", at::zeros({3}));
 }
@@ -27,10 +27,11 @@ NetImpl::NetImpl() {
 at::Tensor NetImpl::forward(at::Tensor x) { return head->forward(bn(conv(x)).flatten(1)) * scale + shift; }
 
 const std::vector<std::string>& net_keys() {
-  static const std::vector<std::string> keys = {
-      "scale",          "shift",          "conv.weight",         "conv.bias",     "bn.weight",
-      "bn.bias",        "bn.running_mean", "bn.running_var",     "bn.num_batches_tracked",
-      "head.0.weight",  "head.0.bias",    "head.2.0.weight",     "head.2.0.bias"};
+  static const std::vector<std::string> keys = {"scale",           "shift",          "conv.weight",
+                                                "conv.bias",       "bn.weight",      "bn.bias",
+                                                "bn.running_mean", "bn.running_var", "bn.num_batches_tracked",
+                                                "head.0.weight",   "head.0.bias",    "head.2.0.weight",
+                                                "head.2.0.bias"};
   return keys;
 }
 
@@ -49,11 +50,16 @@ namespace {
 
 std::string dtype_name(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kLong: return "int64";
-    case at::kByte: return "uint8";
-    default: throw std::runtime_error("reference files: unsupported dtype");
+    case at::kFloat:
+      return "float32";
+    case at::kDouble:
+      return "float64";
+    case at::kLong:
+      return "int64";
+    case at::kByte:
+      return "uint8";
+    default:
+      throw std::runtime_error("reference files: unsupported dtype");
   }
 }
 
@@ -135,7 +141,8 @@ train::CheckpointContents interop_contents(at::Tensor& draw) {
 std::pair<int, std::string> run_oracle(const std::string& args) {
   // DDP_ORACLE_PYTHON: the other LibTorch line's Python (checkpoint_crossline_test.sh), else this line's.
   const char* other = std::getenv("DDP_ORACLE_PYTHON");
-  const std::string cmd = std::string(other && *other ? other : DDP_PYTHON) + " " + CHECKPOINT_ORACLE + " " + args + " 2>&1";
+  const std::string cmd =
+      std::string(other && *other ? other : DDP_PYTHON) + " " + CHECKPOINT_ORACLE + " " + args + " 2>&1";
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (!pipe) throw std::runtime_error("popen failed: " + cmd);
   std::string out;

@@ -11,9 +11,9 @@
 #include <fstream>
 
 #include "checkpoint_test_util.h"
-#include "test_files.h"
 #include "ddp/dist/errors.h"
 #include "ddp/train/checkpoint.h"
+#include "test_files.h"
 #include "train/checkpoint/torch_format.h"
 
 namespace ddp::testing {
@@ -97,13 +97,24 @@ TEST(PickleCompat, NestedOrderedDictsFromTheMemo) {
 TEST(PickleCompat, ErrorsNameTheFileOffsetAndCause) {
   EXPECT_NE(rewrite_error(std::string("\x80\x04K\x01.", 5)).find("f.pt: pickle offset 1: pickle protocol 4"),
             std::string::npos);
-  EXPECT_NE(rewrite_error(std::string("\x80\x02K\x01" "0K\x02.", 8)).find("offset 4: opcode POP (0x30)"),
+  EXPECT_NE(rewrite_error(std::string("\x80\x02K\x01"
+                                      "0K\x02.",
+                                      8))
+                .find("offset 4: opcode POP (0x30)"),
             std::string::npos);
-  EXPECT_NE(rewrite_error(std::string("\x80\x02X\x05\x00\x00\x00" "ab", 9)).find("offset 2: the pickle ends"),
+  EXPECT_NE(rewrite_error(std::string("\x80\x02X\x05\x00\x00\x00"
+                                      "ab",
+                                      9))
+                .find("offset 2: the pickle ends"),
             std::string::npos);
-  EXPECT_NE(rewrite_error(std::string("\x80\x02\x8a\x09" "123456789.", 14)).find("offset 2: integer of 9 bytes"),
+  EXPECT_NE(rewrite_error(std::string("\x80\x02\x8a\x09"
+                                      "123456789.",
+                                      14))
+                .find("offset 2: integer of 9 bytes"),
             std::string::npos);
-  EXPECT_NE(rewrite_error("\x80\x02" "ccollections\nOrderedDict\n]\x85R.").find("constructor arguments"),
+  EXPECT_NE(rewrite_error("\x80\x02"
+                          "ccollections\nOrderedDict\n]\x85R.")
+                .find("constructor arguments"),
             std::string::npos);
   EXPECT_NE(rewrite_error("not a pickle").find("f.pt: pickle offset 0: not a pickle"), std::string::npos);
 }

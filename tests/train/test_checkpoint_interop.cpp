@@ -1,8 +1,8 @@
 // State dicts and checkpoints both ways with python3-torch (checkpoint_interop.py), values compared bit for bit.
-#include <gtest/gtest.h>
 #include <ATen/Parallel.h>
-#include <torch/optim/adam.h>
+#include <gtest/gtest.h>
 #include <torch/optim/adagrad.h>
+#include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
@@ -36,8 +36,7 @@ TEST(CheckpointInterop, PythonLoadsOurFiles) {
   for (const auto& [name, t] : train::state_dict(*net)) ref.emplace_back("model/" + name, t);
   const auto params = net->parameters();
   for (size_t i = 0; i < params.size(); ++i) {
-    const auto& st = static_cast<const torch::optim::SGDParamState&>(
-        *opt.state().at(optimizer_state_key(params[i])));
+    const auto& st = static_cast<const torch::optim::SGDParamState&>(*opt.state().at(optimizer_state_key(params[i])));
     ref.emplace_back("momentum/" + std::to_string(i), st.momentum_buffer());
   }
   ref.emplace_back("rng_draw", draw);
@@ -91,8 +90,7 @@ TEST(CheckpointInterop, WeLoadPythonsFiles) {
   EXPECT_EQ(o.momentum(), 0.9);
   const auto params = net->parameters();
   for (size_t i = 0; i < params.size(); ++i) {
-    const auto& st = static_cast<const torch::optim::SGDParamState&>(
-        *opt.state().at(optimizer_state_key(params[i])));
+    const auto& st = static_cast<const torch::optim::SGDParamState&>(*opt.state().at(optimizer_state_key(params[i])));
     EXPECT_EQ(bitwise_difference(st.momentum_buffer(), ref.at("momentum/" + std::to_string(i))), "") << i;
   }
   train::set_rng_state(c.rng);

@@ -47,8 +47,8 @@ TEST(CheckpointManager, KeepsTheLastTwoAndLatestNamesTheNewest) {
   std::string last;
   for (int64_t e = 0; e < 4; ++e) last = mgr.save(e, e * 250, [&] { return contents(e, e * 250); });
   EXPECT_EQ(last, dir.file("run/ckpt/checkpoint-e0003-s00000750.pt"));
-  EXPECT_EQ(listing(dir.file("run/ckpt")), (std::vector<std::string>{"checkpoint-e0002-s00000500.pt",
-                                                                     "checkpoint-e0003-s00000750.pt", "latest"}));
+  EXPECT_EQ(listing(dir.file("run/ckpt")),
+            (std::vector<std::string>{"checkpoint-e0002-s00000500.pt", "checkpoint-e0003-s00000750.pt", "latest"}));
   EXPECT_EQ(read_text(dir.file("run/ckpt/latest")), "checkpoint-e0003-s00000750.pt\n");
   ASSERT_TRUE(mgr.latest().has_value());
   EXPECT_EQ(*mgr.latest(), last);
@@ -69,7 +69,7 @@ TEST(CheckpointManager, LatestFallsBackToTheHighestNumberedFile) {
   EXPECT_EQ(*mgr.latest(), dir.file("checkpoint-e0010-s00000005.pt"));
   fs::remove(dir.file("latest"));
   std::ofstream(dir.file("checkpoint-e0011-s00000000.pt.tmp.123")) << "partial";  // not complete: ignored
-  std::ofstream(dir.file("checkpoint-e0012-s00000000.pt")).close();             // empty: ignored
+  std::ofstream(dir.file("checkpoint-e0012-s00000000.pt")).close();               // empty: ignored
   EXPECT_EQ(*mgr.latest(), dir.file("checkpoint-e0010-s00000005.pt"));
 }
 
@@ -78,7 +78,9 @@ TEST(CheckpointManager, CandidatesAreNewestFirstStartingWithLatest) {
   train::CheckpointManager mgr({dir.path(), /*keep_last=*/0});
   EXPECT_TRUE(mgr.candidates().empty());
   for (int64_t e : {1, 3, 2}) mgr.save(e, e * 10, [&] { return contents(e, e * 10); });
-  const auto f = [&](int64_t e) { return dir.file("checkpoint-e000" + std::to_string(e) + "-s000000" + std::to_string(e * 10) + ".pt"); };
+  const auto f = [&](int64_t e) {
+    return dir.file("checkpoint-e000" + std::to_string(e) + "-s000000" + std::to_string(e * 10) + ".pt");
+  };
   EXPECT_EQ(mgr.candidates(), (std::vector<std::string>{f(2), f(3), f(1)}));  // latest (saved last), then by number
   fs::remove(dir.file("latest"));
   EXPECT_EQ(mgr.candidates(), (std::vector<std::string>{f(3), f(2), f(1)}));
@@ -94,7 +96,8 @@ TEST(CheckpointManager, RemovesTemporariesOfDeadWritersOnly) {
   const std::string gone1 = "checkpoint-e0001-s00000010.pt.tmp." + std::to_string(dead);
   const std::string gone2 = "latest.tmp." + std::to_string(dead);
   const std::string live = "checkpoint-e0002-s00000020.pt.tmp." + std::to_string(::getpid());
-  for (const auto& name : {gone1, gone2, live, std::string("notes.tmp.txt")}) std::ofstream(dir.file(name)) << "partial";
+  for (const auto& name : {gone1, gone2, live, std::string("notes.tmp.txt")})
+    std::ofstream(dir.file(name)) << "partial";
   EXPECT_EQ(mgr.remove_stale_temporaries(), (std::vector<std::string>{gone1, gone2}));
   EXPECT_EQ(listing(dir.path()), (std::vector<std::string>{live, "notes.tmp.txt"}));
 }
@@ -147,8 +150,8 @@ void ranks_save(const std::string& backend, int world) {
     EXPECT_EQ(makes[static_cast<size_t>(r)], 0) << "rank " << r;
     EXPECT_EQ(paths[static_cast<size_t>(r)], paths[0]) << "rank " << r;
   }
-  EXPECT_EQ(listing(dir.path()), (std::vector<std::string>{"checkpoint-e0002-s00000102.pt",
-                                                           "checkpoint-e0003-s00000103.pt", "latest"}));
+  EXPECT_EQ(listing(dir.path()),
+            (std::vector<std::string>{"checkpoint-e0002-s00000102.pt", "checkpoint-e0003-s00000103.pt", "latest"}));
 }
 
 TEST(CheckpointManager, RankZeroWritesOnThreadRanksGloo) {

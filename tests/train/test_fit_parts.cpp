@@ -203,7 +203,8 @@ TEST(CheckpointPolicy, ACorruptNewestIsSkippedAndANonFiniteModelNeverSaved) {
         ADD_FAILURE() << strategy << ": a non-finite model was saved";
       } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("the model is not finite after epoch 2, step 7: 0.weight (nan); no "
-                                             "checkpoint written, the last one is " + j.last_checkpoint),
+                                             "checkpoint written, the last one is " +
+                                             j.last_checkpoint),
                   std::string::npos)
             << e.what();
       }

@@ -50,8 +50,7 @@ TEST(JsonLine, ExactText) {
 
 TEST(JsonLine, EscapesQuotesBackslashesAndControlCharacters) {
   std::string s = std::string("a\"b\\c/d\n\t\r\b\f") + '\x01' + '\x1f' + '\x7f' + std::string(1, '\0') + "e";
-  EXPECT_EQ(to_json_line({{"k\"\n", s}}),
-            "{\"k\\\"\\n\":\"a\\\"b\\\\c/d\\n\\t\\r\\b\\f\\u0001\\u001f\x7f\\u0000e\"}");
+  EXPECT_EQ(to_json_line({{"k\"\n", s}}), "{\"k\\\"\\n\":\"a\\\"b\\\\c/d\\n\\t\\r\\b\\f\\u0001\\u001f\x7f\\u0000e\"}");
   // Valid multi-byte UTF-8 passes through unchanged.
   EXPECT_EQ(to_json_line({{"\xCE\xB5", std::string("\xE2\x82\xAC \xF0\x9F\x98\x80")}}),
             "{\"\xCE\xB5\":\"\xE2\x82\xAC \xF0\x9F\x98\x80\"}");
@@ -60,8 +59,14 @@ TEST(JsonLine, EscapesQuotesBackslashesAndControlCharacters) {
 TEST(JsonLine, Numbers) {
   const double inf = std::numeric_limits<double>::infinity();
   EXPECT_EQ(to_json_line({{"a", std::nan("")}, {"b", inf}, {"c", -inf}}), R"({"a":null,"b":null,"c":null})");
-  EXPECT_EQ(to_json_line({{"a", 1.0}, {"b", -0.0}, {"c", 0.1 + 0.2}, {"d", 1e300}, {"e", 5e-324}, {"f", 100.0},
-                          {"g", 1e22}, {"h", 123456.789}}),
+  EXPECT_EQ(to_json_line({{"a", 1.0},
+                          {"b", -0.0},
+                          {"c", 0.1 + 0.2},
+                          {"d", 1e300},
+                          {"e", 5e-324},
+                          {"f", 100.0},
+                          {"g", 1e22},
+                          {"h", 123456.789}}),
             R"({"a":1.0,"b":-0.0,"c":0.30000000000000004,"d":1e+300,"e":5e-324,"f":100.0,"g":1e+22,"h":123456.789})");
   EXPECT_EQ(to_json_line({{"min", std::numeric_limits<int64_t>::min()}, {"max", std::numeric_limits<int64_t>::max()}}),
             R"({"min":-9223372036854775808,"max":9223372036854775807})");
@@ -135,8 +140,9 @@ TEST(JsonlWriter, IoErrorsNameThePath) {
     JsonlWriter log(tmp / "file/sub/m.jsonl");
     ADD_FAILURE() << "created a directory under a file";
   } catch (const ddp::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("JsonlWriter: cannot create directory '" + (tmp / "file") + "': Not a directory"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("JsonlWriter: cannot create directory '" + (tmp / "file") + "': Not a directory"),
+        std::string::npos)
         << e.what();
   }
   JsonlWriter full("/dev/full");  // every write fails with ENOSPC

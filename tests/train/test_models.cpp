@@ -26,7 +26,9 @@ TEST(FashionNet, LayersAsDocumentedAndSize) {
   at::manual_seed(0);
   const at::Tensor x = at::randn({8, 1, 28, 28});
   auto p = net->named_parameters();
-  auto conv = [&](const char* name, const at::Tensor& h) { return at::conv2d(h, p[std::string(name) + ".weight"], {}, 1, 1); };
+  auto conv = [&](const char* name, const at::Tensor& h) {
+    return at::conv2d(h, p[std::string(name) + ".weight"], {}, 1, 1);
+  };
   auto norm_relu = [&](const char* name, const at::Tensor& h) {
     return at::relu(at::batch_norm(h, p[std::string(name) + ".weight"], p[std::string(name) + ".bias"], {}, {},
                                    /*training=*/true, 0.1, 1e-5, false));

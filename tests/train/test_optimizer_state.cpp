@@ -46,7 +46,7 @@ TEST(OptimizerState, ResumedRunIsBitIdentical) {
     c.step = 3;
     train::save_atomic(train::to_ivalue(c), dir.file("c.pt"));
   }
-  Net resumed = seeded_net(77);                    // other weights ...
+  Net resumed = seeded_net(77);                     // other weights ...
   SGD opt(resumed->parameters(), SGDOptions(1.0));  // ... and other options, all replaced
   const auto c = train::checkpoint_from_ivalue(train::load_checkpoint(dir.file("c.pt")), dir.file("c.pt"));
   EXPECT_EQ(c.step, 3);
@@ -95,13 +95,15 @@ TEST(OptimizerState, LoadRejectsWhatDoesNotFit) {
 
   std::vector<at::Tensor> two = {net->parameters()[0], net->parameters()[1]};
   SGD fewer(two, SGDOptions(0.1));
-  EXPECT_NE(error_of([&] { train::load_optimizer_state_dict(fewer, good); })
-                .find("param_groups[0] has 9 parameters in the state, 2 in the optimizer"),
+  EXPECT_NE(error_of([&] {
+              train::load_optimizer_state_dict(fewer, good);
+            }).find("param_groups[0] has 9 parameters in the state, 2 in the optimizer"),
             std::string::npos);
 
   SGD split(std::vector<torch::optim::OptimizerParamGroup>{{two}, {{net->parameters()[2]}}}, SGDOptions(0.1));
-  EXPECT_NE(error_of([&] { train::load_optimizer_state_dict(split, good); })
-                .find("the state has 1 param groups, the optimizer 2"),
+  EXPECT_NE(error_of([&] {
+              train::load_optimizer_state_dict(split, good);
+            }).find("the state has 1 param groups, the optimizer 2"),
             std::string::npos);
 
   auto state_of = [](const c10::IValue& sd, int64_t i) {
@@ -109,18 +111,21 @@ TEST(OptimizerState, LoadRejectsWhatDoesNotFit) {
   };
   c10::IValue wrong_shape = train::optimizer_state_dict(opt);
   state_of(wrong_shape, 1).insert_or_assign(std::string("momentum_buffer"), at::zeros({5}));
-  EXPECT_NE(error_of([&] { train::load_optimizer_state_dict(opt, wrong_shape); })
-                .find("state[1][\"momentum_buffer\"] has shape [5], its parameter [2, 1, 3, 3]"),
+  EXPECT_NE(error_of([&] {
+              train::load_optimizer_state_dict(opt, wrong_shape);
+            }).find("state[1][\"momentum_buffer\"] has shape [5], its parameter [2, 1, 3, 3]"),
             std::string::npos);
 
   c10::IValue unknown = train::optimizer_state_dict(opt);
   c10::impl::GenericDict no_buffer(c10::StringType::get(), c10::AnyType::get());
   unknown.toGenericDict().at(std::string("state")).toGenericDict().insert(int64_t(40), no_buffer);
-  EXPECT_NE(error_of([&] { train::load_optimizer_state_dict(opt, unknown); })
-                .find("\"state\" has an entry for parameter 40, which no param group lists"),
+  EXPECT_NE(error_of([&] {
+              train::load_optimizer_state_dict(opt, unknown);
+            }).find("\"state\" has an entry for parameter 40, which no param group lists"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { train::load_optimizer_state_dict(opt, c10::IValue(int64_t(3))); })
-                .find("expected optimizer.state_dict()'s dict"),
+  EXPECT_NE(error_of([&] {
+              train::load_optimizer_state_dict(opt, c10::IValue(int64_t(3)));
+            }).find("expected optimizer.state_dict()'s dict"),
             std::string::npos);
   // The failed loads changed nothing.
   const c10::IValue after = train::optimizer_state_dict(opt);
@@ -138,8 +143,9 @@ TEST(RngState, RoundTripRepeatsTheDraws) {
   EXPECT_FALSE(at::equal(at::rand({10}), first));
   train::set_rng_state(state);
   EXPECT_TRUE(at::equal(at::rand({10}), first));
-  EXPECT_NE(error_of([] { train::set_rng_state(at::zeros({7}, at::kByte)); })
-                .find("expected torch.get_rng_state()'s 1-D uint8 CPU tensor of 5056 bytes, got Byte [7]"),
+  EXPECT_NE(error_of([] {
+              train::set_rng_state(at::zeros({7}, at::kByte));
+            }).find("expected torch.get_rng_state()'s 1-D uint8 CPU tensor of 5056 bytes, got Byte [7]"),
             std::string::npos);
 }
 
@@ -176,8 +182,9 @@ TEST(CheckpointContents, RoundTripAndChecks) {
   EXPECT_NE(error_of([&] { train::to_ivalue(c); }).find("checkpoint config[\"bad\"] is a Tensor"), std::string::npos);
   c10::impl::GenericDict no_model(c10::StringType::get(), c10::AnyType::get());
   no_model.insert("epoch", int64_t(1));
-  EXPECT_NE(error_of([&] { train::checkpoint_from_ivalue(no_model, "x.pt"); })
-                .find("x.pt: not a checkpoint: it has no \"model\" entry"),
+  EXPECT_NE(error_of([&] {
+              train::checkpoint_from_ivalue(no_model, "x.pt");
+            }).find("x.pt: not a checkpoint: it has no \"model\" entry"),
             std::string::npos);
 }
 

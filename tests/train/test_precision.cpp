@@ -6,9 +6,9 @@
 
 #include <cmath>
 
+#include "ddp/torch_compat.h"
 #include "ddp/train/machine.h"
 #include "ddp/train/models/resnet.h"
-#include "ddp/torch_compat.h"
 #include "ddp/train/precision.h"
 
 namespace ddp::train {
@@ -62,8 +62,7 @@ TEST(Precision, Bf16LinearWithinDerivedBound) {
     Autocast autocast(Precision::BF16);
     got = at::linear(x, w, b);
   }
-  expect_within_bound(got, exact, bound,
-                      at::addmm(round_to_bits(b, 4), round_to_bits(x, 4), round_to_bits(w, 4).t()));
+  expect_within_bound(got, exact, bound, at::addmm(round_to_bits(b, 4), round_to_bits(x, 4), round_to_bits(w, 4).t()));
 }
 
 // The same for a convolution: 1 input channel, 2x2 kernel (K = 4 + bias).
@@ -152,8 +151,9 @@ TEST(Precision, AutoChoosesByCpuFlags) {
   // ONEDNN_MAX_CPU_ISA below the bfloat16 instructions (the AVX2 paths forced) means fp32.
   c = choose_precision("auto", bf16_support(zen4, "AVX2"));
   EXPECT_EQ(c.precision, Precision::FP32);
-  EXPECT_EQ(c.reason, "auto: this CPU has avx512_bf16, but ONEDNN_MAX_CPU_ISA=AVX2 keeps oneDNN below its bfloat16 "
-                      "instructions");
+  EXPECT_EQ(c.reason,
+            "auto: this CPU has avx512_bf16, but ONEDNN_MAX_CPU_ISA=AVX2 keeps oneDNN below its bfloat16 "
+            "instructions");
   EXPECT_TRUE(bf16_support(zen4, "AVX512_CORE_BF16").native);
   EXPECT_FALSE(bf16_support(zen4, "avx512_core_vnni").native);
 
@@ -174,7 +174,8 @@ TEST(Machine, ParsesCpuinfoAndNamesTheFlagsThatMatter) {
   CpuInfo cpu = parse_cpuinfo(text, 2);
   EXPECT_EQ(cpu.model, "AMD EPYC 9R14 96-Core Processor");
   EXPECT_EQ(cpu.flags, (std::vector<std::string>{"fpu", "avx2", "avx512f", "avx512_bf16", "avx512_vnni"}));
-  EXPECT_EQ(describe(cpu), "AMD EPYC 9R14 96-Core Processor, 2 cores (avx2 avx512f avx512_vnni avx512_bf16; no amx_bf16)");
+  EXPECT_EQ(describe(cpu),
+            "AMD EPYC 9R14 96-Core Processor, 2 cores (avx2 avx512f avx512_vnni avx512_bf16; no amx_bf16)");
   CpuInfo old = parse_cpuinfo("model name : Old\nflags : fpu sse2\n", 1);
   EXPECT_EQ(describe(old), "Old, 1 core (no avx2, avx512f, avx512_vnni, avx512_bf16, amx_bf16)");
   EXPECT_EQ(parse_cpuinfo("", 4).model, "unknown");

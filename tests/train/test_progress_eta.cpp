@@ -27,9 +27,9 @@ TEST(ProgressEta, Arithmetic) {
   EXPECT_EQ(Progress::eta(10.0, 5, 3), "0:06");       // 2 s per step, 3 left
   EXPECT_EQ(Progress::eta(7200.0, 1, 1), "2:00:00");  // 2 h per step
   EXPECT_EQ(Progress::eta(1.5, 3, 0), "0:00");
-  EXPECT_EQ(Progress::eta(0.0, 0, 5), "-:--");        // nothing timed yet
-  EXPECT_EQ(Progress::eta(3.0, 1, -4), "0:00");       // never negative
-  EXPECT_EQ(Progress::eta(59.6, 1, 1), "1:00");       // rounded to the second
+  EXPECT_EQ(Progress::eta(0.0, 0, 5), "-:--");   // nothing timed yet
+  EXPECT_EQ(Progress::eta(3.0, 1, -4), "0:00");  // never negative
+  EXPECT_EQ(Progress::eta(59.6, 1, 1), "1:00");  // rounded to the second
 }
 
 TEST(ProgressEta, EpochAndRunEtaOnTheLiveLine) {

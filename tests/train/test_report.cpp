@@ -31,13 +31,24 @@ json embedded_runs(const std::string& page) {
 
 void make_run(const std::string& dir, int epochs) {
   JsonlWriter log(dir + "/metrics.jsonl");
-  log.write({{"kind", "start"}, {"recipe", "fashion-mnist"}, {"world", int64_t{2}}, {"backend", "gloo"},
+  log.write({{"kind", "start"},
+             {"recipe", "fashion-mnist"},
+             {"world", int64_t{2}},
+             {"backend", "gloo"},
              {"config", "recipe = \"fashion-mnist\"\nnote = \"</script><b>\"\n"}});
   for (int e = 1; e <= epochs; ++e) {
-    log.write({{"kind", "train"}, {"step", int64_t(10 * e)}, {"Loss/train", 1.0 / e}, {"lr", 0.1},
-               {"samples_per_s/rank0", 100.0}, {"samples_per_s/rank1", 50.0}});
-    log.write({{"kind", "epoch"}, {"step", int64_t(10 * e)}, {"Loss/val", 0.5 / e}, {"acc1/val", 0.8},
-               {"acc5/val", 0.99}, {"epoch", double(e)}});
+    log.write({{"kind", "train"},
+               {"step", int64_t(10 * e)},
+               {"Loss/train", 1.0 / e},
+               {"lr", 0.1},
+               {"samples_per_s/rank0", 100.0},
+               {"samples_per_s/rank1", 50.0}});
+    log.write({{"kind", "epoch"},
+               {"step", int64_t(10 * e)},
+               {"Loss/val", 0.5 / e},
+               {"acc1/val", 0.8},
+               {"acc5/val", 0.99},
+               {"epoch", double(e)}});
   }
   log.write({{"kind", "end"}, {"status", "finished"}, {"message", ""}});
 }

@@ -57,8 +57,9 @@ TEST(TrainConfig, UnsetIsNotANumber) {
 // A --config file sets what it names; the command line wins over it.
 TEST(TrainConfig, ConfigFileThenFlags) {
   test::TempDir tmp;
-  test::write_file(tmp / "job.toml", "recipe = \"fashion-mnist\"\nepochs = 7\nlr = 0.025\n"
-                                     "schedule = \"piecewise:0:0,0.25:1,1:0.1\"\nprogress = false\nresume = true\n");
+  test::write_file(tmp / "job.toml",
+                   "recipe = \"fashion-mnist\"\nepochs = 7\nlr = 0.025\n"
+                   "schedule = \"piecewise:0:0,0.25:1,1:0.1\"\nprogress = false\nresume = true\n");
   CommandLine cl = parse_line({"--config", tmp / "job.toml", "--epochs", "2"});
   EXPECT_EQ(cl.action, CommandLine::Action::kTrain);
   EXPECT_EQ(cl.config.recipe, "fashion-mnist");
@@ -110,7 +111,8 @@ TEST(TrainConfig, BadCommandLines) {
   EXPECT_NE(error_of({"mlp", "--epochs", "3x"}).find("--epochs expects an integer, got '3x'"), std::string::npos);
   EXPECT_NE(error_of({"mlp", "--epocs", "3"}).find("--epocs"), std::string::npos);
   EXPECT_NE(error_of({"mlp", "--epochs"}).find("--epochs"), std::string::npos);
-  EXPECT_NE(error_of({"mlp", "--precision", "fp16"}).find("unknown precision 'fp16'; valid: fp32, bf16, auto"), std::string::npos);
+  EXPECT_NE(error_of({"mlp", "--precision", "fp16"}).find("unknown precision 'fp16'; valid: fp32, bf16, auto"),
+            std::string::npos);
   EXPECT_EQ(parse_line({"--help"}).action, CommandLine::Action::kHelp);
   EXPECT_EQ(parse_line({"mlp", "--epochs=3", "--epochs", "4"}).config.epochs, std::optional<int64_t>(4));
   for (const char* flag : {"--config", "--print-config", "--epochs", "--batch-size", "--schedule", "--resume",
@@ -133,7 +135,8 @@ TEST(TrainConfig, Timeout) {
   EXPECT_FALSE(parse_line({"mlp"}).config.timeout.has_value());
   EXPECT_EQ(parse_line({"mlp", "--timeout", "12.5"}).config.timeout, std::optional<double>(12.5));
   EXPECT_NE(error_of({"mlp", "--timeout", "0"}).find("ddp-train: --timeout must be positive"), std::string::npos);
-  EXPECT_NE(error_of({"mlp", "--timeout", "soon"}).find("--timeout expects a finite number, got 'soon'"), std::string::npos);
+  EXPECT_NE(error_of({"mlp", "--timeout", "soon"}).find("--timeout expects a finite number, got 'soon'"),
+            std::string::npos);
   EXPECT_NE(usage().find("--timeout"), std::string::npos);
   EXPECT_NE(to_config_file(parse_line({"mlp", "--timeout", "90"}).config).find("\ntimeout = 90\n"), std::string::npos);
 }
@@ -150,15 +153,45 @@ TEST(Settings, EverySettingIsAFlagAKeyAndReadsBack) {
     EXPECT_NE(usage().find("--" + s.name), std::string::npos) << s.name;
   }
   // A value for each, none the default.
-  const std::vector<std::string> values = {
-      "--epochs=3", "--batch-size=7", "--lr=0.0123456789", "--optimizer=adamw", "--momentum=0.5",
-      "--betas=0.8,0.98", "--eps=1e-6", "--weight-decay=0.25", "--label-smoothing=0.1", "--schedule=cosine:0.5",
-      "--warmup=4", "--accumulate=2", "--cutout=3", "--ema-every=5", "--precision=bf16",
-      "--data-dir=/data/it's \"here\"", "--data=shards", "--image-size=96", "--workers=3", "--limit-train=100",
-      "--limit-test=50", "--eval-batch=64", "--eval-every=9", "--out-dir=/tmp/x", "--seed=42", "--resume",
-      "--checkpoint-every=10", "--keep-last=2", "--stop-after=1", "--log-every=3", "--backend=mpi", "--device=cuda:1",
-      "--timeline=t.json", "--timeout=30.5", "--strategy=zero1", "--comm-hook=powersgd:rank=2", "--sync-bn", "--no-progress",
-      "--no-nan-check"};
+  const std::vector<std::string> values = {"--epochs=3",
+                                           "--batch-size=7",
+                                           "--lr=0.0123456789",
+                                           "--optimizer=adamw",
+                                           "--momentum=0.5",
+                                           "--betas=0.8,0.98",
+                                           "--eps=1e-6",
+                                           "--weight-decay=0.25",
+                                           "--label-smoothing=0.1",
+                                           "--schedule=cosine:0.5",
+                                           "--warmup=4",
+                                           "--accumulate=2",
+                                           "--cutout=3",
+                                           "--ema-every=5",
+                                           "--precision=bf16",
+                                           "--data-dir=/data/it's \"here\"",
+                                           "--data=shards",
+                                           "--image-size=96",
+                                           "--workers=3",
+                                           "--limit-train=100",
+                                           "--limit-test=50",
+                                           "--eval-batch=64",
+                                           "--eval-every=9",
+                                           "--out-dir=/tmp/x",
+                                           "--seed=42",
+                                           "--resume",
+                                           "--checkpoint-every=10",
+                                           "--keep-last=2",
+                                           "--stop-after=1",
+                                           "--log-every=3",
+                                           "--backend=mpi",
+                                           "--device=cuda:1",
+                                           "--timeline=t.json",
+                                           "--timeout=30.5",
+                                           "--strategy=zero1",
+                                           "--comm-hook=powersgd:rank=2",
+                                           "--sync-bn",
+                                           "--no-progress",
+                                           "--no-nan-check"};
   args.insert(args.end(), values.begin(), values.end());
   std::vector<const char*> argv = {"ddp-train"};
   for (const auto& a : args) argv.push_back(a.c_str());
@@ -206,15 +239,17 @@ TEST(Settings, ConfigFileErrorsNameFileLineAndKey) {
   };
   const std::string file = tmp / "job.toml";
   EXPECT_EQ(error_in("recipe = \"mlp\"\nepoch = 3\n"),
-            "ddp-train: --config " + file + ":2: unknown setting 'epoch' (did you mean 'epochs'?); keys are "
-            "ddp-train's flags without -- (ddp-train --help)");
+            "ddp-train: --config " + file +
+                ":2: unknown setting 'epoch' (did you mean 'epochs'?); keys are "
+                "ddp-train's flags without -- (ddp-train --help)");
   EXPECT_EQ(error_in("recipe = \"mlp\"\n\nepochs = \"3\"\n"),
             "ddp-train: --config " + file + ":3: epochs expects an integer, got '3' (a TOML string)");
   EXPECT_EQ(error_in("recipe = \"mlp\"\nepochs = 2.5\n"),
             "ddp-train: --config " + file + ":2: epochs expects an integer, got 2.5 (a TOML floating-point)");
   EXPECT_EQ(error_in("recipe = \"mlp\"\nlr = inf\n"),
             "ddp-train: --config " + file + ":2: lr expects a finite number, got inf (a TOML floating-point)");
-  EXPECT_EQ(error_in("recipe = \"mlp\"\nlr = -1\n"), "ddp-train: --config " + file + ":2: --lr must be positive, got -1");
+  EXPECT_EQ(error_in("recipe = \"mlp\"\nlr = -1\n"),
+            "ddp-train: --config " + file + ":2: --lr must be positive, got -1");
   EXPECT_EQ(error_in("recipe = \"mlp\"\nseed = -1\n"), "ddp-train: --config " + file + ":2: seed must be >= 0, got -1");
   EXPECT_EQ(error_in("recipe = \"mlp\"\nbetas = [0.9]\n").find("betas expects two numbers, [B1, B2]"),
             ("ddp-train: --config " + file + ":2: ").size());
@@ -305,8 +340,10 @@ TEST(Recipes, DataFoldersAndTheErrorSayingHowToGetTheData) {
   }
   EXPECT_NO_THROW(detail::require_data_dir(tmp / "system", "cifar10", "-"));
   ::setenv("HOME", old_home.c_str(), 1);
-  if (old_root) ::setenv("DDP_DATA_DIR", saved_root.c_str(), 1);
-  else ::unsetenv("DDP_DATA_DIR");
+  if (old_root)
+    ::setenv("DDP_DATA_DIR", saved_root.c_str(), 1);
+  else
+    ::unsetenv("DDP_DATA_DIR");
 }
 
 }  // namespace

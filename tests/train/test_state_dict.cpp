@@ -92,11 +92,12 @@ TEST(StateDict, ManyMissingKeysAreCounted) {
 TEST(StateDict, ShapeAndDtypeMismatchesAreErrorsEvenWhenNotStrict) {
   Net a, b;
   StateDict sd = train::state_dict(*a);
-  sd[9].second = at::zeros({4, 9});                  // head.0.weight
-  sd[8].second = at::zeros({}, at::kInt);            // bn.num_batches_tracked
+  sd[9].second = at::zeros({4, 9});        // head.0.weight
+  sd[8].second = at::zeros({}, at::kInt);  // bn.num_batches_tracked
   for (bool strict : {true, false}) {
     const std::string msg = error_of([&] { train::load_state_dict(*b, sd, strict); });
-    EXPECT_NE(msg.find("head.0.weight: shape [4, 9] in the state dict, [4, 8] in the module"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("head.0.weight: shape [4, 9] in the state dict, [4, 8] in the module"), std::string::npos)
+        << msg;
     EXPECT_NE(msg.find("bn.num_batches_tracked: dtype Int in the state dict, Long in the module"), std::string::npos)
         << msg;
   }
@@ -125,8 +126,8 @@ TEST(StateDict, FileRoundTripKeepsOrderAndValues) {
 TEST(StateDict, FileKeepsViewsSharedStoragesAndOddTensors) {
   TempDir dir;
   const at::Tensor base = at::arange(12, at::kFloat).reshape({3, 4});
-  const StateDict sd = {{"t", base.t()},                       // non-contiguous, same storage as "row"
-                        {"row", base[1]},                      // storage offset 4
+  const StateDict sd = {{"t", base.t()},   // non-contiguous, same storage as "row"
+                        {"row", base[1]},  // storage offset 4
                         {"empty", at::empty({0, 3})},
                         {"scalar", at::scalar_tensor(3.5, at::kDouble)},
                         {"flags", at::arange(3).remainder(2).eq(0)},

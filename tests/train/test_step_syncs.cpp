@@ -43,8 +43,8 @@ std::vector<std::pair<int64_t, std::string>> reads_of_fit(const Case& c, int64_t
   std::vector<Task> tasks(size_t(c.world));
   for (auto& t : tasks) {  // built here: rank threads share the global generator
     at::manual_seed(3);
-    t.model = torch::nn::AnyModule(models::SequentialNet(torch::nn::Linear(8, 6), torch::nn::Tanh(),
-                                                         torch::nn::Linear(6, 4)));
+    t.model = torch::nn::AnyModule(
+        models::SequentialNet(torch::nn::Linear(8, 6), torch::nn::Tanh(), torch::nn::Linear(6, 4)));
     std::tie(t.train_x, t.train_y) = testing::blobs(samples, 1);
     std::tie(t.test_x, t.test_y) = testing::blobs(24, 2);
   }
@@ -112,8 +112,8 @@ INSTANTIATE_TEST_SUITE_P(Trainer, StepSyncs,
                                            Case{"zero1", 3}, Case{"fsdp-full", 3}, Case{"fsdp-grad", 1},
                                            Case{"fsdp-grad", 2}),
                          case_name);
-INSTANTIATE_TEST_SUITE_P(Trainer, StepSyncsCounted,
-                         ::testing::Values(Case{"ddp", 1}, Case{"ddp", 3}, Case{"zero1", 2}), case_name);
+INSTANTIATE_TEST_SUITE_P(Trainer, StepSyncsCounted, ::testing::Values(Case{"ddp", 1}, Case{"ddp", 3}, Case{"zero1", 2}),
+                         case_name);
 
 }  // namespace
 }  // namespace ddp::train

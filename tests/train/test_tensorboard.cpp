@@ -66,8 +66,8 @@ TEST(EventFormat, ExactBytes) {
 
   // Event{wall_time 1.0, step 5, summary{value{tag "a", simple_value 0.5}}}
   EXPECT_EQ(detail::scalar_event(1.0, 5, "a", 0.5f),
-            bytes_of({0x09, 0, 0, 0, 0, 0, 0, 0xF0, 0x3F, 0x10, 0x05, 0x2A, 0x0A,  //
-                      0x0A, 0x08, 0x0A, 0x01, 'a', 0x15, 0, 0, 0, 0x3F}));
+            bytes_of({0x09, 0,    0,    0,    0,   0,    0, 0xF0, 0x3F, 0x10, 0x05, 0x2A, 0x0A,  //
+                      0x0A, 0x08, 0x0A, 0x01, 'a', 0x15, 0, 0,    0,    0x3F}));
   EXPECT_EQ(detail::version_event(2.0, "brain.Event:2"),
             bytes_of({0x09, 0, 0, 0, 0, 0, 0, 0, 0x40, 0x1A, 13}) + "brain.Event:2");
   // Record framing around 3 bytes of data.
@@ -158,7 +158,7 @@ TEST(SummaryWriter, PythonProtobufReadsTheSameFile) {
   SummaryWriter w(tmp.path());
   const double nan = std::numeric_limits<double>::quiet_NaN();
   w.add_scalar("train/loss", 0.4213, 1, 1700000000.25);
-  w.add_scalar("lr", 1e-3, 0, 1700000002.0);  // step 0 is left out of the encoding
+  w.add_scalar("lr", 1e-3, 0, 1700000002.0);   // step 0 is left out of the encoding
   w.add_scalar("zero", 0.0, 3, 1700000003.0);  // so is a value of +0.0
   w.add_scalar("minus zero", -0.0, 4, 1700000004.0);
   w.add_scalar("neg step", -2.5, -7, 1700000005.0);
@@ -174,12 +174,15 @@ TEST(SummaryWriter, PythonProtobufReadsTheSameFile) {
   std::string line;
   ASSERT_TRUE(std::getline(lines, line));
   EXPECT_TRUE(std::regex_match(line, std::regex(R"(V 1\d{9}(\.\d+)? brain\.Event:2)"))) << line;
-  std::vector<std::string> want = {
-      "S 1 0.421299994 1700000000.25 train/loss", "S 0 0.00100000005 1700000002 lr",
-      "S 3 0 1700000003 zero",                    "S 4 -0 1700000004 minus zero",
-      "S -7 -2.5 1700000005 neg step",            "S 5 3 1700000006 \xCE\xB5/unicode",
-      "S 6 inf 1700000007 inf",                   "S 7 nan 1700000008 nan",
-      "S 8 0.333333343 1700000009 rounded"};
+  std::vector<std::string> want = {"S 1 0.421299994 1700000000.25 train/loss",
+                                   "S 0 0.00100000005 1700000002 lr",
+                                   "S 3 0 1700000003 zero",
+                                   "S 4 -0 1700000004 minus zero",
+                                   "S -7 -2.5 1700000005 neg step",
+                                   "S 5 3 1700000006 \xCE\xB5/unicode",
+                                   "S 6 inf 1700000007 inf",
+                                   "S 7 nan 1700000008 nan",
+                                   "S 8 0.333333343 1700000009 rounded"};
   for (const auto& w_line : want) {
     ASSERT_TRUE(std::getline(lines, line)) << "missing: " << w_line;
     EXPECT_EQ(line, w_line);

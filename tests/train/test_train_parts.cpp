@@ -6,6 +6,7 @@
 #include <cmath>
 #include <thread>
 
+#include <torch/nn/modules/linear.h>
 #include "ddp/errors.h"
 #include "ddp/train/config.h"
 #include "ddp/train/ema.h"
@@ -18,7 +19,6 @@
 #include "train/recipes/common.h"
 #include "train/stop_check.h"
 #include "train/test_files.h"
-#include <torch/nn/modules/linear.h>
 
 namespace ddp::train {
 namespace {
@@ -76,7 +76,8 @@ TEST(Schedule, Shapes) {
 }
 
 TEST(Schedule, BadSpecsNameTheSpecAndTheValidForms) {
-  for (std::string bad : {"", "linear", "step:10", "cosine:x", "piecewise:0.5:1,0.2:0", "onecycle:1.5", "cosine:inf", "step:30:nan", "piecewise:0:1,1:inf"})
+  for (std::string bad : {"", "linear", "step:10", "cosine:x", "piecewise:0.5:1,0.2:0", "onecycle:1.5", "cosine:inf",
+                          "step:30:nan", "piecewise:0:1,1:inf"})
     EXPECT_THROW(LrSchedule::parse(bad), std::invalid_argument) << "accepted '" << bad << "'";
   try {
     LrSchedule::parse("linear");
@@ -150,7 +151,8 @@ TEST(ModelEma, UpdateWithRhoAndCopyTo) {
     ADD_FAILURE() << "copy_to a model of another shape";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("is weight in the model but weight in the averaged model (or shapes differ)"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -233,7 +235,6 @@ TEST(FiniteCheck, GradientsNonFiniteOnlyWhenAnElementIs) {
   EXPECT_FALSE(detail::gradients_finite(*model));
   EXPECT_EQ(detail::first_non_finite(*model, /*gradients=*/true), std::optional<std::string>("bias (inf)"));
 }
-
 
 TEST(Limit, EvenlySpacedKeepsEveryClassOfASortedFolder) {
   EXPECT_EQ(detail::evenly_spaced(4, 10), (std::vector<int64_t>{0, 2, 5, 7}));

@@ -99,7 +99,8 @@ TEST(Trainer, EqualsAHandWrittenLoopOverTheSamplersOrder) {
   EXPECT_EQ(done.steps, 3 * (200 / 16));
 
   // The same steps by hand: the sampler's order for each epoch, batches of 16 (the last partial one dropped),
-  // the default loss (mean cross-entropy), SGD with momentum. Same operations in the same order: the weights are equal exactly.
+  // the default loss (mean cross-entropy), SGD with momentum. Same operations in the same order: the weights are equal
+  // exactly.
   torch::optim::SGD opt(ref->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   DistributedSamplerOptions so;
   so.num_replicas = 1;
@@ -291,7 +292,7 @@ TEST(EarlyStopping, StopsAfterPatienceEpochsWithoutImprovement) {
   EXPECT_FALSE(epoch(0.495));  // within min_delta: 1 bad epoch
   EXPECT_FALSE(epoch(0.4));    // better: the count starts again
   EXPECT_FALSE(epoch(0.41));
-  EXPECT_TRUE(epoch(0.42));    // 2 bad epochs
+  EXPECT_TRUE(epoch(0.42));  // 2 bad epochs
   EXPECT_DOUBLE_EQ(stop.best(), 0.4);
 
   EarlyStopping acc("acc1", 1);  // auto: higher is better
@@ -528,8 +529,9 @@ TEST(TrainerRanks, ACallbackThatThrowsOnOneRankEndsEveryRank) {
   });
   EXPECT_EQ(errors[1], "disk full");
   for (int r : {0, 2})
-    EXPECT_EQ(errors[size_t(r)], "Trainer: an on_epoch_end callback threw on rank 1 after epoch 2 (its error is in "
-                                 "that rank's output)");
+    EXPECT_EQ(errors[size_t(r)],
+              "Trainer: an on_epoch_end callback threw on rank 1 after epoch 2 (its error is in "
+              "that rank's output)");
 }
 
 TEST(TrainerRanks, WhatDiffersBetweenRanksIsAnErrorOnEveryRank) {
@@ -565,7 +567,8 @@ TEST(TrainerRanks, WhatDiffersBetweenRanksIsAnErrorOnEveryRank) {
   });
   for (int r = 0; r < 2; ++r)
     EXPECT_NE(shard_errors[size_t(r)].find("the ranks' training shards give 4 to 6 batches per epoch"),
-              std::string::npos) << "rank " << r << ": " << shard_errors[size_t(r)];
+              std::string::npos)
+        << "rank " << r << ": " << shard_errors[size_t(r)];
 }
 
 }  // namespace

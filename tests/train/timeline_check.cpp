@@ -18,13 +18,13 @@ using nlohmann::json;
 namespace {
 
 int failures = 0;
-#define CHECK(cond, ...)                  \
-  do {                                    \
-    if (!(cond)) {                        \
-      std::printf("FAIL: " __VA_ARGS__);  \
-      std::printf("\n");                  \
-      ++failures;                         \
-    }                                     \
+#define CHECK(cond, ...)                 \
+  do {                                   \
+    if (!(cond)) {                       \
+      std::printf("FAIL: " __VA_ARGS__); \
+      std::printf("\n");                 \
+      ++failures;                        \
+    }                                    \
   } while (0)
 
 struct Ev {
@@ -76,9 +76,8 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i + 1 < evs.size(); ++i) {
         const Ev &a = evs[i], &b = evs[i + 1];
         const bool disjoint = b.ts >= a.ts + a.dur, nested = b.ts + b.dur <= a.ts + a.dur;
-        CHECK(disjoint || nested, "rank %d track %s: %s [%lld +%lld] and %s [%lld +%lld] overlap", r,
-              a.track.c_str(), a.name.c_str(), (long long)a.ts, (long long)a.dur, b.name.c_str(), (long long)b.ts,
-              (long long)b.dur);
+        CHECK(disjoint || nested, "rank %d track %s: %s [%lld +%lld] and %s [%lld +%lld] overlap", r, a.track.c_str(),
+              a.name.c_str(), (long long)a.ts, (long long)a.dur, b.name.c_str(), (long long)b.ts, (long long)b.dur);
       }
       for (const Ev& e : evs) {
         CHECK(thread == e.track, "rank %d: event %s on track %s of thread %s", r, e.name.c_str(), e.track.c_str(),
@@ -96,22 +95,28 @@ int main(int argc, char** argv) {
     auto& fwd = named["forward"];
     auto& bwd = named["backward"];
     auto& opt = named["optimizer step"];
-    CHECK(static_cast<int64_t>(fwd.size()) == steps, "rank %d: %zu forward events, expected %lld", r, fwd.size(), (long long)steps);
-    CHECK(static_cast<int64_t>(bwd.size()) == steps, "rank %d: %zu backward events, expected %lld", r, bwd.size(), (long long)steps);
-    CHECK(static_cast<int64_t>(opt.size()) == steps, "rank %d: %zu optimizer events, expected %lld", r, opt.size(), (long long)steps);
-    CHECK(static_cast<int64_t>(named["data wait"].size()) >= steps, "rank %d: %zu data waits", r, named["data wait"].size());
+    CHECK(static_cast<int64_t>(fwd.size()) == steps, "rank %d: %zu forward events, expected %lld", r, fwd.size(),
+          (long long)steps);
+    CHECK(static_cast<int64_t>(bwd.size()) == steps, "rank %d: %zu backward events, expected %lld", r, bwd.size(),
+          (long long)steps);
+    CHECK(static_cast<int64_t>(opt.size()) == steps, "rank %d: %zu optimizer events, expected %lld", r, opt.size(),
+          (long long)steps);
+    CHECK(static_cast<int64_t>(named["data wait"].size()) >= steps, "rank %d: %zu data waits", r,
+          named["data wait"].size());
     CHECK(!named["evaluation"].empty(), "rank %d: no evaluation event", r);
     CHECK(!named["checkpoint"].empty(), "rank %d: no checkpoint event", r);
     for (size_t i = 0; i < std::min({fwd.size(), bwd.size(), opt.size()}); ++i) {
       CHECK(fwd[i].ts + fwd[i].dur <= bwd[i].ts && bwd[i].ts + bwd[i].dur <= opt[i].ts,
             "rank %d step %zu: forward, backward, optimizer out of order", r, i + 1);
-      if (i + 1 < fwd.size()) CHECK(opt[i].ts + opt[i].dur <= fwd[i + 1].ts, "rank %d step %zu: optimizer after the next forward", r, i + 1);
+      if (i + 1 < fwd.size())
+        CHECK(opt[i].ts + opt[i].dur <= fwd[i + 1].ts, "rank %d step %zu: optimizer after the next forward", r, i + 1);
     }
     // Each bucket is launched during a backward pass (its gradients are ready then).
     for (auto& [name, evs] : named) {
       if (name.rfind("reduce bucket ", 0) != 0) continue;
       for (const Ev& b : evs) {
-        const bool inside = std::any_of(bwd.begin(), bwd.end(), [&](const Ev& w) { return b.ts >= w.ts && b.ts <= w.ts + w.dur; });
+        const bool inside =
+            std::any_of(bwd.begin(), bwd.end(), [&](const Ev& w) { return b.ts >= w.ts && b.ts <= w.ts + w.dur; });
         CHECK(inside, "rank %d: %s at %lld starts outside every backward", r, name.c_str(), (long long)b.ts);
       }
     }

@@ -7,8 +7,8 @@
 #include <ATen/ATen.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include <CLI/CLI.hpp>
@@ -16,8 +16,8 @@
 
 #include "bench.h"
 #include "ddp/dist.h"
-#include "ddp/train/machine.h"
 #include "ddp/dist/launch_env.h"
+#include "ddp/train/machine.h"
 
 namespace ddp::bench {
 
@@ -42,18 +42,26 @@ struct Options {
   std::string json;
   bool raw_mpi = false;
   bool raw_c10d = false;
-  int rounds = 3;  // per size, ours and the raw peer alternate; the best round counts
+  int rounds = 3;           // per size, ours and the raw peer alternate; the best round counts
   bool call_check = false;  // rounds alternate the group's call check off and on (hash): its cost per call
-  double gap_ms = 0;  // busy time before each timed call, as a training step's compute between reductions
+  double gap_ms = 0;        // busy time before each timed call, as a training step's compute between reductions
 };
 
 // "4", "64K", "16M", "1G": bytes.
 long long parse_bytes(const std::string& flag, const std::string& v) {
   size_t used = 0;
   long long n = 0;
-  try { n = std::stoll(v, &used); } catch (...) { used = 0; }
+  try {
+    n = std::stoll(v, &used);
+  } catch (...) {
+    used = 0;
+  }
   std::string unit = v.substr(used);
-  long long mult = unit == "" || unit == "B" ? 1 : unit == "K" ? 1 << 10 : unit == "M" ? 1 << 20 : unit == "G" ? 1 << 30 : 0;
+  long long mult = unit == "" || unit == "B" ? 1
+                   : unit == "K"             ? 1 << 10
+                   : unit == "M"             ? 1 << 20
+                   : unit == "G"             ? 1 << 30
+                                             : 0;
   if (used == 0 || mult == 0 || n <= 0)
     throw CLI::ValidationError(flag + " '" + v + "' must be a positive size like 4, 64K or 16M",
                                CLI::ExitCodes::ValidationError);
@@ -82,10 +90,16 @@ double time_op(ProcessGroup& g, const std::string& op, long long count, int iter
   if (op == "all_gather") parts = out.chunk(w);
   if (op == "reduce_scatter") parts = in.chunk(w);
   auto once = [&] {
-    if (op == "all_reduce") g.all_reduce(out);
-    else if (op == "broadcast") g.broadcast(out);
-    else if (op == "all_gather") g.all_gather(parts, in.narrow(0, 0, count / w));
-    else if (op == "reduce_scatter") { at::Tensor o = out.narrow(0, 0, count / w); g.reduce_scatter(o, parts); }
+    if (op == "all_reduce")
+      g.all_reduce(out);
+    else if (op == "broadcast")
+      g.broadcast(out);
+    else if (op == "all_gather")
+      g.all_gather(parts, in.narrow(0, 0, count / w));
+    else if (op == "reduce_scatter") {
+      at::Tensor o = out.narrow(0, 0, count / w);
+      g.reduce_scatter(o, parts);
+    }
   };
   once();  // warm-up
   double us = 0;
@@ -143,13 +157,16 @@ int run_collectives(const Options& o) {
   if (o.raw_c10d) throw std::invalid_argument("--raw-c10d: this build has no gloo");
 #endif
   if (lead) {
-    std::printf("# ddp-bench collectives: backend %s, %d ranks, float32, time = max over ranks", g->backend().c_str(), w);
+    std::printf("# ddp-bench collectives: backend %s, %d ranks, float32, time = max over ranks", g->backend().c_str(),
+                w);
     if (o.gap_ms > 0) std::printf(", each call after %g ms of busy time and a barrier", o.gap_ms);
     std::printf("\n");
     print_machine_lines();
     std::printf("# %-14s %12s %10s %12s %12s%s\n", "op", "size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
-                o.raw_mpi ? "  mpi-raw(us)   ours/raw" : o.raw_c10d ? " c10d-raw(us)   ours/raw"
-                : o.call_check ? " no-check(us)  check/none" : "");
+                o.raw_mpi      ? "  mpi-raw(us)   ours/raw"
+                : o.raw_c10d   ? " c10d-raw(us)   ours/raw"
+                : o.call_check ? " no-check(us)  check/none"
+                               : "");
   }
   std::vector<Row> rows;
   for (const auto& op : o.ops) {
@@ -170,8 +187,7 @@ int run_collectives(const Options& o) {
           raw = std::min(raw, time_op(*g, op, count, iters, o.gap_ms, in, out));
         }
 #ifdef DDP_HAVE_MPI
-        if (o.raw_mpi)
-          raw = std::min(raw, raw_mpi_time_us(op, in.data_ptr(), out.data_ptr(), count, iters, o.gap_ms));
+        if (o.raw_mpi) raw = std::min(raw, raw_mpi_time_us(op, in.data_ptr(), out.data_ptr(), count, iters, o.gap_ms));
 #endif
         if (peer && raw_gloo) raw = std::min(raw, raw_gloo_time_us(*raw_gloo, op, in, out, count, iters));
       }
@@ -187,12 +203,16 @@ int run_collectives(const Options& o) {
     }
   }
   if (lead && !o.json.empty()) {
-    nlohmann::ordered_json doc = {{"tool", "ddp-bench collectives"}, {"cpu", train::describe(train::cpu_info())},
-                                  {"backend", g->backend()}, {"world", w}, {"dtype", "float32"}, {"gap_ms", o.gap_ms}};
+    nlohmann::ordered_json doc = {{"tool", "ddp-bench collectives"},
+                                  {"cpu", train::describe(train::cpu_info())},
+                                  {"backend", g->backend()},
+                                  {"world", w},
+                                  {"dtype", "float32"},
+                                  {"gap_ms", o.gap_ms}};
     auto& results = doc["results"] = nlohmann::json::array();
     for (const Row& r : rows) {
-      nlohmann::ordered_json row = {{"op", r.op}, {"bytes", r.bytes}, {"time_us", r.us}, {"algbw_gbps", r.algbw},
-                                    {"busbw_gbps", r.busbw}};
+      nlohmann::ordered_json row = {
+          {"op", r.op}, {"bytes", r.bytes}, {"time_us", r.us}, {"algbw_gbps", r.algbw}, {"busbw_gbps", r.busbw}};
       if (r.raw_us > 0)
         row[o.call_check ? "no_check_time_us" : o.raw_c10d ? "raw_c10d_time_us" : "raw_mpi_time_us"] = r.raw_us;
       results.push_back(row);
@@ -207,20 +227,23 @@ void add_collectives_command(CLI::App& app, std::function<int()>& run) {
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand("collectives", "time, algbw and busbw of each collective per message size");
   sub->add_option("--backend", o->backend, "gloo | mpi | auto")->capture_default_str();
-  sub->add_option_function<std::string>("--min-bytes", [o](const std::string& v) { o->min_bytes = parse_bytes("--min-bytes", v); },
-                                        "smallest message (4, 64K, 16M) [default 4]");
-  sub->add_option_function<std::string>("--max-bytes", [o](const std::string& v) { o->max_bytes = parse_bytes("--max-bytes", v); },
-                                        "largest message [default 64M]");
+  sub->add_option_function<std::string>(
+      "--min-bytes", [o](const std::string& v) { o->min_bytes = parse_bytes("--min-bytes", v); },
+      "smallest message (4, 64K, 16M) [default 4]");
+  sub->add_option_function<std::string>(
+      "--max-bytes", [o](const std::string& v) { o->max_bytes = parse_bytes("--max-bytes", v); },
+      "largest message [default 64M]");
   sub->add_option("--ops", o->ops, "comma-separated collectives")
       ->delimiter(',')
       ->check(CLI::IsMember({"all_reduce", "all_gather", "broadcast", "reduce_scatter"}))
       ->capture_default_str();
   sub->add_option("--json", o->json, "also write the results to this JSON file");
   auto* raw_mpi = sub->add_flag("--raw-mpi", o->raw_mpi, "time plain MPI calls beside ours (--backend mpi)");
-  auto* raw_c10d =
-      sub->add_flag("--raw-c10d", o->raw_c10d, "time c10d's ProcessGroupGloo beside ours (--backend gloo)")->excludes(raw_mpi);
-  sub->add_flag("--call-check", o->call_check,
-                "time each call with the group's call check on (hash, the default on gloo and mpi) and off; their ratio")
+  auto* raw_c10d = sub->add_flag("--raw-c10d", o->raw_c10d, "time c10d's ProcessGroupGloo beside ours (--backend gloo)")
+                       ->excludes(raw_mpi);
+  sub->add_flag(
+         "--call-check", o->call_check,
+         "time each call with the group's call check on (hash, the default on gloo and mpi) and off; their ratio")
       ->excludes(raw_mpi)
       ->excludes(raw_c10d);
   sub->add_option("--rounds", o->rounds, "rounds per size, ours and the peer alternating; the best counts")

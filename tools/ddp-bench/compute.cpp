@@ -59,9 +59,12 @@ Model make_model(const std::string& name) {
   if (name == "resnet18") return {torch::nn::AnyModule(ResNet18(ResNet18Options{10, false})), {3, 32, 32}, 10};
   if (name == "resnet9")
     return {torch::nn::AnyModule(ResNet9BagOfTricks(patch_whitening(at::randn({64, 3, 24, 24})), 10, 0.125, 16)),
-            {3, 32, 32}, 10};
-  if (name == "airbench") return {torch::nn::AnyModule(Airbench(airbench_whitening(at::randn({64, 3, 32, 32})))), {3, 32, 32}, 10};
-  throw InvalidArgument("ddp-bench compute: unknown model '" + name + "'; valid: mlp, cnn, fashionnet, resnet9, airbench, resnet18");
+            {3, 32, 32},
+            10};
+  if (name == "airbench")
+    return {torch::nn::AnyModule(Airbench(airbench_whitening(at::randn({64, 3, 32, 32})))), {3, 32, 32}, 10};
+  throw InvalidArgument("ddp-bench compute: unknown model '" + name +
+                        "'; valid: mlp, cnn, fashionnet, resnet9, airbench, resnet18");
 }
 
 // Multiply-adds x 2 of the convolutions and matrix products one call of `fn` runs, from their input shapes.
@@ -148,11 +151,15 @@ int run_compute(const ComputeOptions& o) {
   const bool with_bf16 = std::find(o.precisions.begin(), o.precisions.end(), "bf16") != o.precisions.end();
   const double peak32 = gemm_peak(o.gemm_n, at::kFloat), peak16 = with_bf16 ? gemm_peak(o.gemm_n, at::kBFloat16) : 0;
   std::printf("GEMM peak (at::mm, n=%ld): fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n", long(o.gemm_n), peak32, peak16);
-  std::printf("%-9s %-6s %-5s %12s %10s %9s %8s\n", "model", "layout", "dtype", "GFLOP/sample", "samples/s",
-              "GFLOP/s", "of peak");
-  nlohmann::ordered_json doc = {{"cpu", train::describe(train::cpu_info())}, {"threads", at::get_num_threads()},
-                                {"gemm_n", o.gemm_n}, {"gemm_fp32_gflops", peak32}, {"gemm_bf16_gflops", peak16},
-                                {"batch", o.batch}, {"runs", nlohmann::ordered_json::array()}};
+  std::printf("%-9s %-6s %-5s %12s %10s %9s %8s\n", "model", "layout", "dtype", "GFLOP/sample", "samples/s", "GFLOP/s",
+              "of peak");
+  nlohmann::ordered_json doc = {{"cpu", train::describe(train::cpu_info())},
+                                {"threads", at::get_num_threads()},
+                                {"gemm_n", o.gemm_n},
+                                {"gemm_fp32_gflops", peak32},
+                                {"gemm_bf16_gflops", peak16},
+                                {"batch", o.batch},
+                                {"runs", nlohmann::ordered_json::array()}};
   std::stringstream names(o.models);
   for (std::string name; std::getline(names, name, ',');) {
     Model m = make_model(name);
@@ -162,7 +169,8 @@ int run_compute(const ComputeOptions& o) {
     const double forward = count_flops([&] {
                              at::NoGradGuard no_grad;
                              m.net.forward(at::randn(one));
-                           }) / 2;
+                           }) /
+                           2;
     m.net.ptr()->train();
     const double per_sample = 3 * forward;
     // Images: as stored (NCHW) and channels-last (NHWC, oneDNN's own layout); each in float32 and bfloat16.
@@ -175,8 +183,12 @@ int run_compute(const ComputeOptions& o) {
         std::printf("%-9s %-6s %-5s %12.4f %10.1f %9.1f %7.1f%%\n", name.c_str(), layout, train::to_string(p).c_str(),
                     per_sample / 1e9, rate, gflops, 100 * gflops / peak);
         std::fflush(stdout);
-        doc["runs"].push_back({{"model", name}, {"layout", layout}, {"precision", train::to_string(p)},
-                               {"gflop_per_sample", per_sample / 1e9}, {"samples_per_s", rate}, {"gflops", gflops},
+        doc["runs"].push_back({{"model", name},
+                               {"layout", layout},
+                               {"precision", train::to_string(p)},
+                               {"gflop_per_sample", per_sample / 1e9},
+                               {"samples_per_s", rate},
+                               {"gflops", gflops},
                                {"of_peak", gflops / peak}});
       }
     }
@@ -189,13 +201,19 @@ int run_compute(const ComputeOptions& o) {
 
 void add_compute_command(CLI::App& app, std::function<int()>& run) {
   auto o = std::make_shared<ComputeOptions>();
-  CLI::App* c = app.add_subcommand("compute", "achieved GFLOP/s of each model's training step against this CPU's GEMM peak");
-  c->add_option("--models", o->models, "comma-separated: mlp, cnn, fashionnet, resnet9, airbench, resnet18")->capture_default_str();
+  CLI::App* c =
+      app.add_subcommand("compute", "achieved GFLOP/s of each model's training step against this CPU's GEMM peak");
+  c->add_option("--models", o->models, "comma-separated: mlp, cnn, fashionnet, resnet9, airbench, resnet18")
+      ->capture_default_str();
   c->add_option("--batch", o->batch, "samples per step")->capture_default_str()->check(CLI::PositiveNumber);
-  c->add_option("--steps", o->steps, "timed steps per model and precision")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--steps", o->steps, "timed steps per model and precision")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   c->add_option("--gemm-n", o->gemm_n, "GEMM size for the peak")->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--precisions", o->precisions, "comma-separated: fp32, bf16 (bf16 is minutes per model where emulated)")
-      ->delimiter(',')->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   c->add_option("--json", o->json, "also write the results as JSON");
   c->callback([&run, o] { run = [o] { return run_compute(*o); }; });
 }

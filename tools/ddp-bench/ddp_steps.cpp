@@ -11,26 +11,26 @@
 // --pair --guards stop|nan|both: DDP against DDP with ddp-train's per-step guards (the
 // stop check's one-integer async all_reduce, the --nan-check pass over the gradients).
 #include <ATen/Parallel.h>
-#include <torch/nn/functional/loss.h>
 #include <sys/resource.h>
+#include <torch/nn/functional/loss.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <optional>
 #include <cstdio>
+#include <optional>
 
 #include "bench.h"
-#include "train/finite_check.h"
-#include "train/stop_check.h"
 #include "ddp/ddp.h"
+#include "ddp/dist/timeline.h"
 #include "ddp/parallel/optimizer_state.h"
 #include "ddp/parallel/zero.h"
-#include "ddp/dist/timeline.h"
-#include "ddp/train/models/fashion_cnn.h"
 #include "ddp/train/machine.h"
+#include "ddp/train/models/fashion_cnn.h"
 #include "ddp/train/models/mlp.h"
+#include "train/finite_check.h"
+#include "train/stop_check.h"
 
 namespace ddp::bench {
 namespace {
@@ -108,15 +108,19 @@ Run run(Net net, const at::Tensor& x, const at::Tensor& y, const Options& o, Gro
   if (o.sync_bn) convert_sync_batchnorm(net.ptr(), g);
   std::unique_ptr<torch::optim::Optimizer> plain;
   std::unique_ptr<ZeroRedundancyOptimizer> zero;
-  if (o.zero) zero = std::make_unique<ZeroRedundancyOptimizer>(net->parameters(), factory, ZeroOptions{g});
-  else plain = factory({torch::optim::OptimizerParamGroup(net->parameters())});
+  if (o.zero)
+    zero = std::make_unique<ZeroRedundancyOptimizer>(net->parameters(), factory, ZeroOptions{g});
+  else
+    plain = factory({torch::optim::OptimizerParamGroup(net->parameters())});
   std::unique_ptr<DistributedDataParallel<Net>> model;
   if (o.use_ddp) model = std::make_unique<DistributedDataParallel<Net>>(net, ddp_options(o, g));
   if (model && o.comm_hook != "allreduce") model->register_comm_hook(make_comm_hook(o.comm_hook));
   auto forward = [&](const at::Tensor& in) { return model ? (*model)(in) : net->forward(in); };
   auto step = [&] {
-    if (zero) sgd_step(*zero, forward, x, y);
-    else sgd_step(*plain, forward, x, y);
+    if (zero)
+      sgd_step(*zero, forward, x, y);
+    else
+      sgd_step(*plain, forward, x, y);
   };
   for (int i = 0; i < o.warmup; ++i) step();
   DDPStats before = model ? model->stats() : DDPStats{};
@@ -161,7 +165,8 @@ Pair run_pair(Net plain, Net wrapped, const at::Tensor& x, const at::Tensor& y, 
   // --join: both under DDP, the second under a Join too.
   std::unique_ptr<DistributedDataParallel<Net>> base;
   if (o.sync_bn) convert_sync_batchnorm(wrapped.ptr(), g);
-  if (o.sync_bn || o.join || !o.guards.empty() || !o.timeline.empty() || o.call_check) base = std::make_unique<DistributedDataParallel<Net>>(plain, ddp_options(o, g));
+  if (o.sync_bn || o.join || !o.guards.empty() || !o.timeline.empty() || o.call_check)
+    base = std::make_unique<DistributedDataParallel<Net>>(plain, ddp_options(o, g));
   torch::optim::SGD opt_plain(plain->parameters(), 0.01), opt_ddp(wrapped->parameters(), 0.01);
   DistributedDataParallel<Net> model(wrapped, ddp_options(o, g));
   std::unique_ptr<Join> join;
@@ -170,7 +175,8 @@ Pair run_pair(Net plain, Net wrapped, const at::Tensor& x, const at::Tensor& y, 
   auto step_plain = [&] {
     if (tl) timeline::set_recording(false);
     if (o.call_check) g->set_call_check(CallCheck::kOff);  // alike on every rank, between steps
-    sgd_step(opt_plain, [&](const at::Tensor& in) { return base ? (*base)(in) : plain->forward(in); }, x, y);
+    sgd_step(
+        opt_plain, [&](const at::Tensor& in) { return base ? (*base)(in) : plain->forward(in); }, x, y);
   };
   train::detail::StopSchedule stop(*g);
   int64_t step = 0;
@@ -199,8 +205,10 @@ Pair run_pair(Net plain, Net wrapped, const at::Tensor& x, const at::Tensor& y, 
   };
   g->barrier();
   for (int b = 0; b < std::max(1, o.steps / kBlock); ++b) {
-    if (b % 2 == 0) t_plain.push_back(block(step_plain)), t_ddp.push_back(block(step_ddp));
-    else t_ddp.push_back(block(step_ddp)), t_plain.push_back(block(step_plain));
+    if (b % 2 == 0)
+      t_plain.push_back(block(step_plain)), t_ddp.push_back(block(step_ddp));
+    else
+      t_ddp.push_back(block(step_ddp)), t_plain.push_back(block(step_plain));
   }
   if (join) join->finish();
   return {median(t_plain), median(t_ddp), count_params(*plain)};
@@ -236,33 +244,54 @@ int pair_main(const Options& o, GroupPtr g, const at::Tensor& x, const at::Tenso
   Pair r = with_model(o, [&](auto make) { return run_pair(make(), make(), x, y, o, g); });
   if (g->rank() == 0) {
     print_machine_lines();
-    std::printf("ddp-bench ddp --pair: model %s (%.2fM parameters) on %s, batch %d per rank, %d ranks, DDP over %s%s, "
-                "%d threads/rank\n",
-                o.model.c_str(), r.params / 1e6, x.device().str().c_str(), o.batch, g->size(), g->backend().c_str(),
-                o.sync_bn ? " with SyncBatchNorm" : "", at::get_num_threads());
+    std::printf(
+        "ddp-bench ddp --pair: model %s (%.2fM parameters) on %s, batch %d per rank, %d ranks, DDP over %s%s, "
+        "%d threads/rank\n",
+        o.model.c_str(), r.params / 1e6, x.device().str().c_str(), o.batch, g->size(), g->backend().c_str(),
+        o.sync_bn ? " with SyncBatchNorm" : "", at::get_num_threads());
     if (!o.timeline.empty())
-      std::printf("  DDP %.3f ms/step | DDP recording a timeline %.3f ms/step | ratio %.4f, +%.3f ms/step (medians of "
-                  "10-step blocks, alternating)\n", r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms, r.ddp_ms - r.plain_ms);
+      std::printf(
+          "  DDP %.3f ms/step | DDP recording a timeline %.3f ms/step | ratio %.4f, +%.3f ms/step (medians of "
+          "10-step blocks, alternating)\n",
+          r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms, r.ddp_ms - r.plain_ms);
     else if (o.call_check)
-      std::printf("  DDP, no call check %.3f ms/step | DDP with the call check (hash) %.3f ms/step | ratio %.4f, %+.3f "
-                  "ms/step (medians of 10-step blocks, alternating)\n", r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms,
-                  r.ddp_ms - r.plain_ms);
+      std::printf(
+          "  DDP, no call check %.3f ms/step | DDP with the call check (hash) %.3f ms/step | ratio %.4f, %+.3f "
+          "ms/step (medians of 10-step blocks, alternating)\n",
+          r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms, r.ddp_ms - r.plain_ms);
     else if (!o.guards.empty())
-      std::printf("  DDP %.3f ms/step | DDP with ddp-train's guards (%s) %.3f ms/step | ratio %.4f, +%.3f ms/step (medians "
-                  "of 10-step blocks, alternating)\n", r.plain_ms, o.guards.c_str(), r.ddp_ms, r.ddp_ms / r.plain_ms, r.ddp_ms - r.plain_ms);
+      std::printf(
+          "  DDP %.3f ms/step | DDP with ddp-train's guards (%s) %.3f ms/step | ratio %.4f, +%.3f ms/step (medians "
+          "of 10-step blocks, alternating)\n",
+          r.plain_ms, o.guards.c_str(), r.ddp_ms, r.ddp_ms / r.plain_ms, r.ddp_ms - r.plain_ms);
     else if (o.join)
-      std::printf("  DDP %.3f ms/step | DDP under Join %.3f ms/step | ratio %.4f, +%.3f ms/step (medians of 10-step "
-                  "blocks, alternating)\n", r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms, r.ddp_ms - r.plain_ms);
+      std::printf(
+          "  DDP %.3f ms/step | DDP under Join %.3f ms/step | ratio %.4f, +%.3f ms/step (medians of 10-step "
+          "blocks, alternating)\n",
+          r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms, r.ddp_ms - r.plain_ms);
     else if (o.sync_bn)
-      std::printf("  DDP %.3f ms/step | DDP with SyncBatchNorm %.3f ms/step | ratio %.4f (medians of 10-step blocks, "
-                  "alternating)\n", r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms);
+      std::printf(
+          "  DDP %.3f ms/step | DDP with SyncBatchNorm %.3f ms/step | ratio %.4f (medians of 10-step blocks, "
+          "alternating)\n",
+          r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms);
     else
       std::printf("  plain %.3f ms/step | DDP %.3f ms/step | DDP/plain %.4f (medians of 10-step blocks, alternating)\n",
                   r.plain_ms, r.ddp_ms, r.ddp_ms / r.plain_ms);
     if (!o.json.empty())
-      write_json(o.json, {{"tool", "ddp-bench ddp --pair"}, {"cpu", train::describe(train::cpu_info())},
-                          {"model", o.model}, {"device", x.device().str()}, {"world", g->size()}, {"backend", g->backend()}, {"batch", o.batch},
-                          {"params", r.params}, {"sync_bn", o.sync_bn}, {"join", o.join}, {"guards", o.guards}, {"call_check", o.call_check}, {"timeline", !o.timeline.empty()}, {"plain_ms_per_step", r.plain_ms},
+      write_json(o.json, {{"tool", "ddp-bench ddp --pair"},
+                          {"cpu", train::describe(train::cpu_info())},
+                          {"model", o.model},
+                          {"device", x.device().str()},
+                          {"world", g->size()},
+                          {"backend", g->backend()},
+                          {"batch", o.batch},
+                          {"params", r.params},
+                          {"sync_bn", o.sync_bn},
+                          {"join", o.join},
+                          {"guards", o.guards},
+                          {"call_check", o.call_check},
+                          {"timeline", !o.timeline.empty()},
+                          {"plain_ms_per_step", r.plain_ms},
                           {"ddp_ms_per_step", r.ddp_ms}});
   }
   finish_timeline(*g);
@@ -310,22 +339,38 @@ int run_ddp(const Options& o) {
   const double n = std::max<int64_t>(1, s.iterations);
   if (g->rank() == 0) {
     print_machine_lines();
-    std::printf("ddp-bench ddp: model %s (%.2fM parameters) on %s, batch %d per rank, %d ranks, %s%s, %d threads/rank\n",
-                o.model.c_str(), params / 1e6, device.str().c_str(), o.batch, g->size(), o.use_ddp ? ("DDP over " + g->backend()).c_str() : "no DDP",
-                o.sync_bn ? ", SyncBatchNorm" : "", at::get_num_threads());
-    std::printf("  step %.3f ms | %.0f samples/s | comm %.3f ms/step, %.3f ms exposed, %.0f%% overlapped | "
-                "%.0f bytes/step (hook %s)\n", ms, 1000.0 * o.batch * g->size() / ms, s.comm_ms / n, s.exposed_ms / n,
-                s.comm_ms > 0 ? 100.0 * (s.comm_ms - s.exposed_ms) / s.comm_ms : 0.0, r.bytes_per_step,
-                o.comm_hook.c_str());
+    std::printf(
+        "ddp-bench ddp: model %s (%.2fM parameters) on %s, batch %d per rank, %d ranks, %s%s, %d threads/rank\n",
+        o.model.c_str(), params / 1e6, device.str().c_str(), o.batch, g->size(),
+        o.use_ddp ? ("DDP over " + g->backend()).c_str() : "no DDP", o.sync_bn ? ", SyncBatchNorm" : "",
+        at::get_num_threads());
+    std::printf(
+        "  step %.3f ms | %.0f samples/s | comm %.3f ms/step, %.3f ms exposed, %.0f%% overlapped | "
+        "%.0f bytes/step (hook %s)\n",
+        ms, 1000.0 * o.batch * g->size() / ms, s.comm_ms / n, s.exposed_ms / n,
+        s.comm_ms > 0 ? 100.0 * (s.comm_ms - s.exposed_ms) / s.comm_ms : 0.0, r.bytes_per_step, o.comm_hook.c_str());
     std::printf("  memory per rank (max): parameters %.1f MB, optimizer state %.1f MB (%s%s), peak RSS %.1f MB\n",
                 params * 4 / 1e6, state_mb, o.zero ? "ZeRO-1 over " : "", o.optimizer.c_str(), rss_mb);
     if (!o.json.empty())
-      write_json(o.json, {{"tool", "ddp-bench ddp"}, {"cpu", train::describe(train::cpu_info())}, {"model", o.model},
-                          {"device", device.str()}, {"world", g->size()}, {"ddp", o.use_ddp}, {"backend", g->backend()}, {"batch", o.batch},
-                          {"params", params}, {"ms_per_step", ms}, {"comm_ms_per_step", s.comm_ms / n},
-                          {"exposed_ms_per_step", s.exposed_ms / n}, {"comm_hook", o.comm_hook},
-                          {"bytes_per_step", r.bytes_per_step}, {"optimizer", o.optimizer}, {"zero", o.zero},
-                          {"sync_bn", o.sync_bn}, {"state_bytes_max", state_mb * 1e6}, {"peak_rss_bytes_max", rss_mb * 1e6}});
+      write_json(o.json, {{"tool", "ddp-bench ddp"},
+                          {"cpu", train::describe(train::cpu_info())},
+                          {"model", o.model},
+                          {"device", device.str()},
+                          {"world", g->size()},
+                          {"ddp", o.use_ddp},
+                          {"backend", g->backend()},
+                          {"batch", o.batch},
+                          {"params", params},
+                          {"ms_per_step", ms},
+                          {"comm_ms_per_step", s.comm_ms / n},
+                          {"exposed_ms_per_step", s.exposed_ms / n},
+                          {"comm_hook", o.comm_hook},
+                          {"bytes_per_step", r.bytes_per_step},
+                          {"optimizer", o.optimizer},
+                          {"zero", o.zero},
+                          {"sync_bn", o.sync_bn},
+                          {"state_bytes_max", state_mb * 1e6},
+                          {"peak_rss_bytes_max", rss_mb * 1e6}});
   }
   finish_timeline(*g);
   destroy_process_group();
@@ -354,7 +399,8 @@ void add_ddp_command(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::IsMember({"mlp", "wide", "cnn"}))
       ->capture_default_str();
   sub->add_option("--backend", o->backend, "gloo | mpi | nccl | auto")->capture_default_str();
-  sub->add_option("--device", o->device, "where the model and batch live: cpu | cuda (LOCAL_RANK's GPU) | cuda:N | auto")
+  sub->add_option("--device", o->device,
+                  "where the model and batch live: cpu | cuda (LOCAL_RANK's GPU) | cuda:N | auto")
       ->check(refused_by([](const std::string& spec) { check_device_spec(spec); }))
       ->capture_default_str();
   sub->add_option("--steps", o->steps, "timed steps")->check(CLI::PositiveNumber)->capture_default_str();
@@ -363,11 +409,15 @@ void add_ddp_command(CLI::App& app, std::function<int()>& run) {
   sub->add_flag("--ddp,!--no-ddp", o->use_ddp, "wrap the model in DDP (--no-ddp: the plain loop)");
   sub->add_flag("--pair", o->pair, "plain and DDP alternating in one process; their ratio");
   sub->add_flag("--bucket-view,!--no-bucket-view", o->bucket_view, "gradients as views into the buckets");
-  sub->add_option("--bucket-cap-mb", o->bucket_cap_mb, "bucket size")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--bucket-cap-mb", o->bucket_cap_mb, "bucket size")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   sub->add_option("--first-bucket-mb", o->first_bucket_mb, "first bucket's size")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  sub->add_option("--comm-hook", o->comm_hook, "how buckets are reduced: allreduce | fp16 | bf16 | powersgd[:rank=R,start=S,...] | batched_powersgd[:...]")
+  sub->add_option(
+         "--comm-hook", o->comm_hook,
+         "how buckets are reduced: allreduce | fp16 | bf16 | powersgd[:rank=R,start=S,...] | batched_powersgd[:...]")
       ->check(refused_by([](const std::string& spec) { make_comm_hook(spec); }))
       ->capture_default_str();
   sub->add_option("--optimizer", o->optimizer, "sgd | adam (lr 0.01)")

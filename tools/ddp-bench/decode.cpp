@@ -1,8 +1,8 @@
 // ddp-bench decode DIR: images decoded per second on one thread (the work of
 // one loader worker), over an ImageFolder's files: decode only, or decode plus
 // the training or evaluation transforms. bench/decode.sh runs it beside PIL.
-#include <ATen/Parallel.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 
 #include <chrono>
 #include <cstdio>
@@ -49,8 +49,8 @@ void add_decode_command(CLI::App& app, std::function<int()>& run) {
         best = std::max(best, double(folder.size()) / s);
       }
       std::printf("ours %s: %lld images (%.0f kpixels each on average), best of %d: %.1f images/s on 1 thread\n",
-                  mode->c_str(), static_cast<long long>(folder.size()), double(pixels) / folder.size() / 1000,
-                  *repeats, best);
+                  mode->c_str(), static_cast<long long>(folder.size()), double(pixels) / folder.size() / 1000, *repeats,
+                  best);
       return 0;
     };
   });

@@ -5,10 +5,10 @@
 //   ddprun --nproc-per-node 4 --standalone build/bin/ddp-bench memory --mode zero3
 #include <ATen/ATen.h>
 #include <sys/resource.h>
+#include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
-#include <torch/nn/functional/loss.h>
 #include <torch/optim/adam.h>
 
 #include <cstdio>
@@ -100,13 +100,21 @@ int run_memory(const Options& o) {
     DistributedDataParallel<torch::nn::Sequential> model(net);
     std::unique_ptr<torch::optim::Optimizer> plain;
     std::unique_ptr<ZeroRedundancyOptimizer> zero;
-    if (o.mode == "zero1") zero = std::make_unique<ZeroRedundancyOptimizer>(net->parameters(), adam);
-    else plain = std::make_unique<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(1e-3));
+    if (o.mode == "zero1")
+      zero = std::make_unique<ZeroRedundancyOptimizer>(net->parameters(), adam);
+    else
+      plain = std::make_unique<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(1e-3));
     for (int s = 0; s < o.steps; ++s) {
-      if (zero) zero->zero_grad(); else plain->zero_grad();
+      if (zero)
+        zero->zero_grad();
+      else
+        plain->zero_grad();
       at::Tensor l = loss_of(model(x));
       l.backward();
-      if (zero) zero->step(); else plain->step();
+      if (zero)
+        zero->step();
+      else
+        plain->step();
       loss = l.item<double>();
     }
     h.params = h.peak_params = bytes_of(net->parameters(), false);
@@ -122,18 +130,28 @@ int run_memory(const Options& o) {
   const double* w = worst.data_ptr<double>();
   if (g->rank() == 0) {
     print_machine_lines();
-    std::printf("ddp-bench memory: %s, MLP %lld-%lldx%lld-%lld (%.2fM parameters, float32), Adam, %d ranks over %s, "
-                "%d steps, last loss %.4f\n", o.mode.c_str(), (long long)o.dim_in, (long long)o.layers - 1,
-                (long long)o.width, (long long)o.classes, total_params / 1e6, g->size(), g->backend().c_str(), o.steps,
-                loss);
-    std::printf("  per rank (max over ranks), MB: parameters %.2f (peak %.2f) | gradients %.2f | optimizer state %.2f"
-                " | peak RSS %.1f | peak virtual %.1f\n", w[0] / 1e6, w[1] / 1e6, w[2] / 1e6, w[3] / 1e6, w[4] / 1e6,
-                w[5] / 1e6);
+    std::printf(
+        "ddp-bench memory: %s, MLP %lld-%lldx%lld-%lld (%.2fM parameters, float32), Adam, %d ranks over %s, "
+        "%d steps, last loss %.4f\n",
+        o.mode.c_str(), (long long)o.dim_in, (long long)o.layers - 1, (long long)o.width, (long long)o.classes,
+        total_params / 1e6, g->size(), g->backend().c_str(), o.steps, loss);
+    std::printf(
+        "  per rank (max over ranks), MB: parameters %.2f (peak %.2f) | gradients %.2f | optimizer state %.2f"
+        " | peak RSS %.1f | peak virtual %.1f\n",
+        w[0] / 1e6, w[1] / 1e6, w[2] / 1e6, w[3] / 1e6, w[4] / 1e6, w[5] / 1e6);
     if (!o.json.empty())
-      write_json(o.json, {{"tool", "ddp-bench memory"}, {"cpu", train::describe(train::cpu_info())},
-                          {"mode", o.mode}, {"world", g->size()}, {"backend", g->backend()}, {"params", total_params},
-                          {"parameter_bytes", w[0]}, {"peak_parameter_bytes", w[1]}, {"gradient_bytes", w[2]},
-                          {"optimizer_state_bytes", w[3]}, {"peak_rss_bytes", w[4]}, {"peak_vm_bytes", w[5]},
+      write_json(o.json, {{"tool", "ddp-bench memory"},
+                          {"cpu", train::describe(train::cpu_info())},
+                          {"mode", o.mode},
+                          {"world", g->size()},
+                          {"backend", g->backend()},
+                          {"params", total_params},
+                          {"parameter_bytes", w[0]},
+                          {"peak_parameter_bytes", w[1]},
+                          {"gradient_bytes", w[2]},
+                          {"optimizer_state_bytes", w[3]},
+                          {"peak_rss_bytes", w[4]},
+                          {"peak_vm_bytes", w[5]},
                           {"loss", loss}});
   }
   destroy_process_group();
@@ -145,7 +163,8 @@ int run_memory(const Options& o) {
 void add_memory_command(CLI::App& app, std::function<int()>& run) {
   auto o = std::make_shared<Options>();
   auto* sub = app.add_subcommand("memory", "memory per rank of Adam training under DDP and ZeRO-1/2/3");
-  sub->add_option("--mode", o->mode, "ddp | zero1 (ZeroRedundancyOptimizer) | zero2 (FSDP ShardGradOp) | zero3 (FSDP FullShard)")
+  sub->add_option("--mode", o->mode,
+                  "ddp | zero1 (ZeroRedundancyOptimizer) | zero2 (FSDP ShardGradOp) | zero3 (FSDP FullShard)")
       ->check(CLI::IsMember({"ddp", "zero1", "zero2", "zero3"}))
       ->capture_default_str();
   sub->add_option("--backend", o->backend, "gloo | mpi | auto")->capture_default_str();

@@ -30,9 +30,12 @@ double raw_gloo_time_us(RawGloo& raw, const std::string& op, at::Tensor& in, at:
   std::vector<std::vector<at::Tensor>> parts{out.chunk(w)};
   std::vector<at::Tensor> input{in.narrow(0, 0, count / w)};
   auto once = [&] {
-    if (op == "all_reduce") pg.allreduce(outs)->wait();
-    else if (op == "broadcast") pg.broadcast(outs)->wait();
-    else if (op == "all_gather") pg.allgather(parts, input)->wait();
+    if (op == "all_reduce")
+      pg.allreduce(outs)->wait();
+    else if (op == "broadcast")
+      pg.broadcast(outs)->wait();
+    else if (op == "all_gather")
+      pg.allgather(parts, input)->wait();
   };
   once();  // warm-up
   pg.barrier()->wait();

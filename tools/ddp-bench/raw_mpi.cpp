@@ -13,10 +13,14 @@ double raw_mpi_time_us(const std::string& op, void* in, void* out, long long cou
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int n = static_cast<int>(count);
   auto once = [&] {
-    if (op == "all_reduce") MPI_Allreduce(MPI_IN_PLACE, out, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    else if (op == "all_gather") MPI_Allgather(in, n / size, MPI_FLOAT, out, n / size, MPI_FLOAT, MPI_COMM_WORLD);
-    else if (op == "broadcast") MPI_Bcast(out, n, MPI_FLOAT, 0, MPI_COMM_WORLD);
-    else if (op == "reduce_scatter") MPI_Reduce_scatter_block(in, out, n / size, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    if (op == "all_reduce")
+      MPI_Allreduce(MPI_IN_PLACE, out, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    else if (op == "all_gather")
+      MPI_Allgather(in, n / size, MPI_FLOAT, out, n / size, MPI_FLOAT, MPI_COMM_WORLD);
+    else if (op == "broadcast")
+      MPI_Bcast(out, n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    else if (op == "reduce_scatter")
+      MPI_Reduce_scatter_block(in, out, n / size, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   };
   once();  // warm-up
   double us = 0;

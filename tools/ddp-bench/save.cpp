@@ -75,7 +75,9 @@ int run_save(const SaveOptions& o) {
   std::printf("ddp-bench save: %s, %zu tensors, %.1f MB of tensor data; best of %d\n", o.model.c_str(), sd.size(),
               tensor_bytes / 1e6, o.repeats);
   std::printf("%-44s %10s %10s\n", "", "ms", "MB/s");
-  auto row = [&](const char* what, double ms) { std::printf("%-44s %10.2f %10.0f\n", what, ms, tensor_bytes / 1e3 / ms); };
+  auto row = [&](const char* what, double ms) {
+    std::printf("%-44s %10.2f %10.0f\n", what, ms, tensor_bytes / 1e3 / ms);
+  };
   row("ddp torch_save_bytes (to memory)", ours_write);
   row("LibTorch pickle_save (to memory)", theirs_write);
   row("ddp save_state_dict (file: write, fsync, rename)", ours_file);
@@ -83,10 +85,16 @@ int run_save(const SaveOptions& o) {
   row("LibTorch pickle_load (memory)", theirs_read);
   std::printf("file sizes: ddp %zu bytes, pickle_save %zu bytes\n", ours.size(), theirs.size());
   if (!o.json.empty())
-    write_json(o.json, {{"model", o.model}, {"tensor_bytes", tensor_bytes}, {"repeats", o.repeats},
-                        {"ddp_save_bytes_ms", ours_write}, {"pickle_save_ms", theirs_write},
-                        {"ddp_save_file_ms", ours_file}, {"ddp_read_ms", ours_read}, {"pickle_load_ms", theirs_read},
-                        {"ddp_file_bytes", ours.size()}, {"pickle_save_bytes", theirs.size()}});
+    write_json(o.json, {{"model", o.model},
+                        {"tensor_bytes", tensor_bytes},
+                        {"repeats", o.repeats},
+                        {"ddp_save_bytes_ms", ours_write},
+                        {"pickle_save_ms", theirs_write},
+                        {"ddp_save_file_ms", ours_file},
+                        {"ddp_read_ms", ours_read},
+                        {"pickle_load_ms", theirs_read},
+                        {"ddp_file_bytes", ours.size()},
+                        {"pickle_save_bytes", theirs.size()}});
   return 0;
 }
 
@@ -95,9 +103,11 @@ int run_save(const SaveOptions& o) {
 void add_save_command(CLI::App& app, std::function<int()>& run) {
   auto o = std::make_shared<SaveOptions>();
   CLI::App* c = app.add_subcommand("save", "ddp's torch.save writer against LibTorch's pickle_save, one state dict");
-  c->add_option("--model", o->model, "resnet18 or fashionnet")->capture_default_str()
+  c->add_option("--model", o->model, "resnet18 or fashionnet")
+      ->capture_default_str()
       ->check(CLI::IsMember({"resnet18", "fashionnet"}));
-  c->add_option("--repeats", o->repeats, "timed runs of each; the best counts")->capture_default_str()
+  c->add_option("--repeats", o->repeats, "timed runs of each; the best counts")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
   c->add_option("--out-dir", o->out_dir, "where ddp.pt and pickle_save.pt are written")->capture_default_str();
   c->add_option("--json", o->json, "also write the results as JSON");

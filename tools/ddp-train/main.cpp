@@ -19,11 +19,11 @@
 
 #include "ddp/dist/error_file.h"
 #include "ddp/dist/init.h"
+#include "ddp/dist/launch_env.h"
 #include "ddp/train/allocator.h"
 #include "ddp/train/recipe.h"
 #include "ddp/train/trainer.h"
 #include "report_command.h"
-#include "ddp/dist/launch_env.h"
 
 namespace {
 // Messages already naming the tool are printed once.

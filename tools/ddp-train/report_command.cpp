@@ -12,9 +12,10 @@
 namespace ddp_train_tool {
 
 int report_main(int argc, char** argv) {
-  CLI::App app{"ddp-train report: rebuilds the HTML report of ddp-train runs from their directories "
-               "(metrics.jsonl, checkpoints/). One self-contained file: open it in any browser, offline.",
-               "ddp-train report"};
+  CLI::App app{
+      "ddp-train report: rebuilds the HTML report of ddp-train runs from their directories "
+      "(metrics.jsonl, checkpoints/). One self-contained file: open it in any browser, offline.",
+      "ddp-train report"};
   std::vector<std::string> dirs;
   std::string out;
   app.add_option("run_dirs", dirs, "the --out-dir of each run (several: overlaid, one colour per run)")->required();

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <vector>
 
-#include "program_lookup.h"
 #include "ddp/dist/launch_env.h"
+#include "program_lookup.h"
 
 namespace ddprun {
 
@@ -23,13 +23,15 @@ LaunchBackend choose_backend(const Options& o, const MpiProbe& p) {
     c.backend = p.inherited == "mpi" ? Backend::Mpi : Backend::Gloo;
     c.reason = std::string(ddp::launch_env::kBackend.name) + "=" + p.inherited + " in the environment";
     if (c.backend == Backend::Mpi && several_nodes)
-      c.error = "DDP_BACKEND=mpi in the environment, but ddprun's mpi mode runs one node only (this job has " +
-                std::string(o.rdzv_backend == Rdzv::kC10d ? "the c10d rendezvous" : "--nnodes " + std::to_string(o.nnodes)) +
-                "); unset DDP_BACKEND or pass --backend gloo";
+      c.error =
+          "DDP_BACKEND=mpi in the environment, but ddprun's mpi mode runs one node only (this job has " +
+          std::string(o.rdzv_backend == Rdzv::kC10d ? "the c10d rendezvous" : "--nnodes " + std::to_string(o.nnodes)) +
+          "); unset DDP_BACKEND or pass --backend gloo";
   } else if (o.rdzv_backend == Rdzv::kC10d) {
     c.reason = "auto: the c10d rendezvous (elastic, several nodes): mpirun's world is fixed at launch";
   } else if (o.nnodes > 1) {
-    c.reason = "auto: " + std::to_string(o.nnodes) + " nodes: across hosts mpirun needs its own launch agent "
+    c.reason = "auto: " + std::to_string(o.nnodes) +
+               " nodes: across hosts mpirun needs its own launch agent "
                "(ssh); gloo needs only TCP";
   } else if (!p.program_links_ddp) {
     c.reason = "auto: the program does not link ddp (a libddp_* library), so only RANK/MASTER_ADDR can reach it";

@@ -9,21 +9,22 @@ namespace ddprun {
 
 // What the rule looks at, found by probe_mpi() (tests inject their own).
 struct MpiProbe {
-  bool built = false;           // this build has the mpi backend (DDP_HAVE_MPI)
-  bool mpirun_found = false;    // mpirun on PATH
+  bool built = false;         // this build has the mpi backend (DDP_HAVE_MPI)
+  bool mpirun_found = false;  // mpirun on PATH
   std::string mpirun_path;
-  std::string version;          // "OpenMPI 4.1.4", or empty when unknown
-  bool program_links_ddp = false;  // an ELF program needing a libddp_* library (each links libddp_dist, the mpi backend's home)
-  std::string inherited;        // DDP_BACKEND in ddprun's environment ("" when unset)
-  bool nccl_built = false;      // this build has the nccl backend (DDP_HAVE_NCCL)
-  int gpus = 0;                 // NVIDIA GPUs on this node (/dev/nvidiaN), 0 when CUDA_VISIBLE_DEVICES hides them
+  std::string version;  // "OpenMPI 4.1.4", or empty when unknown
+  bool program_links_ddp =
+      false;              // an ELF program needing a libddp_* library (each links libddp_dist, the mpi backend's home)
+  std::string inherited;  // DDP_BACKEND in ddprun's environment ("" when unset)
+  bool nccl_built = false;  // this build has the nccl backend (DDP_HAVE_NCCL)
+  int gpus = 0;             // NVIDIA GPUs on this node (/dev/nvidiaN), 0 when CUDA_VISIBLE_DEVICES hides them
 };
 
 struct LaunchBackend {
   Backend backend = Backend::Gloo;
   Backend on_gpu = Backend::Auto;  // auto's gloo launch: a rank whose device is a GPU takes nccl (Auto: no such rule)
-  std::string reason;  // "auto: one node, OpenMPI 4.1.4"; "--backend gloo" when given
-  std::string error;   // non-empty: the choice cannot run (one line, for report())
+  std::string reason;              // "auto: one node, OpenMPI 4.1.4"; "--backend gloo" when given
+  std::string error;               // non-empty: the choice cannot run (one line, for report())
 };
 
 // The rule. --backend gloo|mpi|nccl is kept. auto: an inherited DDP_BACKEND=gloo|mpi is

@@ -91,8 +91,8 @@ int run_c10d(const Options& options, const RoundLaunch& launch) {
     report("round " + std::to_string(r.round) + ": node rank " + std::to_string(r.node_rank) + " of " +
            std::to_string(r.nnodes) + " node(s), ranks " + std::to_string(r.first_rank) + ".." +
            std::to_string(r.first_rank + options.nproc_per_node - 1) + " of " + std::to_string(r.world_size) +
-           ", MASTER_ADDR:MASTER_PORT " + r.master_addr + ":" + std::to_string(r.master_port) +
-           ", restart count " + std::to_string(r.restart_count));
+           ", MASTER_ADDR:MASTER_PORT " + r.master_addr + ":" + std::to_string(r.master_port) + ", restart count " +
+           std::to_string(r.restart_count));
     Options o = options;
     o.node_rank = r.node_rank;
     o.nnodes = r.nnodes;
@@ -139,9 +139,8 @@ int run_c10d(const Options& options, const RoundLaunch& launch) {
       const bool last = out.stopped_by_signal || (counted && r.restart_count >= options.max_restarts);
       if (last) {
         if (!out.stopped_by_signal && out.stopped_externally)
-          report(options.max_restarts > 0 ? "failed after " + plural(r.restart_count, "restart") +
-                                                " (--max-restarts " + std::to_string(options.max_restarts) +
-                                                "): restarts exhausted"
+          report(options.max_restarts > 0 ? "failed after " + plural(r.restart_count, "restart") + " (--max-restarts " +
+                                                std::to_string(options.max_restarts) + "): restarts exhausted"
                                           : "not restarting (--max-restarts 0)");
         rdzv.mark_done(r);
         if (store.is_host) {  // let the others read the round's end before the store goes

@@ -15,8 +15,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "signals.h"
 #include "ddp/dist/launch_env.h"
+#include "signals.h"
 
 namespace ddprun {
 
@@ -136,8 +136,7 @@ std::vector<std::pair<pid_t, char>> child_states_of(pid_t parent) {
     std::istringstream rest(stat.substr(close_paren + 1));
     std::string state;
     long ppid = 0;
-    if (rest >> state >> ppid && ppid == parent && !state.empty())
-      out.emplace_back(static_cast<pid_t>(pid), state[0]);
+    if (rest >> state >> ppid && ppid == parent && !state.empty()) out.emplace_back(static_cast<pid_t>(pid), state[0]);
   }
   ::closedir(dir);
 #else

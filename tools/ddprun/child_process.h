@@ -22,8 +22,8 @@ struct SpawnSpec {
 
 struct SpawnedChild {
   pid_t pid = -1;
-  int out_fd = -1;  // read end of the child's stdout (non-blocking, close-on-exec)
-  int err_fd = -1;  // read end of the child's stderr
+  int out_fd = -1;    // read end of the child's stdout (non-blocking, close-on-exec)
+  int err_fd = -1;    // read end of the child's stderr
   std::string error;  // set when fork/pipe failed (pid == -1)
 };
 

@@ -45,7 +45,8 @@ int restart_port(const Options& options, int previous) {
     return port;
   }
   if (options.node_rank != 0) return previous;
-  const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kPortWait_s));
+  const auto end =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kPortWait_s));
   bool told = false;
   for (;;) {
     PortCheck check = check_port(options.master_addr, previous);
@@ -77,8 +78,7 @@ std::string restarts_note(const Options& options, const Attempt& attempt, int re
   if (options.max_restarts == 0) return "";
   if (received_signal > 0)
     return "not restarting: ddprun received " + signal_name(received_signal) + " (the job is being stopped; " +
-           std::to_string(attempt.restart_count) + " of " + std::to_string(options.max_restarts) +
-           " restarts used)";
+           std::to_string(attempt.restart_count) + " of " + std::to_string(options.max_restarts) + " restarts used)";
   if (attempt.restart_count < options.max_restarts) return "";
   return "failed after " + std::to_string(attempt.restart_count) + " restart" +
          (attempt.restart_count == 1 ? "" : "s") + " (--max-restarts " + std::to_string(options.max_restarts) +
@@ -93,8 +93,7 @@ int signalled_exit_code(int signal, bool preempted, std::vector<std::string>* no
   return kExitPreempted;
 }
 
-int run_attempts(const Options& options, int first_port,
-                 const std::function<AttemptOutcome(const Attempt&)>& launch) {
+int run_attempts(const Options& options, int first_port, const std::function<AttemptOutcome(const Attempt&)>& launch) {
   Attempt attempt;
   attempt.master_port = first_port;
   for (;;) {

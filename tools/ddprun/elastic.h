@@ -26,10 +26,10 @@ struct Attempt {
 // How one attempt ended.
 struct AttemptOutcome {
   AttemptOutcome(int code = 0, bool by_signal = false) : exit_code(code), stopped_by_signal(by_signal) {}
-  int exit_code = 0;               // ddprun's exit code if it stopped now
-  bool stopped_by_signal = false;  // ddprun got SIGINT/SIGTERM/...: never restart
-  bool stopped_externally = false; // Attempt::external_stop stopped the ranks (none failed here)
-  std::string failure;             // one line naming what failed here (for the other nodes)
+  int exit_code = 0;                // ddprun's exit code if it stopped now
+  bool stopped_by_signal = false;   // ddprun got SIGINT/SIGTERM/...: never restart
+  bool stopped_externally = false;  // Attempt::external_stop stopped the ranks (none failed here)
+  std::string failure;              // one line naming what failed here (for the other nodes)
 };
 
 // The line that ends an attempt's failure summary instead of "exiting with
@@ -52,7 +52,6 @@ int signalled_exit_code(int signal, bool preempted, std::vector<std::string>* no
 // Runs attempts until one succeeds, ddprun is stopped by a signal, or
 // --max-restarts restarts were used. `first_port` is the port checked by
 // main() for attempt 0. Returns ddprun's exit code.
-int run_attempts(const Options& options, int first_port,
-                 const std::function<AttemptOutcome(const Attempt&)>& launch);
+int run_attempts(const Options& options, int first_port, const std::function<AttemptOutcome(const Attempt&)>& launch);
 
 }  // namespace ddprun

@@ -61,15 +61,14 @@ int remove_stale_error_dirs(const std::string& parent, double min_age_s) {
     const std::string dir = parent + "/" + e->d_name;
     const int fd = ::open((dir + "/.lock").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) continue;  // not ours, or not yet locked
-    struct stat st{};
+    struct stat st {};
     // Owned by this user, old enough, and nobody holds its lock: the owner is gone. The age from the fine clock:
     // a file's time (fine-grained on Linux 6.13+) can be a second ahead of time(), which reads a coarse clock.
-    struct timespec now{};
+    struct timespec now {};
     ::clock_gettime(CLOCK_REALTIME, &now);
     const bool owned = ::fstat(fd, &st) == 0 && st.st_uid == ::geteuid();
     const double age = double(now.tv_sec - st.st_mtim.tv_sec) + 1e-9 * double(now.tv_nsec - st.st_mtim.tv_nsec);
-    if (owned && (min_age_s <= 0 || age >= min_age_s) && ::flock(fd, LOCK_EX | LOCK_NB) == 0)
-      stale.push_back(dir);
+    if (owned && (min_age_s <= 0 || age >= min_age_s) && ::flock(fd, LOCK_EX | LOCK_NB) == 0) stale.push_back(dir);
     ::close(fd);
   }
   ::closedir(d);

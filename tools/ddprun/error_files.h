@@ -16,7 +16,7 @@ struct ErrorRecord {
   int exit_code = -1;
   std::string message;
   std::vector<std::string> backtrace;  // where the error was thrown, innermost first (may be empty)
-  int caused_by_rank = -1;  // >= 0: the rank stopped because that rank failed (ddp::PeerFailure)
+  int caused_by_rank = -1;             // >= 0: the rank stopped because that rank failed (ddp::PeerFailure)
 };
 
 // Parses one error file's text; nullopt when it is not a valid record.

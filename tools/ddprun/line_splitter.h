@@ -40,8 +40,7 @@ std::string_view shown_text(std::string_view line);
 // The last `capacity` lines of a stream, each cut to max_chars characters.
 class TailBuffer {
  public:
-  explicit TailBuffer(size_t capacity = 20, size_t max_chars = 1000)
-      : capacity_(capacity), max_chars_(max_chars) {}
+  explicit TailBuffer(size_t capacity = 20, size_t max_chars = 1000) : capacity_(capacity), max_chars_(max_chars) {}
 
   void add(std::string_view line);
   std::vector<std::string> lines() const { return {lines_.begin(), lines_.end()}; }

@@ -7,16 +7,16 @@
 #include <algorithm>
 #include <optional>
 
+#include "ddp/dist/launch_env.h"
 #include "error_files.h"
 #include "line_splitter.h"
 #include "output.h"
-#include "rank_logs.h"
 #include "rank_env.h"
+#include "rank_logs.h"
 #include "root_cause.h"
 #include "signals.h"
 #include "summary.h"
 #include "supervisor.h"
-#include "ddp/dist/launch_env.h"
 
 namespace ddprun {
 
@@ -40,8 +40,10 @@ class RankLines : public LineHandler {
     if (was_live) write_all(STDOUT_FILENO, "\r\x1b[K");  // the live line gives way to a finished one
     write_line(fd, prefixes_[child], line);
     if (!was_live) return;
-    if (child == live_child_ && stream == Stream::kOut) live_.clear();  // the bar's line ended
-    else write_all(STDOUT_FILENO, live_);                                // redrawn below the new line
+    if (child == live_child_ && stream == Stream::kOut)
+      live_.clear();  // the bar's line ended
+    else
+      write_all(STDOUT_FILENO, live_);  // redrawn below the new line
   }
 
   // On a terminal, a rank's '\r' updates are redrawn in place after its prefix (DDP_TTY=1 asks ranks for them).
@@ -93,9 +95,12 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
   if (!logs.error().empty()) report("warning: " + logs.error() + "; the ranks' lines go to the console only");
   // The error files: in the attempt's log directory (kept), else a temporary one.
   std::optional<ErrorFileDir> error_dir;
-  if (!logs.attempt_dir().empty()) error_dir.emplace(logs.attempt_dir());
-  else error_dir.emplace();
-  if (!error_dir->error().empty()) report("warning: " + error_dir->error() + "; the summary cannot name the first error");
+  if (!logs.attempt_dir().empty())
+    error_dir.emplace(logs.attempt_dir());
+  else
+    error_dir.emplace();
+  if (!error_dir->error().empty())
+    report("warning: " + error_dir->error() + "; the summary cannot name the first error");
   const auto elastic = elastic_env_vars(options, attempt.restart_count);
 
   std::vector<int> ranks;
@@ -167,7 +172,8 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
       cause.ranks.push_back({ranks[i], static_cast<long>(c.pid), c.reaped, c.status, c.exit_after_s, c.exit_wall_us});
     }
     cause.errors = error_dir->read_all();
-    if (result.first_failed >= 0) cause.failure_wall_us = result.children[static_cast<size_t>(result.first_failed)].exit_wall_us;
+    if (result.first_failed >= 0)
+      cause.failure_wall_us = result.children[static_cast<size_t>(result.first_failed)].exit_wall_us;
     cause.stalled_who = result.stalled_who;
     cause.stalled_signal = result.stalled_signal;
     cause.stalled_for_s = result.stalled_for_s;
@@ -233,7 +239,8 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
     outcome.failure = "rank " + std::to_string(summary.failure.rank) + " " +
                       describe_wait_status(result.children[static_cast<size_t>(result.first_failed)].status);
   } else if (result.stalled >= 0) {
-    outcome.failure = result.stalled_who + " stopped answering (stopped for " + seconds_text(result.stalled_for_s) + ")";
+    outcome.failure =
+        result.stalled_who + " stopped answering (stopped for " + seconds_text(result.stalled_for_s) + ")";
   } else {
     outcome.failure = result.spawn_error.empty() ? "a launch error" : result.spawn_error;
   }

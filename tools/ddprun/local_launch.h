@@ -22,8 +22,8 @@ struct LocalLaunchExtras {
   bool prefix_output = true;                             // "[rank N] " before each line
   std::string summary_prefix = "ddprun: ";               // before each line of the failure summary
   std::string final_line;  // when set: the summary ends with final_line + N instead of "exiting with code N"
-  std::vector<std::string>* summary = nullptr;           // receives the failure summary's lines
-  int* failed_rank = nullptr;                            // receives the first failed rank (-1: none)
+  std::vector<std::string>* summary = nullptr;  // receives the failure summary's lines
+  int* failed_rank = nullptr;                   // receives the first failed rank (-1: none)
 };
 AttemptOutcome run_local(const Options& options, const std::string& exec_path, const Attempt& attempt,
                          const LocalLaunchExtras& extras);

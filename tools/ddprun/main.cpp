@@ -10,6 +10,8 @@
 
 #include "backend_choice.h"
 #include "c10d_agent.h"
+#include "ddp/dist/launch_env.h"
+#include "dist/timeline_files.h"
 #include "elastic.h"
 #include "local_launch.h"
 #include "mpi_launch.h"
@@ -18,8 +20,6 @@
 #include "output.h"
 #include "program_lookup.h"
 #include "rank_env.h"
-#include "dist/timeline_files.h"
-#include "ddp/dist/launch_env.h"
 
 using namespace ddprun;
 
@@ -64,8 +64,10 @@ int merge_timeline_at_end(const Options& options, int exit_code) {
   std::string error;
   const int world = options.world_size > 0 ? options.world_size : options.nnodes_max * options.nproc_per_node;
   const int ranks = ddp::timeline_files::merge(path, world, &error);
-  if (ranks < 0) report("warning: timeline: " + error);
-  else if (ranks > 0) report(std::string("timeline: ") + path + " (" + std::to_string(ranks) + " rank(s))");
+  if (ranks < 0)
+    report("warning: timeline: " + error);
+  else if (ranks > 0)
+    report(std::string("timeline: ") + path + " (" + std::to_string(ranks) + " rank(s))");
   return exit_code;
 }
 
@@ -111,8 +113,9 @@ int main(int argc, char** argv) {
   if (options.backend == Backend::Mpi) {
     ProgramLookup mpirun = find_program("mpirun", std::getenv("PATH"));
     if (!mpirun.found) {
-      report("--backend mpi needs 'mpirun' on PATH but it was not found; install OpenMPI "
-             "(e.g. apt-get install openmpi-bin) or use --backend gloo");
+      report(
+          "--backend mpi needs 'mpirun' on PATH but it was not found; install OpenMPI "
+          "(e.g. apt-get install openmpi-bin) or use --backend gloo");
       return 1;
     }
     mpirun_path = mpirun.path;

@@ -7,17 +7,17 @@
 #include <map>
 #include <optional>
 
+#include "ddp/dist/launch_env.h"
 #include "error_files.h"
 #include "line_splitter.h"
 #include "mpi_output.h"
 #include "output.h"
-#include "rank_logs.h"
 #include "rank_env.h"
+#include "rank_logs.h"
 #include "root_cause.h"
 #include "signals.h"
 #include "summary.h"
 #include "supervisor.h"
-#include "ddp/dist/launch_env.h"
 
 namespace ddprun {
 
@@ -25,16 +25,17 @@ namespace le = ddp::launch_env;
 
 const std::vector<std::string>& mpi_exported_vars() {
   static const std::vector<std::string> vars = {
-      le::kOmpNumThreads.name, le::kBackend.name,       le::kLauncher.name,         le::kLocalWorldSize.name,
-      le::kWorldSize.name,     le::kGroupRank.name,     le::kMasterAddr.name,       le::kMasterPort.name,
+      le::kOmpNumThreads.name,    le::kBackend.name,   le::kLauncher.name,   le::kLocalWorldSize.name,
+      le::kWorldSize.name,        le::kGroupRank.name, le::kMasterAddr.name, le::kMasterPort.name,
       le::kHeartbeatTimeout.name, le::kExitLinger.name};
   return vars;
 }
 
 std::vector<std::string> build_mpirun_argv(const Options& options, const std::string& mpirun_path,
                                            const std::string& program_path, bool as_root) {
-  std::vector<std::string> argv = {mpirun_path, "-np", std::to_string(options.nproc_per_node),
-                                   "--oversubscribe", "--bind-to", "none", "--tag-output"};
+  std::vector<std::string> argv = {mpirun_path,       "-np",       std::to_string(options.nproc_per_node),
+                                   "--oversubscribe", "--bind-to", "none",
+                                   "--tag-output"};
   if (as_root) argv.push_back("--allow-run-as-root");
   std::vector<std::string> vars = mpi_exported_vars();
   if (!options.timeout.empty()) vars.push_back(le::kTimeout.name);
@@ -69,9 +70,9 @@ class MpirunLines : public LineHandler {
     if (!lost_ && (line.find("the job has been aborted") != std::string_view::npos ||
                    line.find("MPI_ABORT was invoked") != std::string_view::npos)) {
       lost_ = true;
-      lost_wall_us_ = std::chrono::duration_cast<std::chrono::microseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
+      lost_wall_us_ =
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
     }
     if (line.find_first_not_of(" -") != std::string_view::npos) mpirun_tail_.add(line);
     write_line(STDERR_FILENO, "[mpirun] ", line);
@@ -145,9 +146,12 @@ AttemptOutcome run_mpi(const Options& options, const std::string& mpirun_path, c
   // An error file per rank (the ranks fill in "{rank}"). In the attempt's log
   // directory (kept), else a temporary one removed at the end.
   std::optional<ErrorFileDir> error_dir;
-  if (!logs.attempt_dir().empty()) error_dir.emplace(logs.attempt_dir());
-  else error_dir.emplace();
-  if (!error_dir->error().empty()) report("warning: " + error_dir->error() + "; the summary cannot name the first error");
+  if (!logs.attempt_dir().empty())
+    error_dir.emplace(logs.attempt_dir());
+  else
+    error_dir.emplace();
+  if (!error_dir->error().empty())
+    report("warning: " + error_dir->error() + "; the summary cannot name the first error");
   vars.emplace_back(le::kErrorFile.name, error_dir->rank_template());
   // mpirun's kill pause off: when a rank dies, mpirun ends the others at once instead of after 1 + 1 s, and names
   // the dead rank sooner. A rank that exits non-zero waits kExitLinger s first (the ddp runtime reads
@@ -165,7 +169,7 @@ AttemptOutcome run_mpi(const Options& options, const std::string& mpirun_path, c
   mpirun.spec.argv = build_mpirun_argv(options, mpirun_path, program_path, as_root);
   mpirun.spec.env = merge_env(base, vars, {le::kRank.name, le::kLocalRank.name});
   mpirun.spec.label = "mpirun";
-  mpirun.signal_group = false;  // stop signals go to its ranks; mpirun ends when they have
+  mpirun.signal_group = false;         // stop signals go to its ranks; mpirun ends when they have
   mpirun.spec.death_signal = SIGTERM;  // if ddprun dies, mpirun stops its ranks and exits
 
   MpirunLines lines(&logs);
@@ -204,7 +208,8 @@ AttemptOutcome run_mpi(const Options& options, const std::string& mpirun_path, c
     summary.root_cause = root_cause_lines(cause);
   }
   std::optional<MpiFailure> f;
-  if (result.received_signal == 0 && result.stalled < 0) f = lines.failure();  // else the ranks died of the forwarded signal
+  if (result.received_signal == 0 && result.stalled < 0)
+    f = lines.failure();  // else the ranks died of the forwarded signal
   if (f) {
     summary.has_failure = true;
     summary.failure.rank = f->rank;
@@ -221,19 +226,20 @@ AttemptOutcome run_mpi(const Options& options, const std::string& mpirun_path, c
     summary.failure.stderr_tail = lines.rank_tail(f->rank);
     summary.notes.push_back("mpirun stopped the other ranks");
   } else if (!ok && result.received_signal == 0 && result.stalled < 0) {
-    summary.failure_unknown = "mpirun ended with " + describe_wait_status(r.status) +
-                              "; its messages did not name a failed rank";
+    summary.failure_unknown =
+        "mpirun ended with " + describe_wait_status(r.status) + "; its messages did not name a failed rank";
     for (const std::string& l : lines.mpirun_tail().lines()) summary.notes.push_back("  | " + l);
   }
   if (r.sent_kill)
-    summary.notes.push_back(result.kill_signal > 0 ? "mpirun was killed with SIGKILL after a second " +
-                                                         signal_name(result.kill_signal)
-                                                   : "mpirun was killed with SIGKILL after the grace period");
+    summary.notes.push_back(result.kill_signal > 0
+                                ? "mpirun was killed with SIGKILL after a second " + signal_name(result.kill_signal)
+                                : "mpirun was killed with SIGKILL after the grace period");
   summary.notes.push_back("mpirun ended with " + describe_wait_status(r.status));
   // The ranks got the signal from ddprun directly; one that was preempted ended mpirun's job with its code.
   const bool preempted = WIFEXITED(r.status) && WEXITSTATUS(r.status) == kExitPreempted;
-  summary.exit_code = result.received_signal > 0 ? signalled_exit_code(result.received_signal, preempted, &summary.notes)
-                                                 : exit_code_of_wait_status(r.status);
+  summary.exit_code = result.received_signal > 0
+                          ? signalled_exit_code(result.received_signal, preempted, &summary.notes)
+                          : exit_code_of_wait_status(r.status);
   if (summary.exit_code == 0 || result.stalled >= 0) summary.exit_code = 1;
   const std::string note = restarts_note(options, attempt, result.received_signal);
   if (!note.empty()) summary.notes.push_back(note);

@@ -36,9 +36,12 @@ bool read_tag(std::string_view line, size_t* pos, long* job, TaggedLine* out) {
   if (!consume(line, &p, "[") || !read_number(line, &p, job) || !consume(line, &p, ",") ||
       !read_number(line, &p, &rank) || !consume(line, &p, "]<"))
     return false;
-  if (consume(line, &p, "stdout>:")) out->is_stderr = false;
-  else if (consume(line, &p, "stderr>:") || consume(line, &p, "stddiag>:")) out->is_stderr = true;
-  else return false;
+  if (consume(line, &p, "stdout>:"))
+    out->is_stderr = false;
+  else if (consume(line, &p, "stderr>:") || consume(line, &p, "stddiag>:"))
+    out->is_stderr = true;
+  else
+    return false;
   out->rank = static_cast<int>(rank);
   *pos = p;
   return true;
@@ -88,8 +91,7 @@ void MpiFailureScanner::feed(std::string_view line_view) {
   if (failure_) return;
   static const std::regex process_name(R"(Process name:\s*\[\[\d+,\d+\],(\d+)\])");
   static const std::regex exit_code(R"(Exit code:\s*(-?\d+))");
-  static const std::regex noticed(
-      R"(process rank (\d+) with PID (\d+) on node \S+ exited on signal (\d+))");
+  static const std::regex noticed(R"(process rank (\d+) with PID (\d+) on node \S+ exited on signal (\d+))");
   static const std::regex rank_pid(R"(process rank (\d+) with PID (\d+))");
 
   const std::string line(line_view);

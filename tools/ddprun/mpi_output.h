@@ -13,7 +13,7 @@ namespace ddprun {
 struct TaggedLine {
   int rank = -1;
   bool is_stderr = false;  // <stderr> or <stddiag>
-  std::string text;  // without any of mpirun's tags
+  std::string text;        // without any of mpirun's tags
 };
 
 // Sorts mpirun's lines ("[jobid,rank]<stdout>:text", "<stderr>", "<stddiag>") into the ranks' lines. mpirun

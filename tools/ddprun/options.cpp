@@ -9,18 +9,22 @@
 #include <cerrno>
 #include <climits>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 
 namespace ddprun {
 
 const char* backend_name(Backend backend) {
   switch (backend) {
-    case Backend::Gloo: return "gloo";
-    case Backend::Mpi: return "mpi";
-    case Backend::Nccl: return "nccl";
-    case Backend::Auto: break;
+    case Backend::Gloo:
+      return "gloo";
+    case Backend::Mpi:
+      return "mpi";
+    case Backend::Nccl:
+      return "nccl";
+    case Backend::Auto:
+      break;
   }
   return "auto";
 }
@@ -98,7 +102,7 @@ void value_flag(CLI::App& app, const std::string& names, const std::string& help
 // Flags whose mere presence matters for the checks after parsing.
 struct Given {
   bool node_rank = false;
-  bool master = false;    // --master-addr or --master-port
+  bool master = false;       // --master-addr or --master-port
   std::string rdzv_backend;  // as given, or empty
   bool endpoint = false;
 };
@@ -119,8 +123,8 @@ void parse_rdzv_conf(const std::string& v, Options& o) {
     if (key != "last_call_timeout" && key != "join_timeout")
       throw invalid(flag, v, "unknown key '" + key + "' (known: last_call_timeout, join_timeout)");
     if (!parse_seconds(value, &s) || (key == "join_timeout" && s <= 0))
-      throw invalid(flag, v, key + " expects seconds" + (key == "join_timeout" ? " > 0" : " >= 0") + ", got '" +
-                                 value + "'");
+      throw invalid(flag, v,
+                    key + " expects seconds" + (key == "join_timeout" ? " > 0" : " >= 0") + ", got '" + value + "'");
     (key == "join_timeout" ? o.join_timeout_s : o.last_call_timeout_s) = s;
   }
 }
@@ -143,8 +147,8 @@ void define(CLI::App& app, Options& o, int online_cpus, Given* given) {
                if (!parse_int(v, &n) || n < 1) throw invalid(flag, v, "expected an integer >= 1 or 'auto'");
                o.nproc_per_node = n;
              });
-  value_flag(app, "--nnodes",
-             "number of nodes N, or MIN:MAX for an elastic job (--rdzv-backend c10d) [default 1]", [&o](auto& v) {
+  value_flag(app, "--nnodes", "number of nodes N, or MIN:MAX for an elastic job (--rdzv-backend c10d) [default 1]",
+             [&o](auto& v) {
                const char* flag = "--nnodes";
                size_t colon = v.find(':');
                int lo = 0, hi = 0;
@@ -175,7 +179,8 @@ void define(CLI::App& app, Options& o, int online_cpus, Given* given) {
   });
   value_flag(app, "--master-port,--master_port", "TCP port on node 0 [default 29500]", [&o, given](auto& v) {
     int n = 0;
-    if (!parse_int(v, &n) || n < 1 || n > 65535) throw invalid("--master-port", v, "expected a TCP port number 1..65535");
+    if (!parse_int(v, &n) || n < 1 || n > 65535)
+      throw invalid("--master-port", v, "expected a TCP port number 1..65535");
     o.master_port = n;
     given->master = true;
   });
@@ -189,11 +194,16 @@ void define(CLI::App& app, Options& o, int online_cpus, Given* given) {
              "one node when mpirun is found and the program links ddp, else gloo (or an inherited DDP_BACKEND); "
              "the choice is printed first",
              [&o](auto& v) {
-               if (v == "auto") o.backend = Backend::Auto;
-               else if (v == "gloo") o.backend = Backend::Gloo;
-               else if (v == "mpi") o.backend = Backend::Mpi;
-               else if (v == "nccl") o.backend = Backend::Nccl;
-               else throw invalid("--backend", v, "expected one of gloo, mpi, nccl, auto");
+               if (v == "auto")
+                 o.backend = Backend::Auto;
+               else if (v == "gloo")
+                 o.backend = Backend::Gloo;
+               else if (v == "mpi")
+                 o.backend = Backend::Mpi;
+               else if (v == "nccl")
+                 o.backend = Backend::Nccl;
+               else
+                 throw invalid("--backend", v, "expected one of gloo, mpi, nccl, auto");
              });
   value_flag(app, "--kill-grace,--kill_grace", "seconds between SIGTERM and SIGKILL when stopping ranks [default 5]",
              [&o](auto& v) {
@@ -236,17 +246,20 @@ void define(CLI::App& app, Options& o, int online_cpus, Given* given) {
              });
   value_flag(app, "--max-restarts,--max_restarts",
              "start every rank again after a failed attempt, at most this many times; across nodes with "
-             "--rdzv-backend c10d [default 0]", [&o](auto& v) {
-               if (!parse_int(v, &o.max_restarts))
-                 throw invalid("--max-restarts", v, "expected an integer >= 0");
+             "--rdzv-backend c10d [default 0]",
+             [&o](auto& v) {
+               if (!parse_int(v, &o.max_restarts)) throw invalid("--max-restarts", v, "expected an integer >= 0");
              });
   value_flag(app, "--rdzv-backend,--rdzv_backend",
              "static | c10d: c10d assigns node ranks at a rendezvous each round (elastic, restarts across "
              "nodes) [default c10d with --nnodes MIN:MAX or --rdzv-endpoint, else static]",
              [&o, given](auto& v) {
-               if (v == "static") o.rdzv_backend = Rdzv::kStatic;
-               else if (v == "c10d") o.rdzv_backend = Rdzv::kC10d;
-               else throw invalid("--rdzv-backend", v, "expected static or c10d");
+               if (v == "static")
+                 o.rdzv_backend = Rdzv::kStatic;
+               else if (v == "c10d")
+                 o.rdzv_backend = Rdzv::kC10d;
+               else
+                 throw invalid("--rdzv-backend", v, "expected static or c10d");
                given->rdzv_backend = v;
              });
   value_flag(app, "--rdzv-endpoint,--rdzv_endpoint",
@@ -283,7 +296,8 @@ void define(CLI::App& app, Options& o, int online_cpus, Given* given) {
   });
   value_flag(app, "--log-dir,--log_dir",
              "directory for DIR/attempt_<k>/<rank>/stdout.log, stderr.log (see --redirects, --tee) and the "
-             "ranks' error files", [&o](auto& v) {
+             "ranks' error files",
+             [&o](auto& v) {
                if (v.empty()) throw invalid("--log-dir", v, "expected a directory path");
                o.log_dir = v;
              });
@@ -343,7 +357,8 @@ ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus
       ours[i].pop_back();
       ours.insert(ours.begin() + static_cast<long>(i) + 1, "");
       ++i;
-    } else if (a.find('=') == std::string::npos && a != "--standalone" && a != "--oversubscribe" && a != "-h" && a != "--help") {
+    } else if (a.find('=') == std::string::npos && a != "--standalone" && a != "--oversubscribe" && a != "-h" &&
+               a != "--help") {
       ++i;  // its value
     }
   }
@@ -380,16 +395,18 @@ ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus
                 "one per core), or add --oversubscribe to start them anyway");
   if (given.rdzv_backend.empty() && (o.nnodes_min != o.nnodes_max || given.endpoint)) o.rdzv_backend = Rdzv::kC10d;
   if (o.rdzv_backend == Rdzv::kC10d) {
-    const std::string why = given.rdzv_backend.empty() ? " (c10d is the default with --nnodes MIN:MAX or --rdzv-endpoint)"
-                                                       : "";
+    const std::string why =
+        given.rdzv_backend.empty() ? " (c10d is the default with --nnodes MIN:MAX or --rdzv-endpoint)" : "";
     if (!given.endpoint)
       return fail("--rdzv-backend c10d needs --rdzv-endpoint HOST[:PORT], the same on every node" + why);
     if (given.node_rank)
       return fail("--node-rank cannot be used with --rdzv-backend c10d: node ranks are assigned at the rendezvous" +
                   why + "; use --rdzv-backend static for fixed node ranks");
     if (given.master)
-      return fail("--master-addr/--master-port cannot be used with --rdzv-backend c10d: the rendezvous picks node "
-                  "rank 0's address and a free port each round" + why);
+      return fail(
+          "--master-addr/--master-port cannot be used with --rdzv-backend c10d: the rendezvous picks node "
+          "rank 0's address and a free port each round" +
+          why);
     if (o.standalone) return fail("--standalone cannot be used with --rdzv-backend c10d" + why);
     if (o.backend == Backend::Mpi) return fail("--backend mpi cannot be used with --rdzv-backend c10d" + why);
     if (o.rdzv_id.empty()) o.rdzv_id = "none-" + o.rdzv_host + ":" + std::to_string(o.rdzv_port);
@@ -420,8 +437,8 @@ ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus
     out.options.rdzv_id = id;
   }
   if (o.max_restarts > 0 && o.nnodes > 1)
-    return fail("--max-restarts " + std::to_string(o.max_restarts) +
-                " across nodes (--nnodes " + std::to_string(o.nnodes) +
+    return fail("--max-restarts " + std::to_string(o.max_restarts) + " across nodes (--nnodes " +
+                std::to_string(o.nnodes) +
                 ") needs --rdzv-backend c10d and --rdzv-endpoint HOST[:PORT]: the static rendezvous has fixed "
                 "node ranks and cannot re-rendezvous");
   if ((o.redirects != 0 || o.tee != 0) && o.log_dir.empty())

@@ -61,8 +61,8 @@ struct Options {
   std::string role = "default";     // ROLE_NAME
   // --log-dir: per-attempt, per-rank logs and error files; empty: none.
   std::string log_dir;
-  int redirects = 0;  // bits: 1 stdout, 2 stderr -> files only
-  int tee = 0;        // bits: 1 stdout, 2 stderr -> files and console
+  int redirects = 0;                      // bits: 1 stdout, 2 stderr -> files only
+  int tee = 0;                            // bits: 1 stdout, 2 stderr -> files and console
   std::string program;                    // as given on the command line
   std::vector<std::string> program_args;  // arguments after the program
 };

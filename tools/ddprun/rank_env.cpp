@@ -17,9 +17,7 @@ int online_cpu_count() {
   return n >= 1 ? static_cast<int>(n) : 1;
 }
 
-int default_omp_threads(int cpus, int nproc_per_node) {
-  return std::max(1, cpus / std::max(1, nproc_per_node));
-}
+int default_omp_threads(int cpus, int nproc_per_node) { return std::max(1, cpus / std::max(1, nproc_per_node)); }
 
 namespace {
 
@@ -48,14 +46,11 @@ bool find_env(const std::vector<std::string>& env, const std::string& key, std::
 }
 
 std::vector<std::pair<std::string, std::string>> node_env_vars(const Options& options, int master_port,
-                                                               const std::vector<std::string>& base,
-                                                               int cpus) {
+                                                               const std::vector<std::string>& base, int cpus) {
   const int nproc = options.nproc_per_node;
   std::vector<std::pair<std::string, std::string>> vars = {
-      {le::kWorldSize.name, std::to_string(world_size(options))},
-      {le::kLocalWorldSize.name, std::to_string(nproc)},
-      {le::kGroupRank.name, std::to_string(options.node_rank)},
-      {le::kMasterAddr.name, options.master_addr},
+      {le::kWorldSize.name, std::to_string(world_size(options))}, {le::kLocalWorldSize.name, std::to_string(nproc)},
+      {le::kGroupRank.name, std::to_string(options.node_rank)},   {le::kMasterAddr.name, options.master_addr},
       {le::kMasterPort.name, std::to_string(master_port)},
   };
   std::string omp;
@@ -76,8 +71,8 @@ std::vector<std::pair<std::string, std::string>> node_env_vars(const Options& op
 }
 
 std::vector<std::pair<std::string, std::string>> rank_env_vars(const Options& options, int master_port,
-                                                               const std::vector<std::string>& base,
-                                                               int cpus, int local_rank) {
+                                                               const std::vector<std::string>& base, int cpus,
+                                                               int local_rank) {
   auto vars = node_env_vars(options, master_port, base, cpus);
   vars.insert(vars.begin(), {{le::kRank.name, std::to_string(first_rank(options) + local_rank)},
                              {le::kLocalRank.name, std::to_string(local_rank)}});

@@ -25,13 +25,12 @@ int first_rank(const Options& options);
 // (options.rdzv_id, else "none-MASTER_ADDR:PORT").
 // `master_port` is the port actually used (it differs from options for --standalone).
 std::vector<std::pair<std::string, std::string>> node_env_vars(const Options& options, int master_port,
-                                                               const std::vector<std::string>& base,
-                                                               int cpus);
+                                                               const std::vector<std::string>& base, int cpus);
 
 // Adds RANK = node_rank * nproc_per_node + local_rank and LOCAL_RANK.
 std::vector<std::pair<std::string, std::string>> rank_env_vars(const Options& options, int master_port,
-                                                               const std::vector<std::string>& base,
-                                                               int cpus, int local_rank);
+                                                               const std::vector<std::string>& base, int cpus,
+                                                               int local_rank);
 
 // torchrun's agent variables for attempt `restart_count` (0 first):
 // TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS (TORCHELASTIC_RUN_ID is in node_env_vars),

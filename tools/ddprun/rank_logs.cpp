@@ -71,8 +71,7 @@ void RankLogs::write(int rank, Stream stream, std::string_view line) {
   if (it == fds_.end() || it->second < 0) return;
   if (!write_line(it->second, "", line) && !write_failed_) {
     write_failed_ = true;
-    report("warning: --log-dir: cannot write the log of rank " + std::to_string(rank) + ": " +
-           std::strerror(errno));
+    report("warning: --log-dir: cannot write the log of rank " + std::to_string(rank) + ": " + std::strerror(errno));
   }
 }
 

@@ -65,8 +65,8 @@ class GuardedStore : public RdzvKV {
     }).detach();
     if (result.wait_for(to_ms(timeout_s_)) != std::future_status::ready) {
       dead_ = true;
-      dead_message_ = "the rendezvous store at " + where_ + " did not answer within " +
-                      seconds_text(timeout_s_) + ": the agent hosting it is gone or the link to it is down";
+      dead_message_ = "the rendezvous store at " + where_ + " did not answer within " + seconds_text(timeout_s_) +
+                      ": the agent hosting it is gone or the link to it is down";
       throw RendezvousError(dead_message_);
     }
     try {

@@ -10,7 +10,6 @@
 
 #include "rendezvous.h"
 
-
 namespace ddprun {
 
 struct RdzvStore {

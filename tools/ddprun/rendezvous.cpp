@@ -58,7 +58,8 @@ void Rendezvous::check_job() {
   std::string job = wait_key("ddprun/job", "the host agent's store setup");
   if (job != s_.job_id)
     throw RendezvousError(where() + ": the store belongs to job '" + job + "' but this node has --rdzv-id '" +
-                          s_.job_id + "'; give every node of a job the same --rdzv-id (and each job its own "
+                          s_.job_id +
+                          "'; give every node of a job the same --rdzv-id (and each job its own "
                           "--rdzv-endpoint port)");
   job_checked_ = true;
 }
@@ -81,10 +82,11 @@ void Rendezvous::close_round(int round) {
     }
     if (n >= s_.max_nodes || (n >= s_.min_nodes && since(last_change) >= s_.last_call_s)) break;
     if (since(start) >= s_.join_timeout_s)
-      throw RendezvousError(where() + ": round " + std::to_string(round) + ": only " + std::to_string(n) + " of at least " +
-                            std::to_string(s_.min_nodes) + " node(s) joined within join_timeout " +
+      throw RendezvousError(where() + ": round " + std::to_string(round) + ": only " + std::to_string(n) +
+                            " of at least " + std::to_string(s_.min_nodes) + " node(s) joined within join_timeout " +
                             secs(s_.join_timeout_s) + " (--nnodes " + std::to_string(s_.min_nodes) + ":" +
-                            std::to_string(s_.max_nodes) + ", --rdzv-conf join_timeout); start ddprun on the other "
+                            std::to_string(s_.max_nodes) +
+                            ", --rdzv-conf join_timeout); start ddprun on the other "
                             "nodes with the same --rdzv-endpoint and --rdzv-id");
     if (int sig = s_.sleep(s_.poll_s)) throw RdzvInterrupted{sig};
   }
@@ -118,8 +120,9 @@ RoundInfo Rendezvous::next_round() {
     for (size_t g = 0; g < members.size(); ++g)
       if (members[g] == index) node_rank = static_cast<int>(g);
     if (node_rank < 0) {  // joined after the close: the next round (the running ones see us waiting)
-      if (s_.log) s_.log("round " + std::to_string(round) + " closed with " + std::to_string(c.nnodes) +
-                         " node(s) before this node joined; waiting for the next round");
+      if (s_.log)
+        s_.log("round " + std::to_string(round) + " closed with " + std::to_string(c.nnodes) +
+               " node(s) before this node joined; waiting for the next round");
       ++round;
       continue;
     }
@@ -143,8 +146,8 @@ RoundInfo Rendezvous::next_round() {
 }
 
 std::string Rendezvous::should_stop(const RoundInfo& r) {
-  if (kv_.check(key(r.round, "failed"))) return "round " + std::to_string(r.round) + " failed on " +
-                                                 kv_.get(key(r.round, "failed"));
+  if (kv_.check(key(r.round, "failed")))
+    return "round " + std::to_string(r.round) + " failed on " + kv_.get(key(r.round, "failed"));
   if (kv_.check(key(r.round, "grow"))) return kv_.get(key(r.round, "grow"));
   if (r.nnodes < s_.max_nodes) {
     int64_t waiting = kv_.add(key(r.round + 1, "joined"), 0);

@@ -39,10 +39,10 @@ struct RdzvSettings {
   int max_nodes = 1;
   double last_call_s = 1.0;
   double join_timeout_s = 600.0;
-  std::string host;   // the endpoint's host: MASTER_ADDR of every round
-  int port = 29400;   // the endpoint's port (messages only)
+  std::string host;  // the endpoint's host: MASTER_ADDR of every round
+  int port = 29400;  // the endpoint's port (messages only)
   std::string job_id;
-  int nproc = 1;      // this node's ranks
+  int nproc = 1;  // this node's ranks
   bool is_host = false;
   double poll_s = 0.05;
   // Sleeps up to `s` seconds; returns a stop signal ddprun received meanwhile (0: none).

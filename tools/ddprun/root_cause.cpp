@@ -37,7 +37,8 @@ void add_message(std::vector<std::string>& lines, const std::string& message) {
 void add_backtrace(std::vector<std::string>& lines, const std::vector<std::string>& frames) {
   if (frames.empty()) return;
   lines.push_back("  thrown at:");
-  for (size_t i = 0; i < frames.size() && i < kMaxFrames; ++i) lines.push_back("    #" + std::to_string(i) + " " + frames[i]);
+  for (size_t i = 0; i < frames.size() && i < kMaxFrames; ++i)
+    lines.push_back("    #" + std::to_string(i) + " " + frames[i]);
   if (frames.size() > kMaxFrames)
     lines.push_back("    ... " + std::to_string(frames.size() - kMaxFrames) + " more in the rank's error file");
 }

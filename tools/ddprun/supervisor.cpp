@@ -37,15 +37,14 @@ struct Pipe {
 struct Child {
   ManagedChild config;
   ChildResult result;
-  Pipe pipes[2];  // [0] stdout, [1] stderr
+  Pipe pipes[2];         // [0] stdout, [1] stderr
   bool stopped = false;  // stopped by a signal (waitpid WUNTRACED), not continued since
   int stop_signal = 0;
   Clock::time_point stopped_at;
 };
 
 long long wall_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -54,7 +53,8 @@ class Run {
   Run(double grace_s, double stop_timeout_s, double monitor_interval_s, LineHandler* handler)
       : grace_(std::chrono::duration<double>(grace_s)),
         stop_timeout_s_(stop_timeout_s),
-        monitor_interval_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(monitor_interval_s))),
+        monitor_interval_(
+            std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(monitor_interval_s))),
         handler_(handler) {}
 
   void set_external_stop(std::function<bool()> check) { external_stop_ = std::move(check); }
@@ -110,8 +110,7 @@ class Run {
         begin_stop(SIGTERM);
       }
       if (now >= next_external_) next_external_ = now + monitor_interval_;
-      bool all_reaped = std::all_of(children_.begin(), children_.end(),
-                                    [](const Child& c) { return c.result.reaped; });
+      bool all_reaped = std::all_of(children_.begin(), children_.end(), [](const Child& c) { return c.result.reaped; });
       if (all_reaped) {
         if (!draining_) {
           draining_ = true;
@@ -200,8 +199,10 @@ class Run {
       pid_t rc = ::waitpid(r.pid, &status, WNOHANG | WUNTRACED | WCONTINUED);
       if (rc == 0 || (rc < 0 && errno == EINTR)) continue;
       if (rc == r.pid && (WIFSTOPPED(status) || WIFCONTINUED(status))) {
-        if (WIFSTOPPED(status)) on_stopped(i, WSTOPSIG(status));
-        else on_continued(i);
+        if (WIFSTOPPED(status))
+          on_stopped(i, WSTOPSIG(status));
+        else
+          on_continued(i);
         --i;  // this child may have more news (continued, then exited)
         continue;
       }
@@ -210,8 +211,7 @@ class Run {
       r.exit_after_s = std::chrono::duration<double>(Clock::now() - start_).count();
       r.exit_wall_us = wall_us();
       children_[i].stopped = false;
-      if (rc == r.pid && !(WIFEXITED(status) && WEXITSTATUS(status) == 0) && failed < 0)
-        failed = static_cast<int>(i);
+      if (rc == r.pid && !(WIFEXITED(status) && WEXITSTATUS(status) == 0) && failed < 0) failed = static_cast<int>(i);
     }
     if (failed >= 0 && !stopping_ && result_.first_failed < 0) {
       result_.first_failed = failed;

@@ -37,28 +37,28 @@ struct ManagedChild {
 struct ChildResult {
   pid_t pid = -1;
   bool reaped = false;
-  int status = 0;          // waitpid() status once reaped
-  bool sent_stop = false;  // was still running when ddprun sent it the stop signal
-  bool sent_kill = false;  // was still running after the grace period: SIGKILLed
+  int status = 0;              // waitpid() status once reaped
+  bool sent_stop = false;      // was still running when ddprun sent it the stop signal
+  bool sent_kill = false;      // was still running after the grace period: SIGKILLed
   double exit_after_s = -1;    // seconds from the start of run() to its reaping
   long long exit_wall_us = 0;  // wall clock (microseconds since the epoch) of its reaping
 };
 
 struct SupervisorResult {
   std::vector<ChildResult> children;
-  int first_failed = -1;     // index of the first child that failed on its own
-  int received_signal = 0;   // first SIGINT/SIGTERM/SIGHUP/SIGQUIT ddprun received
-  int stop_signal = 0;       // signal sent to stop the others (0: none sent)
-  int kill_signal = 0;       // a second signal that sent SIGKILL before the grace period ended
-  std::string spawn_error;   // set when a child could not be started
+  int first_failed = -1;    // index of the first child that failed on its own
+  int received_signal = 0;  // first SIGINT/SIGTERM/SIGHUP/SIGQUIT ddprun received
+  int stop_signal = 0;      // signal sent to stop the others (0: none sent)
+  int kill_signal = 0;      // a second signal that sent SIGKILL before the grace period ended
+  std::string spawn_error;  // set when a child could not be started
   // Children whose stdout/stderr were still open ~2 s after every child had
   // exited (a process they started holds them); ddprun stopped reading them.
   std::vector<size_t> abandoned_output;
   // A child that stayed stopped (SIGSTOP, SIGTSTP...) longer than the stop
   // timeout: ddprun stopped the job because of it.
-  int stalled = -1;            // index of the child (the mpirun child for one of its ranks)
-  std::string stalled_who;     // "rank 1 (pid 42)"
-  int stalled_signal = 0;      // the signal that stopped it (0: unknown, seen in /proc)
+  int stalled = -1;          // index of the child (the mpirun child for one of its ranks)
+  std::string stalled_who;   // "rank 1 (pid 42)"
+  int stalled_signal = 0;    // the signal that stopped it (0: unknown, seen in /proc)
   double stalled_for_s = 0;  // how long it had been stopped
   // The external stop check (set_external_stop) asked to stop the children.
   bool external_stop = false;

@@ -16,12 +16,12 @@
 #include <thread>
 
 #include "ddp/dist/error_file.h"
+#include "ddp/dist/launch_env.h"
 #include "elastic.h"
 #include "local_launch.h"
 #include "net_check.h"
 #include "options.h"
 #include "rank_env.h"
-#include "ddp/dist/launch_env.h"
 
 namespace ddp {
 namespace {
@@ -29,9 +29,9 @@ namespace {
 namespace le = launch_env;
 constexpr const char* kMarker = le::kSpawnChild.name;  // "<k>": a rank of the k-th spawn call
 
-std::atomic<int> g_calls{0};          // spawn()/start_processes() calls so far
-std::atomic<bool> g_in_fn{false};     // this rank is running fn
-std::atomic<bool> g_running{false};   // this parent supervises ranks now
+std::atomic<int> g_calls{0};         // spawn()/start_processes() calls so far
+std::atomic<bool> g_in_fn{false};    // this rank is running fn
+std::atomic<bool> g_running{false};  // this parent supervises ranks now
 
 std::string prefix() { return "ddp::spawn: "; }
 
@@ -47,7 +47,8 @@ void validate(int nprocs, const std::function<void(int, int)>& fn, const SpawnOp
   if (nprocs < 1) throw InvalidArgument(prefix() + "nprocs must be >= 1 (got " + std::to_string(nprocs) + ")");
   if (!fn) throw InvalidArgument(prefix() + "fn is empty: pass the function each rank runs, fn(rank, world)");
   if (opts.backend == "mpi")
-    throw InvalidArgument(prefix() + "backend 'mpi' is not supported: MPI ranks are started by mpirun; launch the "
+    throw InvalidArgument(prefix() +
+                          "backend 'mpi' is not supported: MPI ranks are started by mpirun; launch the "
                           "program with 'ddprun --backend mpi' instead, or use backend 'gloo'");
   if (opts.backend != "gloo" && opts.backend != "auto")
     throw InvalidArgument(prefix() + "unknown backend '" + opts.backend + "': expected 'gloo' or 'auto'");
@@ -103,8 +104,9 @@ bool rank_side(int nprocs, const std::function<void(int, int)>& fn) {
     throw Error(prefix() + "bad " + kMarker + "='" + *marker + "' in the environment (expected the call number, >= 1)");
   if (call < target) return true;
   if (call > target)
-    throw Error(prefix() + "this rank was started for spawn() call " + std::to_string(target) +
-                " but reached call " + std::to_string(call) + " without it; the calls must happen in the same order "
+    throw Error(prefix() + "this rank was started for spawn() call " + std::to_string(target) + " but reached call " +
+                std::to_string(call) +
+                " without it; the calls must happen in the same order "
                 "in the parent and the ranks");
   run_rank(nprocs, fn);
 }
@@ -147,8 +149,8 @@ struct Launch {
 std::unique_ptr<Launch> prepare(int nprocs, const SpawnOptions& opts, int call) {
   auto launch = std::make_unique<Launch>();
   // ddprun's own parsing gives the defaults (job id, inherited heartbeat timeout).
-  std::vector<std::string> args = {"--nproc-per-node", std::to_string(nprocs), "--backend", opts.backend,
-                                   "--kill-grace", number_text(opts.kill_grace_s)};
+  std::vector<std::string> args = {"--nproc-per-node", std::to_string(nprocs), "--backend",
+                                   opts.backend,       "--kill-grace",         number_text(opts.kill_grace_s)};
   if (opts.timeout_s > 0) args.insert(args.end(), {"--timeout", number_text(opts.timeout_s)});
   args.push_back("spawn");
   ddprun::ParseOutcome parsed = ddprun::parse_options(args, ddprun::online_cpu_count());
@@ -164,7 +166,8 @@ std::unique_ptr<Launch> prepare(int nprocs, const SpawnOptions& opts, int call) 
     const std::string where = opts.master_addr + ":" + std::to_string(port);
     ddprun::PortCheck check = ddprun::check_port(opts.master_addr, port);
     if (check.result == ddprun::PortCheck::kInUse)
-      throw Error(prefix() + "cannot use master " + where + ": address already in use; pass another master_port "
+      throw Error(prefix() + "cannot use master " + where +
+                  ": address already in use; pass another master_port "
                   "or 0 for a free one");
     if (check.result == ddprun::PortCheck::kUnresolved)
       throw Error(prefix() + "cannot resolve master_addr '" + opts.master_addr + "': " + check.detail);
@@ -223,9 +226,7 @@ std::string what_text(int rank, int exit_code, const std::vector<std::string>& s
 SpawnError::SpawnError(int rank, int exit_code, std::vector<std::string> summary)
     : Error(what_text(rank, exit_code, summary)), rank_(rank), exit_code_(exit_code), summary_(std::move(summary)) {}
 
-bool is_spawned_child() {
-  return le::text(le::kSpawnChild).has_value();
-}
+bool is_spawned_child() { return le::text(le::kSpawnChild).has_value(); }
 
 int spawn(int nprocs, const std::function<void(int rank, int world)>& fn, const SpawnOptions& opts) {
   bool skipped = false;
@@ -264,8 +265,7 @@ void SpawnContext::join() {
   if (impl_->launch) throw_if_failed(*impl_->launch);
 }
 
-SpawnContext start_processes(int nprocs, const std::function<void(int rank, int world)>& fn,
-                             const SpawnOptions& opts) {
+SpawnContext start_processes(int nprocs, const std::function<void(int rank, int world)>& fn, const SpawnOptions& opts) {
   bool skipped = false;
   auto impl = std::make_unique<SpawnContext::Impl>();
   impl->launch = begin(nprocs, fn, opts, &skipped);

@@ -41,10 +41,10 @@ struct Batch {
 struct BatchLoaderOptions {
   int64_t batch_size = 64;
   bool drop_last = false;
-  int prefetch = 2;            // batches prepared ahead on the background thread(s) (0: synchronous)
-  int workers = 1;             // background threads building batches (>= 1; batches still come in order)
-  bool pin_memory = false;     // batches in pinned host memory, pinned on the workers, for non-blocking copies to a GPU
-  uint64_t seed = 0;           // augmentation generator: seeded from (seed, epoch) so results never depend on thread timing
+  int prefetch = 2;         // batches prepared ahead on the background thread(s) (0: synchronous)
+  int workers = 1;          // background threads building batches (>= 1; batches still come in order)
+  bool pin_memory = false;  // batches in pinned host memory, pinned on the workers, for non-blocking copies to a GPU
+  uint64_t seed = 0;  // augmentation generator: seeded from (seed, epoch) so results never depend on thread timing
   std::function<at::Tensor(const at::Tensor& batch, at::Generator& gen)> augment;  // optional, applied to data only
   // Like augment, also given the epoch (e.g. flips that alternate by epoch); set at most one of the two.
   std::function<at::Tensor(const at::Tensor& batch, at::Generator& gen, int64_t epoch)> augment_epoch;
@@ -71,7 +71,7 @@ class BatchLoader {
   // (e.g. by augment) is rethrown here; the next call goes on with the following batch.
   // Throws ddp::InvalidArgument before the first start_epoch.
   std::optional<Batch> next();
-  int64_t batches_in_epoch() const;   // for the indices given to start_epoch (skipped batches included)
+  int64_t batches_in_epoch() const;  // for the indices given to start_epoch (skipped batches included)
 
   // The seed of the augmentation generator of batch b of epoch e: a hash of (seed, epoch, b).
   static uint64_t batch_seed(uint64_t seed, int64_t epoch, int64_t batch);

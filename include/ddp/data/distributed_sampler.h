@@ -28,7 +28,7 @@ struct DistributedSamplerOptions {
   bool shuffle = true;
   uint64_t seed = 0;
   bool drop_last = false;
-  bool exact = false;         // evaluation: uneven shards, no padding
+  bool exact = false;  // evaluation: uneven shards, no padding
 };
 
 class DistributedSampler : public torch::data::samplers::Sampler<> {

@@ -21,8 +21,8 @@ namespace ddp::data {
 at::Tensor read_idx_images(const std::string& path);  // uint8 [N, 1, H, W]; magic 0x00000803
 at::Tensor read_idx_labels(const std::string& path);  // int64 [N]; magic 0x00000801
 
-// dir holds train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz], t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz]
-// (train = false reads the t10k files). When both x and x.gz exist the plain x is read.
+// dir holds train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz], t10k-images-idx3-ubyte[.gz],
+// t10k-labels-idx1-ubyte[.gz] (train = false reads the t10k files). When both x and x.gz exist the plain x is read.
 // num_classes > 0: every label must be in 0..num_classes-1, else a DataError naming the labels file and the
 // first record outside.
 ImageDataset load_mnist_format(const std::string& dir, bool train, int64_t num_classes = 0);

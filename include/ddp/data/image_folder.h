@@ -50,7 +50,7 @@ class ImageFolder {
 struct ImagePipeline {
   bool train = true;
   int64_t size = 224;
-  int64_t resize = 256;  // eval only: the shorter side before the centre crop
+  int64_t resize = 256;                              // eval only: the shorter side before the centre crop
   std::vector<double> mean = {0.485, 0.456, 0.406};  // ImageNet's, as torchvision's references use
   std::vector<double> std = {0.229, 0.224, 0.225};
 };

@@ -33,10 +33,10 @@
 namespace ddp::data {
 
 struct ShardSpec {
-  std::string dir;          // where shard files live
-  std::string name;         // e.g. "fashion-mnist-train"
-  int64_t num_shards = 1;   // world size
-  uint64_t seed = 0;        // the permutation that mixes samples before slicing
+  std::string dir;         // where shard files live
+  std::string name;        // e.g. "fashion-mnist-train"
+  int64_t num_shards = 1;  // world size
+  uint64_t seed = 0;       // the permutation that mixes samples before slicing
   // What the source was made from (file paths, sizes, mtimes, normalisation
   // parameters...). Stored in the manifest; shards whose manifest has another
   // source_id are stale. Lets prepare_shards decide without building the source.
@@ -45,14 +45,14 @@ struct ShardSpec {
 
 // Shard r holds the samples perm[r], perm[r + W], ... of a seeded permutation of [0, n), cut so every shard has
 // exactly floor(n / W) samples (the n % W left over are dropped, like drop_last).
-// Writes W files plus a manifest, each atomically (temporary file, fsync, rename). x may be float32 or uint8, any shape [N, ...]; y int64 [N].
-// The old manifest is removed first, so an interrupted write leaves no valid-looking set.
-// Throws ddp::InvalidArgument for bad arguments (n < W, y not int64 [N]...), ddp::Error for I/O failures.
+// Writes W files plus a manifest, each atomically (temporary file, fsync, rename). x may be float32 or uint8, any shape
+// [N, ...]; y int64 [N]. The old manifest is removed first, so an interrupted write leaves no valid-looking set. Throws
+// ddp::InvalidArgument for bad arguments (n < W, y not int64 [N]...), ddp::Error for I/O failures.
 void write_shards(const ShardSpec& spec, const at::Tensor& x, const at::Tensor& y);
 
-// True when the manifest exists and matches spec, and the source fingerprint (n and a cheap checksum you define) matches.
-// The fingerprint: N, x's and y's dtypes and shapes, and the CRC-32 of their bytes.
-// The shard files must also exist with the sizes the manifest records.
+// True when the manifest exists and matches spec, and the source fingerprint (n and a cheap checksum you define)
+// matches. The fingerprint: N, x's and y's dtypes and shapes, and the CRC-32 of their bytes. The shard files must also
+// exist with the sizes the manifest records.
 bool shards_up_to_date(const ShardSpec& spec, const at::Tensor& x, const at::Tensor& y);
 
 struct Shard {

@@ -10,12 +10,12 @@
 namespace ddp {
 
 struct BackendOptions {
-  StorePtr store;          // rendezvous store (unused by mpi)
-  int rank = 0;            // -1: the backend decides (mpi takes MPI's)
-  int world_size = 1;      // -1: likewise
+  StorePtr store;      // rendezvous store (unused by mpi)
+  int rank = 0;        // -1: the backend decides (mpi takes MPI's)
+  int world_size = 1;  // -1: likewise
   Milliseconds timeout{std::chrono::minutes(10)};
-  std::string host;        // address peers reach us on (gloo picks a device)
-  int cuda_device = -1;    // nccl: this process's GPU (-1: LOCAL_RANK's, modulo the GPUs visible)
+  std::string host;      // address peers reach us on (gloo picks a device)
+  int cuda_device = -1;  // nccl: this process's GPU (-1: LOCAL_RANK's, modulo the GPUs visible)
 };
 
 // All backend names ddp knows, built or not: {"gloo", "mpi", "nccl", "local"}.

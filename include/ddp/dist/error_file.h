@@ -22,8 +22,8 @@ namespace ddp {
 
 // Writes the error record to $TORCHELASTIC_ERROR_FILE, with this process's rank
 // (error_rank(), else "pid<N>") in place of "{rank}" in it (ddprun's mpi mode:
-// mpirun gives every rank the same environment); nothing when it is unset or empty. The first record of a process is kept (later, consequential
-// errors do not replace it). Never throws; returns false when nothing was written.
+// mpirun gives every rank the same environment); nothing when it is unset or empty. The first record of a process is
+// kept (later, consequential errors do not replace it). Never throws; returns false when nothing was written.
 bool record_error(const std::string& message, int exit_code = 1);
 bool record_error(const std::exception& error, int exit_code = 1);
 

@@ -32,7 +32,7 @@ struct InitOptions {
   // or rank 0's store, silent this long ends the rank with a message naming it.
   // -1: DDP_HEARTBEAT_TIMEOUT (seconds) from the environment, else 30 s; 0: off.
   Milliseconds heartbeat_timeout{-1};
-  StorePtr store;       // rendezvous on this store instead of init_method
+  StorePtr store;  // rendezvous on this store instead of init_method
 };
 
 // Creates a group from the options and environment; touches no global state.

@@ -37,7 +37,7 @@ struct EnvVar {
   double min = 0;
   double max = std::numeric_limits<double>::infinity();
   bool min_exclusive = false;
-  const char* choices = "";  // kChoice: "sequencer|waiter"
+  const char* choices = "";     // kChoice: "sequencer|waiter"
   const char* zero_means = "";  // kSeconds: what 0 does, for the message ("turns the heartbeat off")
 
   constexpr EnvVar with_range(double lo, double hi, bool exclusive_lo = false) const {
@@ -127,16 +127,16 @@ inline constexpr EnvVar kTimeout =
 inline constexpr EnvVar kRdzvTimeout =
     var("DDP_RDZV_TIMEOUT", Type::kSeconds, kDdprun | kUser, "how long a rank waits for rank 0's store to answer")
         .with_range(0, kMaxSeconds, true);
-inline constexpr EnvVar kHeartbeatTimeout =
-    var("DDP_HEARTBEAT_TIMEOUT", Type::kSeconds, kDdprun | kUser,
-        "after how long a rank that stopped answering fails the job")
-        .with_range(0, kMaxSeconds)
-        .with_zero_means("turns the heartbeat off");
+inline constexpr EnvVar kHeartbeatTimeout = var("DDP_HEARTBEAT_TIMEOUT", Type::kSeconds, kDdprun | kUser,
+                                                "after how long a rank that stopped answering fails the job")
+                                                .with_range(0, kMaxSeconds)
+                                                .with_zero_means("turns the heartbeat off");
 inline constexpr EnvVar kExitLinger =
     var("DDP_EXIT_LINGER", Type::kSeconds, kDdprun | kUser, "how long a failing rank waits before it exits (mpi)")
         .with_range(0, 60);
 inline constexpr EnvVar kTty =
-    var("DDP_TTY", Type::kChoice, kDdprun, "1: the rank's stdout reaches a terminal; 0: it does not").with_choices("1|0");
+    var("DDP_TTY", Type::kChoice, kDdprun, "1: the rank's stdout reaches a terminal; 0: it does not")
+        .with_choices("1|0");
 
 // --- set by mpirun or Slurm, read where the launcher's are missing ---
 inline constexpr EnvVar kOmpiRank =
@@ -154,10 +154,9 @@ inline constexpr EnvVar kSlurmNtasks =
     var("SLURM_NTASKS", Type::kCount, kSlurm, "Slurm's number of tasks").with_range(0, kMaxCount);
 
 // --- for mpirun itself (ddprun's --backend mpi) ---
-inline constexpr EnvVar kOmpiSigkillTimeout =
-    var("OMPI_MCA_odls_base_sigkill_timeout", Type::kCount, kDdprun | kUser,
-        "mpirun's pause before it kills the other ranks (ddprun: 0)")
-        .with_range(0, kMaxCount);
+inline constexpr EnvVar kOmpiSigkillTimeout = var("OMPI_MCA_odls_base_sigkill_timeout", Type::kCount, kDdprun | kUser,
+                                                  "mpirun's pause before it kills the other ranks (ddprun: 0)")
+                                                  .with_range(0, kMaxCount);
 inline constexpr EnvVar kOmpiAllowRoot =
     var("OMPI_ALLOW_RUN_AS_ROOT", Type::kChoice, kDdprun, "lets mpirun run as root (ddprun as root)").with_choices("1");
 inline constexpr EnvVar kOmpiAllowRootConfirm =
@@ -174,7 +173,8 @@ inline constexpr EnvVar kDebug =
         "whole call)")
         .with_choices("OFF|INFO|DETAIL");
 inline constexpr EnvVar kTorchDebug =
-    var("TORCH_DISTRIBUTED_DEBUG", Type::kChoice, kUser, "PyTorch's name for DDP_DEBUG").with_choices("OFF|INFO|DETAIL");
+    var("TORCH_DISTRIBUTED_DEBUG", Type::kChoice, kUser, "PyTorch's name for DDP_DEBUG")
+        .with_choices("OFF|INFO|DETAIL");
 inline constexpr EnvVar kCheckHookWaits =
     var("DDP_CHECK_HOOK_WAITS", Type::kChoice, kUser,
         "1: a wait for communication inside a gradient hook throws; 0: off (default: on with DDP_DEBUG=DETAIL)")
@@ -200,14 +200,58 @@ inline constexpr EnvVar kDnnlMaxCpuIsa = var("DNNL_MAX_CPU_ISA", Type::kText, kU
 inline constexpr EnvVar kCudaVisibleDevices =
     var("CUDA_VISIBLE_DEVICES", Type::kText, kUser, "the GPUs this node's ranks may use");
 
-inline constexpr const EnvVar* kAll[] = {
-    &kRank, &kLocalRank, &kWorldSize, &kLocalWorldSize, &kGroupRank, &kGroupWorldSize, &kRoleName, &kRoleRank,
-    &kRoleWorldSize, &kMasterAddr, &kMasterPort, &kOmpNumThreads, &kColumns, &kRunId, &kRestartCount,
-    &kMaxRestarts, &kErrorFile, &kBackend, &kBackendOnGpu, &kBackendReason, &kLauncher, &kSpawnChild, &kTimeout,
-    &kRdzvTimeout, &kHeartbeatTimeout, &kExitLinger, &kTty, &kOmpiRank, &kOmpiSize, &kOmpiLocalRank, &kPmiRank,
-    &kPmiSize, &kPmixRank, &kSlurmProcId, &kSlurmNtasks, &kOmpiSigkillTimeout, &kOmpiAllowRoot,
-    &kOmpiAllowRootConfirm, &kTimeline, &kWaitReportInterval, &kDebug, &kTorchDebug, &kCheckHookWaits,
-    &kContinuations, &kMpiInline, &kMalloc, &kGlibcTunables, &kDataDir, &kGlooSocketIfname, &kOnednnMaxCpuIsa, &kDnnlMaxCpuIsa, &kCudaVisibleDevices};
+inline constexpr const EnvVar* kAll[] = {&kRank,
+                                         &kLocalRank,
+                                         &kWorldSize,
+                                         &kLocalWorldSize,
+                                         &kGroupRank,
+                                         &kGroupWorldSize,
+                                         &kRoleName,
+                                         &kRoleRank,
+                                         &kRoleWorldSize,
+                                         &kMasterAddr,
+                                         &kMasterPort,
+                                         &kOmpNumThreads,
+                                         &kColumns,
+                                         &kRunId,
+                                         &kRestartCount,
+                                         &kMaxRestarts,
+                                         &kErrorFile,
+                                         &kBackend,
+                                         &kBackendOnGpu,
+                                         &kBackendReason,
+                                         &kLauncher,
+                                         &kSpawnChild,
+                                         &kTimeout,
+                                         &kRdzvTimeout,
+                                         &kHeartbeatTimeout,
+                                         &kExitLinger,
+                                         &kTty,
+                                         &kOmpiRank,
+                                         &kOmpiSize,
+                                         &kOmpiLocalRank,
+                                         &kPmiRank,
+                                         &kPmiSize,
+                                         &kPmixRank,
+                                         &kSlurmProcId,
+                                         &kSlurmNtasks,
+                                         &kOmpiSigkillTimeout,
+                                         &kOmpiAllowRoot,
+                                         &kOmpiAllowRootConfirm,
+                                         &kTimeline,
+                                         &kWaitReportInterval,
+                                         &kDebug,
+                                         &kTorchDebug,
+                                         &kCheckHookWaits,
+                                         &kContinuations,
+                                         &kMpiInline,
+                                         &kMalloc,
+                                         &kGlibcTunables,
+                                         &kDataDir,
+                                         &kGlooSocketIfname,
+                                         &kOnednnMaxCpuIsa,
+                                         &kDnnlMaxCpuIsa,
+                                         &kCudaVisibleDevices};
 
 // The variable looked up by name in kAll; nullptr when it is not declared.
 const EnvVar* find(const std::string& name);

@@ -24,7 +24,7 @@ namespace ddp {
 namespace detail {
 class Backend;  // src/dist/backend_impl.h
 struct Call;
-}
+}  // namespace detail
 
 class ProcessGroup;
 using GroupPtr = std::shared_ptr<ProcessGroup>;
@@ -70,8 +70,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // Rank r receives src's inputs[r] (other ranks pass {}).
   Work scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, const ScatterOptions& opts = {});
   // output = reduction over ranks of their inputs[rank()].
-  Work reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
-                      const ReduceScatterOptions& opts = {});
+  Work reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs, const ReduceScatterOptions& opts = {});
   // outputs[r] receives rank r's inputs[rank()]; sizes may differ per pair.
   Work all_to_all(std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
                   const CollectiveOptions& opts = {});
@@ -121,7 +120,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::string name_;
   std::atomic<int64_t> bytes_{0};
   mutable std::atomic<int64_t> seq_{0};  // collectives called so far, numbered from 1
-  std::atomic<CallCheck> check_;          // what ranks compare before each call (DDP_DEBUG)
+  std::atomic<CallCheck> check_;         // what ranks compare before each call (DDP_DEBUG)
   void count(const at::Tensor& payload);
   // Unless call_check() is kOff, checks that every rank makes this same call (op,
   // dtype, shape, reduce op, root); see src/dist/agreement.h.

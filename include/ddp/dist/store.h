@@ -15,8 +15,7 @@ using StorePtr = c10::intrusive_ptr<c10d::Store>;
 // In-memory store shared by threads of one process (tests, local worlds).
 StorePtr make_hash_store();
 // TCP store: rank 0 (is_server) listens on host:port, others connect.
-StorePtr make_tcp_store(const std::string& host, int port, bool is_server, int world_size,
-                        Milliseconds timeout);
+StorePtr make_tcp_store(const std::string& host, int port, bool is_server, int world_size, Milliseconds timeout);
 // Store in a file on a shared file system.
 StorePtr make_file_store(const std::string& path, int world_size);
 // A view of `store` whose keys are prefixed, for independent groups.

@@ -10,8 +10,19 @@ std::string to_string(ReduceOp op);
 
 // What a call does (c10d's OpType); to_string gives the name in messages: "all_reduce".
 enum class OpType {
-  kBroadcast, kAllReduce, kAllReduceCoalesced, kReduce, kAllGather, kGather, kScatter,
-  kReduceScatter, kAllToAll, kBarrier, kNewGroup, kSend, kRecv,
+  kBroadcast,
+  kAllReduce,
+  kAllReduceCoalesced,
+  kReduce,
+  kAllGather,
+  kGather,
+  kScatter,
+  kReduceScatter,
+  kAllToAll,
+  kBarrier,
+  kNewGroup,
+  kSend,
+  kRecv,
 };
 constexpr int kNumOpTypes = static_cast<int>(OpType::kRecv) + 1;
 const char* to_string(OpType op);

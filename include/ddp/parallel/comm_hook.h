@@ -22,8 +22,8 @@ namespace ddp {
 struct GradBucket {
   size_t index = 0;
   size_t num_buckets = 0;
-  at::Tensor buffer;                   // flat, contiguous: this bucket's gradients
-  std::vector<at::Tensor> gradients;   // views into buffer, shaped like the parameters
+  at::Tensor buffer;                  // flat, contiguous: this bucket's gradients
+  std::vector<at::Tensor> gradients;  // views into buffer, shaped like the parameters
   std::vector<at::Tensor> parameters;
   bool is_last() const { return index + 1 == num_buckets; }
 };
@@ -58,7 +58,7 @@ class AllReduceHook final : public CommHook {
 class CompressHook final : public CommHook {
  public:
   explicit CompressHook(at::ScalarType dtype);  // at::kHalf or at::kBFloat16
-  std::string name() const override;           // "fp16" or "bf16"
+  std::string name() const override;            // "fp16" or "bf16"
   Work run(ProcessGroup& group, GradBucket& bucket) override;
 
  private:

@@ -26,15 +26,15 @@
 namespace ddp {
 
 struct DDPOptions {
-  GroupPtr group;                   // null: the default group
-  double bucket_cap_mb = 25;        // bucket size cap
-  double first_bucket_cap_mb = 1;   // the first bucket is small, so reduction starts early
+  GroupPtr group;                  // null: the default group
+  double bucket_cap_mb = 25;       // bucket size cap
+  double first_bucket_cap_mb = 1;  // the first bucket is small, so reduction starts early
   // Gradients alias bucket memory: no copies, less memory. On by default,
   // unlike PyTorch (false there): see docs/ddp.md.
   bool gradient_as_bucket_view = true;
-  bool find_unused_parameters = false;   // parameters may get no gradient on some ranks
-  bool broadcast_buffers = true;    // rank 0's buffers (BatchNorm statistics) before each forward
-  bool static_graph = false;        // the set of used parameters never changes: unused ones learned once (docs/ddp.md)
+  bool find_unused_parameters = false;  // parameters may get no gradient on some ranks
+  bool broadcast_buffers = true;        // rank 0's buffers (BatchNorm statistics) before each forward
+  bool static_graph = false;  // the set of used parameters never changes: unused ones learned once (docs/ddp.md)
 };
 
 // Cumulative timings of synchronised backward passes.
@@ -124,8 +124,10 @@ void collect_tensors(const T&, std::vector<at::Tensor>&) {}
 
 template <typename P>
 std::shared_ptr<torch::nn::Module> as_module(const P& p) {
-  if constexpr (std::is_convertible_v<P, std::shared_ptr<torch::nn::Module>>) return p;
-  else return p.ptr();  // a torch::nn::ModuleHolder such as torch::nn::Sequential
+  if constexpr (std::is_convertible_v<P, std::shared_ptr<torch::nn::Module>>)
+    return p;
+  else
+    return p.ptr();  // a torch::nn::ModuleHolder such as torch::nn::Sequential
 }
 }  // namespace detail
 

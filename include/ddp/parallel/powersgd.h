@@ -32,7 +32,7 @@ struct PowerSGDOptions {  // PyTorch's PowerSGDState arguments, same defaults
   int64_t start_powerSGD_iter = 1000;  // must be > 1 with error feedback or warm start
   double min_compression_rate = 2;     // compress only if (n + m) * r * rate < n * m
   bool use_error_feedback = true;
-  bool warm_start = true;               // reuse last step's Q (re-orthogonalized)
+  bool warm_start = true;  // reuse last step's Q (re-orthogonalized)
   double orthogonalization_epsilon = 0;
   uint32_t random_seed = 0;
   bool batch_tensors_with_same_shape = false;  // one bmm per shape instead of per tensor
@@ -60,7 +60,7 @@ struct PowerSGDState {
   NumpyRandomState rng;
   std::map<size_t, at::Tensor> error, p, q;
   std::map<size_t, at::Tensor> scratch, padded;  // memory reused across steps (not state)
-  int64_t iter = 0;  // completed steps (the last bucket counts them)
+  int64_t iter = 0;                              // completed steps (the last bucket counts them)
   int64_t numel_before_compression = 0, numel_after_compression = 0;
   double compression_rate() const;  // before / after, 0 before compression starts
 };

@@ -71,10 +71,10 @@ class ZeroRedundancyOptimizer {
   void broadcast_partitions();
 
   GroupPtr group_;
-  std::vector<at::Tensor> params_;               // all, in the given order
-  std::vector<size_t> group_size_;               // params per group
-  std::vector<int> owner_;                       // param -> rank
-  std::vector<std::vector<size_t>> local_order_; // per group: this rank's params, in its optimizer's order
+  std::vector<at::Tensor> params_;                // all, in the given order
+  std::vector<size_t> group_size_;                // params per group
+  std::vector<int> owner_;                        // param -> rank
+  std::vector<std::vector<size_t>> local_order_;  // per group: this rank's params, in its optimizer's order
   std::unique_ptr<torch::optim::Optimizer> local_;
   std::optional<c10::IValue> consolidated_;
 };

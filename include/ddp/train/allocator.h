@@ -6,7 +6,8 @@
 //
 //   ddp::train::AllocatorTuning t = ddp::train::keep_freed_memory();
 //   std::cout << t.description << "\n";
-//   // malloc: freed blocks kept for reuse (M_MMAP_THRESHOLD 32 MiB, M_TRIM_THRESHOLD 2 GiB); DDP_MALLOC=system for glibc's defaults
+//   // malloc: freed blocks kept for reuse (M_MMAP_THRESHOLD 32 MiB, M_TRIM_THRESHOLD 2 GiB); DDP_MALLOC=system for
+//   glibc's defaults
 //
 // keep_freed_memory() makes blocks up to 32 MiB come from the heap and keeps
 // freed memory up to 2 GiB for reuse, as a caching allocator does: the

@@ -94,7 +94,7 @@ struct CheckpointContents {
   c10::IValue optimizer;  // optimizer_state_dict(opt); None if absent
   int64_t epoch = 0;
   int64_t step = 0;
-  at::Tensor rng;         // get_rng_state(); undefined if absent
+  at::Tensor rng;                     // get_rng_state(); undefined if absent
   PlainDict sampler = plain_dict();   // values: ints, doubles, bools, strings
   PlainDict schedule = plain_dict();  // ditto
   PlainDict config = plain_dict();    // ditto

@@ -15,46 +15,48 @@
 namespace ddp::train {
 
 struct TrainConfig {
-  std::string recipe;             // one of recipe_names()
+  std::string recipe;  // one of recipe_names()
   std::optional<int64_t> epochs;
-  std::optional<int64_t> batch_size;  // per rank
-  std::optional<double> lr;           // base learning rate (for the mean loss over the global batch)
-  std::string optimizer = "sgd";     // sgd | adam | adamw
-  std::optional<double> momentum;     // sgd's
+  std::optional<int64_t> batch_size;               // per rank
+  std::optional<double> lr;                        // base learning rate (for the mean loss over the global batch)
+  std::string optimizer = "sgd";                   // sgd | adam | adamw
+  std::optional<double> momentum;                  // sgd's
   std::pair<double, double> betas = {0.9, 0.999};  // adam's and adamw's
-  double eps = 1e-8;                  // adam's and adamw's
+  double eps = 1e-8;                               // adam's and adamw's
   std::optional<double> weight_decay;
   std::optional<double> label_smoothing;
   std::string schedule;           // see schedule.h
-  std::optional<int64_t> warmup;     // warm-up steps
+  std::optional<int64_t> warmup;  // warm-up steps
   int64_t accumulate = 1;         // micro-batches per optimizer step (no_sync between)
   std::string data_dir;
-  std::string data_mode;          // shards | sampler
+  std::string data_mode;              // shards | sampler
   std::optional<int64_t> image_size;  // imagefolder-*: training crop and evaluation centre crop (224)
-  int64_t workers = 2;            // imagefolder-*: threads decoding images ahead of training
-  std::string out_dir;            // default runs/<recipe>
+  int64_t workers = 2;                // imagefolder-*: threads decoding images ahead of training
+  std::string out_dir;                // default runs/<recipe>
   uint64_t seed = 0;
   bool resume = false;
   std::string backend = "auto";
-  std::string device = "auto";    // cpu | cuda | cuda:N | auto (the rank's GPU where CUDA is available): ddp/dist/device.h
-  std::string timeline;           // Chrome trace JSON of the run (ddp/dist/timeline.h); empty: DDP_TIMELINE or off
+  std::string device =
+      "auto";            // cpu | cuda | cuda:N | auto (the rank's GPU where CUDA is available): ddp/dist/device.h
+  std::string timeline;  // Chrome trace JSON of the run (ddp/dist/timeline.h); empty: DDP_TIMELINE or off
   std::optional<double> timeout;  // seconds a rendezvous/collective may wait; unset: DDP_TIMEOUT, else 600
   int64_t checkpoint_every = 0;   // steps; 0: at the end of each epoch only
   int keep_last = 3;
-  int64_t stop_after = 0;         // stop (as if interrupted) after this many epochs; 0: never
-  int64_t limit_train = 0;        // use only the first N training samples (0: all)
+  int64_t stop_after = 0;   // stop (as if interrupted) after this many epochs; 0: never
+  int64_t limit_train = 0;  // use only the first N training samples (0: all)
   int64_t limit_test = 0;
-  int64_t log_every = 50;         // steps between train-loss logs
+  int64_t log_every = 50;  // steps between train-loss logs
   int64_t eval_batch = 500;
   std::optional<int64_t> eval_every;  // steps between evaluations within an epoch (0: after each epoch only)
-  std::optional<int64_t> cutout;     // cutout square size (0: off)
-  std::optional<int64_t> ema_every;  // steps between weight averages (0: off)
-  std::string precision;          // fp32 | bf16 | auto (bf16 where the CPU has it natively; see precision.h)
-  bool progress = true;           // rank 0's progress line
-  std::string strategy = "ddp";    // how a step is spread over the ranks: ddp | zero1 | fsdp-full | fsdp-grad (Lightning's strategy=)
+  std::optional<int64_t> cutout;      // cutout square size (0: off)
+  std::optional<int64_t> ema_every;   // steps between weight averages (0: off)
+  std::string precision;              // fp32 | bf16 | auto (bf16 where the CPU has it natively; see precision.h)
+  bool progress = true;               // rank 0's progress line
+  std::string strategy =
+      "ddp";  // how a step is spread over the ranks: ddp | zero1 | fsdp-full | fsdp-grad (Lightning's strategy=)
   std::string comm_hook = "allreduce";  // how DDP reduces buckets: allreduce | fp16 | bf16 (comm_hook.h)
-  bool sync_bn = false;           // BatchNorm statistics over all ranks (SyncBatchNorm, sync_batch_norm.h)
-  bool nan_check = true;          // stop when the reduced gradients hold NaN or inf, before the step
+  bool sync_bn = false;                 // BatchNorm statistics over all ranks (SyncBatchNorm, sync_batch_norm.h)
+  bool nan_check = true;                // stop when the reduced gradients hold NaN or inf, before the step
 };
 
 // What the command line asks for: train, print the help, or print the settings.

@@ -20,7 +20,7 @@ namespace ddp::train {
 
 class JsonlWriter {
  public:
-  explicit JsonlWriter(const std::string& path, bool append = true);   // creates parent dirs
+  explicit JsonlWriter(const std::string& path, bool append = true);  // creates parent dirs
   using Value = std::variant<int64_t, double, std::string, bool>;
   // One JSON object per line, keys in the given order, flushed after each line.
   // Throws ddp::InvalidArgument for a repeated key or a string that is not

@@ -30,7 +30,8 @@ struct Bf16Support {
   bool native = false;  // avx512_bf16 or amx_bf16 in the flags, and oneDNN not capped below them
   std::string why;      // e.g. "this CPU has avx512_bf16", "no avx512_bf16 or amx_bf16 in /proc/cpuinfo flags"
 };
-// `cpu_flags`: the "flags" line of /proc/cpuinfo; `onednn_max_isa`: ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA), "" if unset.
+// `cpu_flags`: the "flags" line of /proc/cpuinfo; `onednn_max_isa`: ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA), "" if
+// unset.
 Bf16Support bf16_support(const std::string& cpu_flags, const std::string& onednn_max_isa);
 Bf16Support bf16_support();  // this machine's
 // A GPU's: native where cuDNN's bfloat16 convolutions run on it (compute capability 8.0 and up).

@@ -36,7 +36,8 @@ class Progress {
   // `run_total` in all. The bar then also shows the run's ETA: the epoch's time per step so far times the
   // run's steps left (time outside steps, such as evaluation, is not counted).
   void begin(const std::string& label, int64_t total, int64_t run_done, int64_t run_total);
-  // step in [1, total]; fields printed in order, numbers with 4 significant digits, e.g. {"loss", 0.4213}, {"lr", 0.01}.
+  // step in [1, total]; fields printed in order, numbers with 4 significant digits, e.g. {"loss", 0.4213}, {"lr",
+  // 0.01}.
   void update(int64_t step, const std::vector<std::pair<std::string, double>>& fields);
   // Ends the epoch line (newline on a tty) and prints `summary` on its own line if non-empty.
   void end(const std::string& summary = "");
@@ -75,8 +76,8 @@ class Progress {
   int64_t first_step_ = 0;  // the first step updated in this epoch (after a resume, not 1)
   int64_t run_done_ = 0, run_total_ = 0;
   std::vector<std::pair<std::string, double>> fields_;
-  bool shown_ = true;  // the latest update has been printed
-  bool drawn_ = false; // a bar is on the current terminal line
+  bool shown_ = true;   // the latest update has been printed
+  bool drawn_ = false;  // a bar is on the current terminal line
   Clock::time_point start_, last_draw_;
   std::function<Clock::time_point()> now_ = [] { return Clock::now(); };
 };

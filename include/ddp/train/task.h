@@ -31,7 +31,7 @@ struct ParamGroup {
   std::vector<at::Tensor> params;  // trainable only
   double lr_scale = 1;             // this group's lr = base lr * lr_scale
   double weight_decay = 0;
-  int64_t train_epochs = 0;        // > 0: trained for the first N epochs only (lr 0 after); 0: always
+  int64_t train_epochs = 0;  // > 0: trained for the first N epochs only (lr 0 after); 0: always
 };
 
 using OptimizerFactory = std::function<std::unique_ptr<torch::optim::Optimizer>(torch::nn::Module& model)>;

@@ -26,11 +26,11 @@ class SummaryWriter {
   // (PyTorch's naming), writing first an Event with file_version "brain.Event:2".
   // flush_secs: the longest a record waits in memory (PyTorch's flush_secs; > 0).
   explicit SummaryWriter(const std::string& log_dir, double flush_secs = 2);
-  ~SummaryWriter();                       // flushes and closes
+  ~SummaryWriter();                                                                            // flushes and closes
   void add_scalar(const std::string& tag, double value, int64_t step, double wall_time = -1);  // -1: now
   void flush();
   void close();
-  const std::string& path() const;       // the event file
+  const std::string& path() const;  // the event file
 
   SummaryWriter(const SummaryWriter&) = delete;
   SummaryWriter& operator=(const SummaryWriter&) = delete;

@@ -34,13 +34,13 @@
 namespace ddp::train {
 
 struct TrainSummary {
-  int64_t epochs_done = 0;   // epochs completed, counting those before a resume
-  int64_t steps = 0;         // optimizer steps, likewise
-  EvalResult eval;           // the last evaluation
-  double seconds = 0;        // wall time of this run, start to end
-  std::string checkpoint;    // the last checkpoint written ("" if none)
-  bool preempted = false;    // stopped by SIGTERM after writing `checkpoint`: exit with kExitPreempted
-  std::string stopped;       // why the run ended before its last epoch (--stop-after, a callback), else ""
+  int64_t epochs_done = 0;  // epochs completed, counting those before a resume
+  int64_t steps = 0;        // optimizer steps, likewise
+  EvalResult eval;          // the last evaluation
+  double seconds = 0;       // wall time of this run, start to end
+  std::string checkpoint;   // the last checkpoint written ("" if none)
+  bool preempted = false;   // stopped by SIGTERM after writing `checkpoint`: exit with kExitPreempted
+  std::string stopped;      // why the run ended before its last epoch (--stop-after, a callback), else ""
 };
 
 // ddp-train's exit code after a SIGTERM (preemption): the current step finished, a checkpoint was written, and
@@ -53,7 +53,7 @@ constexpr int kExitPreempted = 75;
 struct EpochEnd {
   int64_t epoch = 0;  // epochs done, 1-based
   int64_t epochs = 0;
-  int64_t step = 0;   // optimizer steps done
+  int64_t step = 0;       // optimizer steps done
   double train_loss = 0;  // this rank's mean training loss over the epoch
   EvalResult eval;
   bool stop = false;

@@ -28,7 +28,8 @@ at::Tensor decode_jpeg(const uint8_t* bytes, size_t size, const std::string& nam
   int w = 0, h = 0, subsamp = 0, colorspace = 0;
   auto* src = const_cast<unsigned char*>(bytes);
   if (tjDecompressHeader3(tj.get(), src, static_cast<unsigned long>(size), &w, &h, &subsamp, &colorspace) != 0)
-    fail(name, std::string("corrupt or truncated JPEG: unreadable header (libjpeg-turbo: ") + tjGetErrorStr2(tj.get()) + ")");
+    fail(name,
+         std::string("corrupt or truncated JPEG: unreadable header (libjpeg-turbo: ") + tjGetErrorStr2(tj.get()) + ")");
   if (w <= 0 || h <= 0) fail(name, "JPEG of size " + std::to_string(w) + "x" + std::to_string(h));
   std::vector<uint8_t> rgb(static_cast<size_t>(w) * h * 3);
   // Warnings (e.g. a truncated scan, which libjpeg fills with grey) are errors too, as in PIL.

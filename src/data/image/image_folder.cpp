@@ -60,8 +60,7 @@ ImageFolder::ImageFolder(const std::string& root) : root_(root) {
   for (const auto& e : fs::directory_iterator(root))
     if (e.is_directory()) classes_.push_back(e.path().filename().string());
   std::sort(classes_.begin(), classes_.end());
-  if (classes_.empty())
-    throw DataError(root + ": no class directory (the folder has no subdirectories); " + kLayout);
+  if (classes_.empty()) throw DataError(root + ": no class directory (the folder has no subdirectories); " + kLayout);
   for (size_t c = 0; c < classes_.size(); ++c) {
     std::vector<std::string> files;
     walk_sorted(fs::path(root) / classes_[c], files);
@@ -69,8 +68,10 @@ ImageFolder::ImageFolder(const std::string& root) : root_(root) {
     for (const auto& f : files) {
       const int kind = image_kind(f);
       if (kind < 0)
-        throw DataError(f + ": an image format this reader does not decode (only .jpg, .jpeg and .png); "
-                            "convert it or move it out of " + root);
+        throw DataError(f +
+                        ": an image format this reader does not decode (only .jpg, .jpeg and .png); "
+                        "convert it or move it out of " +
+                        root);
       if (kind == 0) continue;
       paths_.push_back(f);
       labels_.push_back(static_cast<int64_t>(c));

@@ -51,8 +51,10 @@ CropBox random_resized_crop_box(int64_t height, int64_t width, at::Generator& ge
   }
   const double in_ratio = double(width) / double(height);
   int64_t w = width, h = height;
-  if (in_ratio < ratio.first) h = py_round(double(w) / ratio.first);
-  else if (in_ratio > ratio.second) w = py_round(double(h) * ratio.second);
+  if (in_ratio < ratio.first)
+    h = py_round(double(w) / ratio.first);
+  else if (in_ratio > ratio.second)
+    w = py_round(double(h) * ratio.second);
   return {(height - h) / 2, (width - w) / 2, h, w};
 }
 

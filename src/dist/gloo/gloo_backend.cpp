@@ -7,9 +7,9 @@
 
 #include <csignal>
 
+#include "dist/c10d_work.h"
 #include "dist/gloo/gloo.h"
 #include "dist/gloo/gloo_device.h"
-#include "dist/c10d_work.h"
 #include "dist/validate.h"
 
 namespace ddp::gloo {
@@ -25,13 +25,21 @@ constexpr std::chrono::milliseconds kNoTimeoutForC10d = std::chrono::hours(24 * 
 
 c10d::ReduceOp to_c10d(ReduceOp op) {
   switch (op) {
-    case ReduceOp::SUM: case ReduceOp::AVG: return c10d::ReduceOp::SUM;
-    case ReduceOp::PRODUCT: return c10d::ReduceOp::PRODUCT;
-    case ReduceOp::MIN: return c10d::ReduceOp::MIN;
-    case ReduceOp::MAX: return c10d::ReduceOp::MAX;
-    case ReduceOp::BAND: return c10d::ReduceOp::BAND;
-    case ReduceOp::BOR: return c10d::ReduceOp::BOR;
-    case ReduceOp::BXOR: return c10d::ReduceOp::BXOR;
+    case ReduceOp::SUM:
+    case ReduceOp::AVG:
+      return c10d::ReduceOp::SUM;
+    case ReduceOp::PRODUCT:
+      return c10d::ReduceOp::PRODUCT;
+    case ReduceOp::MIN:
+      return c10d::ReduceOp::MIN;
+    case ReduceOp::MAX:
+      return c10d::ReduceOp::MAX;
+    case ReduceOp::BAND:
+      return c10d::ReduceOp::BAND;
+    case ReduceOp::BOR:
+      return c10d::ReduceOp::BOR;
+    case ReduceOp::BXOR:
+      return c10d::ReduceOp::BXOR;
   }
   return c10d::ReduceOp::SUM;
 }

@@ -30,9 +30,8 @@ std::string local_address_toward(const std::string& host) {
     if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
         getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
       char buf[INET6_ADDRSTRLEN] = {0};
-      void* src = local.ss_family == AF_INET
-                      ? static_cast<void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
-                      : static_cast<void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+      void* src = local.ss_family == AF_INET ? static_cast<void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+                                             : static_cast<void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
       if (inet_ntop(local.ss_family, src, buf, sizeof(buf))) out = buf;
     }
     close(fd);

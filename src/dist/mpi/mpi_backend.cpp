@@ -27,14 +27,16 @@ bool is_available() { return true; }
 std::unique_ptr<detail::Backend> create(const BackendOptions& opts) {
   Runtime& rt = Runtime::get();
   ErrorContext c{"mpi", rt.world_rank(), rt.world_size(), "init"};
-  const std::string hint = " (with mpi, rank and world size come from mpirun or srun; pass -1 to "
-                           "take MPI's)";
+  const std::string hint =
+      " (with mpi, rank and world size come from mpirun or srun; pass -1 to "
+      "take MPI's)";
   if (opts.rank >= 0 && opts.rank != rt.world_rank())
-    throw_invalid(c, "rank " + std::to_string(opts.rank) + " was requested but MPI gave this "
-                     "process rank " + std::to_string(rt.world_rank()) + hint);
+    throw_invalid(c, "rank " + std::to_string(opts.rank) +
+                         " was requested but MPI gave this "
+                         "process rank " +
+                         std::to_string(rt.world_rank()) + hint);
   if (opts.world_size > 0 && opts.world_size != rt.world_size())
-    throw_invalid(c, "world_size " + std::to_string(opts.world_size) +
-                         " was requested but MPI_COMM_WORLD has " +
+    throw_invalid(c, "world_size " + std::to_string(opts.world_size) + " was requested but MPI_COMM_WORLD has " +
                          std::to_string(rt.world_size()) + " processes" + hint);
   // Each group gets its own communicator, so groups never match each other's
   // messages; MPI errors on it are returned (and thrown as CommError). With

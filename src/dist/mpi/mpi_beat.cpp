@@ -17,9 +17,9 @@ struct Channel {
   CommPtr comm;
   int rank = 0, size = 1;
   bool closed = false;
-  std::vector<int64_t> in, out, heard;          // per peer: receive buffer, send buffer, newest value
-  std::vector<MPI_Request> recvs, sends;         // per peer
-  bool sends_left = false;                       // close() let go of a send still reading `out`
+  std::vector<int64_t> in, out, heard;    // per peer: receive buffer, send buffer, newest value
+  std::vector<MPI_Request> recvs, sends;  // per peer
+  bool sends_left = false;                // close() let go of a send still reading `out`
 
   ErrorContext ctx() const { return ErrorContext{"mpi", rank, size, "heartbeat"}; }
   void throw_closed() const {

@@ -31,8 +31,7 @@ void reduce_2byte(void* in, void* inout, int* len, MPI_Datatype*) {
   T* b = static_cast<T*>(inout);
   F f;
   const int n = *len;
-  for (int i = 0; i < n; ++i)
-    b[i] = T(f(static_cast<float>(a[i]), static_cast<float>(b[i])));
+  for (int i = 0; i < n; ++i) b[i] = T(f(static_cast<float>(a[i]), static_cast<float>(b[i])));
 }
 
 // SUM, the reduction gradients take, runs on fast kernels (ddp/dist/half.h).
@@ -57,11 +56,17 @@ void create_ops_for(MPI_Op* ops) {
 
 int op_index(ReduceOp op) {
   switch (op) {
-    case ReduceOp::SUM: case ReduceOp::AVG: return 0;
-    case ReduceOp::PRODUCT: return 1;
-    case ReduceOp::MIN: return 2;
-    case ReduceOp::MAX: return 3;
-    default: return -1;
+    case ReduceOp::SUM:
+    case ReduceOp::AVG:
+      return 0;
+    case ReduceOp::PRODUCT:
+      return 1;
+    case ReduceOp::MIN:
+      return 2;
+    case ReduceOp::MAX:
+      return 3;
+    default:
+      return -1;
   }
 }
 
@@ -69,13 +74,21 @@ int op_index(ReduceOp op) {
 
 MPI_Datatype datatype_of(at::ScalarType dtype) {
   switch (dtype) {
-    case at::kFloat: return MPI_FLOAT;
-    case at::kDouble: return MPI_DOUBLE;
-    case at::kInt: return MPI_INT32_T;
-    case at::kLong: return MPI_INT64_T;
-    case at::kByte: return MPI_UINT8_T;
-    case at::kHalf: case at::kBFloat16: return MPI_UINT16_T;
-    default: return MPI_DATATYPE_NULL;  // rejected by detail::check_tensor
+    case at::kFloat:
+      return MPI_FLOAT;
+    case at::kDouble:
+      return MPI_DOUBLE;
+    case at::kInt:
+      return MPI_INT32_T;
+    case at::kLong:
+      return MPI_INT64_T;
+    case at::kByte:
+      return MPI_UINT8_T;
+    case at::kHalf:
+    case at::kBFloat16:
+      return MPI_UINT16_T;
+    default:
+      return MPI_DATATYPE_NULL;  // rejected by detail::check_tensor
   }
 }
 
@@ -85,13 +98,21 @@ MPI_Op op_of(ReduceOp op, at::ScalarType dtype) {
     return i < 0 ? MPI_OP_NULL : custom_ops[dtype == at::kHalf ? 0 : 1][i];
   }
   switch (op) {
-    case ReduceOp::SUM: case ReduceOp::AVG: return MPI_SUM;
-    case ReduceOp::PRODUCT: return MPI_PROD;
-    case ReduceOp::MIN: return MPI_MIN;
-    case ReduceOp::MAX: return MPI_MAX;
-    case ReduceOp::BAND: return MPI_BAND;
-    case ReduceOp::BOR: return MPI_BOR;
-    case ReduceOp::BXOR: return MPI_BXOR;
+    case ReduceOp::SUM:
+    case ReduceOp::AVG:
+      return MPI_SUM;
+    case ReduceOp::PRODUCT:
+      return MPI_PROD;
+    case ReduceOp::MIN:
+      return MPI_MIN;
+    case ReduceOp::MAX:
+      return MPI_MAX;
+    case ReduceOp::BAND:
+      return MPI_BAND;
+    case ReduceOp::BOR:
+      return MPI_BOR;
+    case ReduceOp::BXOR:
+      return MPI_BXOR;
   }
   return MPI_OP_NULL;
 }
@@ -103,8 +124,7 @@ void create_custom_ops() {
 
 int to_count(const ErrorContext& ctx, int64_t n, const std::string& name) {
   if (n > INT_MAX)
-    throw_invalid(ctx, name + " has " + std::to_string(n) +
-                           " elements; MPI counts are limited to INT_MAX (" +
+    throw_invalid(ctx, name + " has " + std::to_string(n) + " elements; MPI counts are limited to INT_MAX (" +
                            std::to_string(INT_MAX) + "); split it into smaller tensors");
   return static_cast<int>(n);
 }

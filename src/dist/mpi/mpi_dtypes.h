@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <string>
 
-#include "dist/error_context.h"
 #include "ddp/dist/types.h"
+#include "dist/error_context.h"
 
 namespace ddp::mpi {
 

@@ -84,8 +84,7 @@ Work MpiBackend::reduce_scatter(at::Tensor& out, const at::Tensor& in, ReduceOp 
   int divisor = (o == ReduceOp::AVG && size_ > 1) ? size_ : 0;
   return submit(c, [in, out, n, op, divisor, comm = comm_](Task& task) mutable {
     check(task.ctx,
-          MPI_Reduce_scatter_block(in.data_ptr(), out.data_ptr(), n, datatype_of(out.scalar_type()), op,
-                                   comm->handle),
+          MPI_Reduce_scatter_block(in.data_ptr(), out.data_ptr(), n, datatype_of(out.scalar_type()), op, comm->handle),
           "MPI_Reduce_scatter_block");
     if (divisor) out.div_(divisor);
   });
@@ -121,27 +120,33 @@ Work MpiBackend::barrier(const Call& c) {
 
 Work MpiBackend::send(const at::Tensor& t, int dst, int tag, const Call& c) {
   int n = to_count(c.ctx, t.numel(), "tensor");
-  return submit(c, [t, n, dst, tag, comm = comm_](Task& task) {
-    check(task.ctx, MPI_Isend(t.data_ptr(), n, datatype_of(t.scalar_type()), dst, tag, comm->handle, &task.request),
-          "MPI_Isend");
-    task.on_request_done = [](const MPI_Status&) {};
-  }, /*blocking=*/false);
+  return submit(
+      c,
+      [t, n, dst, tag, comm = comm_](Task& task) {
+        check(task.ctx, MPI_Isend(t.data_ptr(), n, datatype_of(t.scalar_type()), dst, tag, comm->handle, &task.request),
+              "MPI_Isend");
+        task.on_request_done = [](const MPI_Status&) {};
+      },
+      /*blocking=*/false);
 }
 
 Work MpiBackend::recv(at::Tensor& t, int src, int tag, const Call& c) {
   int n = to_count(c.ctx, t.numel(), "tensor");
-  return submit(c, [t, n, src, tag, comm = comm_](Task& task) {
-    MPI_Datatype dt = datatype_of(t.scalar_type());
-    check(task.ctx, MPI_Irecv(t.data_ptr(), n, dt, src, tag, comm->handle, &task.request), "MPI_Irecv");
-    task.on_request_done = [&task, n, dt, src](const MPI_Status& status) {
-      int got = 0;
-      MPI_Get_count(&status, dt, &got);
-      if (got != n)
-        throw CommError(task.ctx.prefix() + "received " + std::to_string(got) + " elements from src " +
-                        std::to_string(src) + " but the tensor has " + std::to_string(n) +
-                        "; send and recv sizes must match");
-    };
-  }, /*blocking=*/false);
+  return submit(
+      c,
+      [t, n, src, tag, comm = comm_](Task& task) {
+        MPI_Datatype dt = datatype_of(t.scalar_type());
+        check(task.ctx, MPI_Irecv(t.data_ptr(), n, dt, src, tag, comm->handle, &task.request), "MPI_Irecv");
+        task.on_request_done = [&task, n, dt, src](const MPI_Status& status) {
+          int got = 0;
+          MPI_Get_count(&status, dt, &got);
+          if (got != n)
+            throw CommError(task.ctx.prefix() + "received " + std::to_string(got) + " elements from src " +
+                            std::to_string(src) + " but the tensor has " + std::to_string(n) +
+                            "; send and recv sizes must match");
+        };
+      },
+      /*blocking=*/false);
 }
 
 std::unique_ptr<detail::Backend> MpiBackend::split(const std::vector<int>& ranks, int index, Milliseconds timeout) {

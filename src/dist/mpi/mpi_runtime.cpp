@@ -8,10 +8,10 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "ddp/dist/launch_env.h"
 #include "dist/env.h"
 #include "dist/heartbeat.h"
 #include "dist/mpi/mpi_dtypes.h"
-#include "ddp/dist/launch_env.h"
 
 namespace ddp::mpi {
 namespace {
@@ -36,9 +36,7 @@ std::string thread_level_name(int level) {
   return "thread level " + std::to_string(level);
 }
 
-std::string prefix(int rank, int size, const char* op) {
-  return ErrorContext{"mpi", rank, size, op}.prefix();
-}
+std::string prefix(int rank, int size, const char* op) { return ErrorContext{"mpi", rank, size, op}.prefix(); }
 
 }  // namespace
 
@@ -59,8 +57,9 @@ Runtime::Runtime() {
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (finalized)
-    throw Error("[mpi] init: MPI was already finalized in this process and cannot be "
-                "initialized again; create mpi groups before MPI_Finalize");
+    throw Error(
+        "[mpi] init: MPI was already finalized in this process and cannot be "
+        "initialized again; create mpi groups before MPI_Finalize");
   int provided = MPI_THREAD_SINGLE;
   if (!initialized) {
     // DDP_HEARTBEAT_TIMEOUT=0: no heartbeat thread, and MPI without the locks MULTIPLE may take.
@@ -75,8 +74,7 @@ Runtime::Runtime() {
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
   if (provided < MPI_THREAD_SERIALIZED) {
-    std::string msg = prefix(world_rank_, world_size_, "init") + "MPI provides " +
-                      thread_level_name(provided) +
+    std::string msg = prefix(world_rank_, world_size_, "init") + "MPI provides " + thread_level_name(provided) +
                       "; the mpi backend makes its MPI calls on a helper thread and needs "
                       "MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE";
     if (owns_mpi_) {
@@ -89,8 +87,7 @@ Runtime::Runtime() {
   }
   int* tag_ub = nullptr;
   int flag = 0;
-  if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag) == MPI_SUCCESS && flag)
-    tag_ub_ = *tag_ub;
+  if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag) == MPI_SUCCESS && flag) tag_ub_ = *tag_ub;
   create_custom_ops();
   if (auto v = launch_env::choice(launch_env::kMpiInline)) inline_enabled_ = *v != "0";
 
@@ -114,9 +111,8 @@ void Runtime::enqueue(TaskPtr task) {
                       "the mpi backend has shut down (the process is exiting or MPI_Finalize "
                       "was called)");
     if (running_ && running_->overdue(Clock::now()))
-      throw CommError(task->ctx.prefix() + "the mpi backend is unusable: an earlier " +
-                      running_->ctx.op + " is still blocked in MPI after its timeout of " +
-                      std::to_string(running_->timeout.count()) +
+      throw CommError(task->ctx.prefix() + "the mpi backend is unusable: an earlier " + running_->ctx.op +
+                      " is still blocked in MPI after its timeout of " + std::to_string(running_->timeout.count()) +
                       " ms (a rank did not call it, or failed)");
     queue_.push_back(std::move(task));
   }
@@ -124,8 +120,8 @@ void Runtime::enqueue(TaskPtr task) {
 }
 
 void Runtime::post(std::function<void()> fn) {
-  auto task = std::make_shared<Task>(ErrorContext{"mpi", world_rank_, world_size_, "cleanup"},
-                                     Milliseconds(0), [fn = std::move(fn)](Task&) { fn(); });
+  auto task = std::make_shared<Task>(ErrorContext{"mpi", world_rank_, world_size_, "cleanup"}, Milliseconds(0),
+                                     [fn = std::move(fn)](Task&) { fn(); });
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
@@ -172,8 +168,7 @@ void Runtime::inline_overdue(const Task& task) {
                "%stimed out after %lld ms, blocked in MPI on the calling thread; a blocking MPI "
                "call cannot be abandoned, so this process exits with status 1 (a rank did not "
                "call %s, or failed)\n",
-               task.ctx.prefix().c_str(), static_cast<long long>(task.timeout.count()),
-               task.ctx.op.c_str());
+               task.ctx.prefix().c_str(), static_cast<long long>(task.timeout.count()), task.ctx.op.c_str());
   std::fflush(nullptr);
   _exit(1);
 }
@@ -220,8 +215,7 @@ bool Runtime::poll_requests() {
       int cancelled = 0;
       MPI_Test_cancelled(&status, &cancelled);
       if (cancelled)  // at its deadline: the same error its waiters get
-        throw TimeoutError(t.ctx.prefix() + "timed out after " +
-                           std::to_string(t.timeout.count()) + " ms");
+        throw TimeoutError(t.ctx.prefix() + "timed out after " + std::to_string(t.timeout.count()) + " ms");
       if (t.on_request_done) t.on_request_done(status);
     } catch (...) {
       error = std::current_exception();
@@ -255,7 +249,7 @@ void Runtime::loop() {
       lock.lock();
       running_ = nullptr;
       requests_pending_ = active_.size();
-      task.reset();  // may free a communicator: directly, on this thread
+      task.reset();             // may free a communicator: directly, on this thread
       settle_cv_.notify_all();  // a caller may wait to run inline
       backoff = kMinBackoff;
       continue;
@@ -268,8 +262,8 @@ void Runtime::loop() {
       if (!queue_.empty()) continue;
       if (stopping_) {
         const auto now = Clock::now();
-        bool all_overdue = std::all_of(active_.begin(), active_.end(),
-                                       [&](const TaskPtr& t) { return t->overdue(now); });
+        bool all_overdue =
+            std::all_of(active_.begin(), active_.end(), [&](const TaskPtr& t) { return t->overdue(now); });
         if (discard_ || all_overdue) break;
       }
       if (!active_.empty()) {
@@ -298,8 +292,7 @@ std::string Runtime::stop(bool drain, Milliseconds grace) {
   work_cv_.notify_all();
   lock.unlock();
   for (auto& t : dropped)
-    t->complete(std::make_exception_ptr(
-        CommError(t->ctx.prefix() + "the mpi backend shut down before this ran")));
+    t->complete(std::make_exception_ptr(CommError(t->ctx.prefix() + "the mpi backend shut down before this ran")));
   lock.lock();
   const auto give_up = Clock::now() + grace;
   while (!finished_) {
@@ -307,14 +300,12 @@ std::string Runtime::stop(bool drain, Milliseconds grace) {
     const Task* busy = running_ ? running_ : inline_;
     if (busy && (drain ? busy->overdue(now) : now > give_up))
       return busy->ctx.op + " is still blocked in MPI" +
-             (drain ? " after its timeout of " + std::to_string(busy->timeout.count()) + " ms"
-                    : std::string());
+             (drain ? " after its timeout of " + std::to_string(busy->timeout.count()) + " ms" : std::string());
     idle_cv_.wait_for(lock, std::chrono::milliseconds(20));
   }
   lock.unlock();
   thread_.join();
-  if (abandoned_ > 0)
-    return std::to_string(abandoned_) + " send/recv request(s) never completed";
+  if (abandoned_ > 0) return std::to_string(abandoned_) + " send/recv request(s) never completed";
   return "";
 }
 
@@ -340,8 +331,7 @@ void Runtime::at_exit(int status, void* arg) {
   }
   std::string stuck = rt->stop(/*drain=*/true, Milliseconds(0));
   if (!stuck.empty()) {
-    std::fprintf(stderr, "%s%s; exiting with status 1 without MPI_Finalize\n", where.c_str(),
-                 stuck.c_str());
+    std::fprintf(stderr, "%s%s; exiting with status 1 without MPI_Finalize\n", where.c_str(), stuck.c_str());
     std::fflush(nullptr);
     _exit(1);
   }
@@ -382,8 +372,8 @@ int Runtime::on_mpi_finalize(MPI_Comm, int, void*, void* extra) {
     rt->comms_.clear();
   }
   if (!stuck.empty()) {
-    std::fprintf(stderr, "%s%s while MPI_Finalize runs\n",
-                 prefix(rt->world_rank_, rt->world_size_, "finalize").c_str(), stuck.c_str());
+    std::fprintf(stderr, "%s%s while MPI_Finalize runs\n", prefix(rt->world_rank_, rt->world_size_, "finalize").c_str(),
+                 stuck.c_str());
     std::fflush(stderr);
   }
   return MPI_SUCCESS;

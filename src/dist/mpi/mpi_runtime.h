@@ -104,22 +104,22 @@ class Runtime {
   int provided_ = 0;       // MPI's thread level
 
   std::mutex comms_mu_;
-  std::vector<MPI_Comm> comms_;  // guarded by comms_mu_
+  std::vector<MPI_Comm> comms_;                        // guarded by comms_mu_
   std::vector<std::function<void()>> finalize_hooks_;  // guarded by comms_mu_
   mutable std::mutex mu_;
-  std::condition_variable work_cv_;  // the thread waits for tasks
-  std::condition_variable idle_cv_;  // stop() waits for the thread
+  std::condition_variable work_cv_;    // the thread waits for tasks
+  std::condition_variable idle_cv_;    // stop() waits for the thread
   std::condition_variable settle_cv_;  // try_run_inline waits for running_ to clear
   std::deque<TaskPtr> queue_;
-  Task* running_ = nullptr;       // the task the thread runs now (guarded by mu_)
-  Task* inline_ = nullptr;        // the task a caller runs inline now (guarded by mu_)
-  size_t requests_pending_ = 0;   // active_.size() while running_ is null (guarded by mu_)
-  bool inline_enabled_ = true;    // DDP_MPI_INLINE is not 0
-  bool stopping_ = false;         // no new tasks; the thread drains and exits
-  bool discard_ = false;          // stop without draining
-  bool finished_ = false;         // the thread left its loop
-  size_t abandoned_ = 0;          // requests still pending when it left
-  std::vector<TaskPtr> active_;   // started requests (communication thread only)
+  Task* running_ = nullptr;      // the task the thread runs now (guarded by mu_)
+  Task* inline_ = nullptr;       // the task a caller runs inline now (guarded by mu_)
+  size_t requests_pending_ = 0;  // active_.size() while running_ is null (guarded by mu_)
+  bool inline_enabled_ = true;   // DDP_MPI_INLINE is not 0
+  bool stopping_ = false;        // no new tasks; the thread drains and exits
+  bool discard_ = false;         // stop without draining
+  bool finished_ = false;        // the thread left its loop
+  size_t abandoned_ = 0;         // requests still pending when it left
+  std::vector<TaskPtr> active_;  // started requests (communication thread only)
   std::thread thread_;
   std::thread::id thread_id_;
 };

@@ -48,8 +48,7 @@ void Task::wait(Milliseconds wait_timeout) {
     if (until == Clock::time_point::max()) {
       cv_.wait(lock, is_done);
     } else if (!cv_.wait_until(lock, until, is_done)) {
-      throw TimeoutError(ctx.prefix() + "timed out after " + std::to_string(reported.count()) +
-                         " ms");
+      throw TimeoutError(ctx.prefix() + "timed out after " + std::to_string(reported.count()) + " ms");
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -61,8 +60,6 @@ void TaskWork::wait(Milliseconds timeout) {
   task_->wait(timeout);
 }
 
-bool TaskWork::is_completed() {
-  return task_->done() || task_->overdue(Clock::now());
-}
+bool TaskWork::is_completed() { return task_->done() || task_->overdue(Clock::now()); }
 
 }  // namespace ddp::mpi

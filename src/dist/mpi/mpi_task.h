@@ -15,8 +15,8 @@
 #include <memory>
 #include <mutex>
 
-#include "dist/error_context.h"
 #include "ddp/dist/work.h"
+#include "dist/error_context.h"
 
 namespace ddp::mpi {
 
@@ -38,7 +38,7 @@ class Task {
   // Request-style tasks: set by `run`; polled until complete.
   MPI_Request request = MPI_REQUEST_NULL;
   std::function<void(const MPI_Status&)> on_request_done;  // may throw
-  bool cancel_sent = false;  // communication thread only: MPI_Cancel was called
+  bool cancel_sent = false;                                // communication thread only: MPI_Cancel was called
   // A blocking collective that may run on a waiting caller's thread.
   bool may_run_inline = false;
 

@@ -15,8 +15,8 @@ void check_plain(const PlainDict& d, const std::string& name) {
     if (!item.key().isString())
       throw InvalidArgument("checkpoint " + name + " has a key of type " + item.key().tagKind() + "; keys are strings");
     if (!v.isInt() && !v.isDouble() && !v.isBool() && !v.isString())
-      throw InvalidArgument("checkpoint " + name + "[\"" + item.key().toStringRef() + "\"] is a " + v.tagKind() +
-                            "; " + name + " holds ints, doubles, bools and strings only (put other values in extra)");
+      throw InvalidArgument("checkpoint " + name + "[\"" + item.key().toStringRef() + "\"] is a " + v.tagKind() + "; " +
+                            name + " holds ints, doubles, bools and strings only (put other values in extra)");
   }
 }
 

@@ -1,11 +1,11 @@
 // CheckpointManager: numbered checkpoint files, a "latest" pointer, pruning, and the rank-0-writes protocol.
 #include <ATen/ATen.h>
 
+#include <signal.h>
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
-#include <signal.h>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -86,7 +86,8 @@ void CheckpointManager::write_and_prune(int64_t epoch, int64_t step, const std::
   if (opts_.keep_last == 0) return;
   // Keep the new file and the newest keep_last - 1 others (by epoch, step).
   std::vector<Numbered> others = list_checkpoints(opts_.dir);
-  others.erase(std::remove_if(others.begin(), others.end(), [&](const Numbered& n) { return n.second.filename() == fs::path(path).filename(); }),
+  others.erase(std::remove_if(others.begin(), others.end(),
+                              [&](const Numbered& n) { return n.second.filename() == fs::path(path).filename(); }),
                others.end());
   const size_t keep = static_cast<size_t>(opts_.keep_last) - 1;
   for (size_t i = 0; i + keep < others.size(); ++i) {
@@ -118,7 +119,8 @@ std::string CheckpointManager::save(int64_t epoch, int64_t step, const std::func
     group->broadcast(ok);
     if (ok.item<int64_t>() != 1) {
       if (error) std::rethrow_exception(error);
-      throw PeerFailed<Error>("CheckpointManager: rank 0 failed to save " + path + " (its error is reported on rank 0)", 0);
+      throw PeerFailed<Error>("CheckpointManager: rank 0 failed to save " + path + " (its error is reported on rank 0)",
+                              0);
     }
     group->barrier();
   }

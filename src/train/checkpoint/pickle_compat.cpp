@@ -15,23 +15,55 @@ namespace {
 
 // The protocol-2 opcodes LibTorch 1.13 reads, plus SETITEM, APPEND (rewritten). Names as in Python's pickletools.
 enum Op : uint8_t {
-  MARK = '(', STOP = '.', BINPUT = 'q', LONG_BINPUT = 'r', BINGET = 'h', LONG_BINGET = 'j', EMPTY_TUPLE = ')',
-  EMPTY_LIST = ']', EMPTY_DICT = '}', NONE = 'N', BININT = 'J', BININT1 = 'K', BININT2 = 'M', BINUNICODE = 'X',
-  BINFLOAT = 'G', TUPLE = 't', APPEND = 'a', APPENDS = 'e', SETITEM = 's', SETITEMS = 'u', GLOBAL = 'c',
-  REDUCE = 'R', BUILD = 'b', BINPERSID = 'Q', PROTO = 0x80, NEWOBJ = 0x81, TUPLE1 = 0x85, TUPLE2 = 0x86,
-  TUPLE3 = 0x87, NEWTRUE = 0x88, NEWFALSE = 0x89, LONG1 = 0x8a,
+  MARK = '(',
+  STOP = '.',
+  BINPUT = 'q',
+  LONG_BINPUT = 'r',
+  BINGET = 'h',
+  LONG_BINGET = 'j',
+  EMPTY_TUPLE = ')',
+  EMPTY_LIST = ']',
+  EMPTY_DICT = '}',
+  NONE = 'N',
+  BININT = 'J',
+  BININT1 = 'K',
+  BININT2 = 'M',
+  BINUNICODE = 'X',
+  BINFLOAT = 'G',
+  TUPLE = 't',
+  APPEND = 'a',
+  APPENDS = 'e',
+  SETITEM = 's',
+  SETITEMS = 'u',
+  GLOBAL = 'c',
+  REDUCE = 'R',
+  BUILD = 'b',
+  BINPERSID = 'Q',
+  PROTO = 0x80,
+  NEWOBJ = 0x81,
+  TUPLE1 = 0x85,
+  TUPLE2 = 0x86,
+  TUPLE3 = 0x87,
+  NEWTRUE = 0x88,
+  NEWFALSE = 0x89,
+  LONG1 = 0x8a,
 };
 
 // Opcodes LibTorch cannot read, named for the error message.
 const char* unsupported_name(uint8_t op) {
   static const std::pair<uint8_t, const char*> names[] = {
-      {'0', "POP"}, {'1', "POP_MARK"}, {'2', "DUP"}, {'B', "BINBYTES"}, {'C', "SHORT_BINBYTES"},
-      {'F', "FLOAT"}, {'I', "INT"}, {'L', "LONG"}, {'P', "PERSID"}, {'S', "STRING"}, {'T', "BINSTRING"},
-      {'U', "SHORT_BINSTRING"}, {'V', "UNICODE"}, {'d', "DICT"}, {'g', "GET"}, {'i', "INST"}, {'l', "LIST"},
-      {'o', "OBJ"}, {'p', "PUT"}, {0x82, "EXT1"}, {0x83, "EXT2"}, {0x84, "EXT4"}, {0x8b, "LONG4"},
-      {0x8c, "SHORT_BINUNICODE"}, {0x8d, "BINUNICODE8"}, {0x8e, "BINBYTES8"}, {0x8f, "EMPTY_SET"},
-      {0x90, "ADDITEMS"}, {0x91, "FROZENSET"}, {0x92, "NEWOBJ_EX"}, {0x93, "STACK_GLOBAL"}, {0x94, "MEMOIZE"},
-      {0x95, "FRAME"}, {0x96, "BYTEARRAY8"}, {0x97, "NEXT_BUFFER"}, {0x98, "READONLY_BUFFER"}};
+      {'0', "POP"},           {'1', "POP_MARK"},       {'2', "DUP"},
+      {'B', "BINBYTES"},      {'C', "SHORT_BINBYTES"}, {'F', "FLOAT"},
+      {'I', "INT"},           {'L', "LONG"},           {'P', "PERSID"},
+      {'S', "STRING"},        {'T', "BINSTRING"},      {'U', "SHORT_BINSTRING"},
+      {'V', "UNICODE"},       {'d', "DICT"},           {'g', "GET"},
+      {'i', "INST"},          {'l', "LIST"},           {'o', "OBJ"},
+      {'p', "PUT"},           {0x82, "EXT1"},          {0x83, "EXT2"},
+      {0x84, "EXT4"},         {0x8b, "LONG4"},         {0x8c, "SHORT_BINUNICODE"},
+      {0x8d, "BINUNICODE8"},  {0x8e, "BINBYTES8"},     {0x8f, "EMPTY_SET"},
+      {0x90, "ADDITEMS"},     {0x91, "FROZENSET"},     {0x92, "NEWOBJ_EX"},
+      {0x93, "STACK_GLOBAL"}, {0x94, "MEMOIZE"},       {0x95, "FRAME"},
+      {0x96, "BYTEARRAY8"},   {0x97, "NEXT_BUFFER"},   {0x98, "READONLY_BUFFER"}};
   for (const auto& [code, name] : names)
     if (code == op) return name;
   return "unknown";
@@ -66,8 +98,7 @@ class Rewriter {
   Rewriter(const std::string& in, const std::string& where) : in_(in), where_(where) {}
 
   std::string run() {
-    if (in_.size() < 2 || static_cast<uint8_t>(in_[0]) != PROTO)
-      fail(0, "not a pickle (no PROTO opcode at the start)");
+    if (in_.size() < 2 || static_cast<uint8_t>(in_[0]) != PROTO) fail(0, "not a pickle (no PROTO opcode at the start)");
     if (in_[1] != 2)
       fail(1, "pickle protocol " + std::to_string(static_cast<uint8_t>(in_[1])) +
                   "; LibTorch reads protocol 2 only, torch.save's default (save without pickle_protocol=)");
@@ -145,52 +176,94 @@ class Rewriter {
     const size_t at = pos_;
     const uint8_t op = *take(1, at);
     switch (op) {
-      case MARK: marks_.emplace_back(stack_.size(), at); break;
+      case MARK:
+        marks_.emplace_back(stack_.size(), at);
+        break;
       case STOP:
         if (stack_.size() != 1 || !marks_.empty()) fail(at, "STOP with a malformed stack (corrupt pickle)");
         return true;
-      case BINPUT: memo_put(*take(1, at), at); break;
-      case LONG_BINPUT: memo_put(u32(at), at); break;
-      case BINGET: memo_get(*take(1, at), at); break;
-      case LONG_BINGET: memo_get(u32(at), at); break;
-      case EMPTY_TUPLE: push(at, Kind::EmptyTuple); break;
-      case EMPTY_LIST: case EMPTY_DICT: case NONE: case NEWTRUE: case NEWFALSE: push(at); break;
-      case BININT1: skip_and_push(1, at); break;
-      case BININT2: skip_and_push(2, at); break;
-      case BININT: skip_and_push(4, at); break;
-      case BINFLOAT: skip_and_push(8, at); break;
-      case BINUNICODE: skip_and_push(u32(at), at); break;
-      case LONG1: long1(at); break;
+      case BINPUT:
+        memo_put(*take(1, at), at);
+        break;
+      case LONG_BINPUT:
+        memo_put(u32(at), at);
+        break;
+      case BINGET:
+        memo_get(*take(1, at), at);
+        break;
+      case LONG_BINGET:
+        memo_get(u32(at), at);
+        break;
+      case EMPTY_TUPLE:
+        push(at, Kind::EmptyTuple);
+        break;
+      case EMPTY_LIST:
+      case EMPTY_DICT:
+      case NONE:
+      case NEWTRUE:
+      case NEWFALSE:
+        push(at);
+        break;
+      case BININT1:
+        skip_and_push(1, at);
+        break;
+      case BININT2:
+        skip_and_push(2, at);
+        break;
+      case BININT:
+        skip_and_push(4, at);
+        break;
+      case BINFLOAT:
+        skip_and_push(8, at);
+        break;
+      case BINUNICODE:
+        skip_and_push(u32(at), at);
+        break;
+      case LONG1:
+        long1(at);
+        break;
       case GLOBAL: {
         const std::string module = line(at), name = line(at);
         const bool od = module == "collections" && name == "OrderedDict";
         if (od) edit(at, pos_ - at, "ctorch.jit._pickle\nrestore_type_tag\n");
         push(at, od ? Kind::OrderedDictClass : Kind::Value);
       } break;
-      case TUPLE: push(pop_mark(at)); break;
-      case TUPLE1: case TUPLE2: case TUPLE3: {
+      case TUPLE:
+        push(pop_mark(at));
+        break;
+      case TUPLE1:
+      case TUPLE2:
+      case TUPLE3: {
         size_t begin = 0;
         for (int i = 0; i < op - TUPLE1 + 1; ++i) begin = pop(at).begin;
         push(begin);
       } break;
-      case APPENDS: case SETITEMS:
+      case APPENDS:
+      case SETITEMS:
         pop_mark(at);
         top(at);  // the container
         break;
-      case APPEND: case SETITEM: {  // container, [key,] value -> MARK before the first popped, then the plural op
+      case APPEND:
+      case SETITEM: {  // container, [key,] value -> MARK before the first popped, then the plural op
         size_t begin = pop(at).begin;
         if (op == SETITEM) begin = pop(at).begin;
         top(at);
         edit(begin, 0, std::string(1, static_cast<char>(MARK)));
         edit(at, 1, std::string(1, static_cast<char>(op == SETITEM ? SETITEMS : APPENDS)));
       } break;
-      case REDUCE: reduce(at); break;
+      case REDUCE:
+        reduce(at);
+        break;
       case NEWOBJ: {
         pop(at);
         push(pop(at).begin);
       } break;
-      case BUILD: build(at); break;
-      case BINPERSID: push(pop(at).begin); break;
+      case BUILD:
+        build(at);
+        break;
+      case BINPERSID:
+        push(pop(at).begin);
+        break;
       default: {
         char code[8];
         std::snprintf(code, sizeof code, "0x%02x", op);

@@ -16,10 +16,28 @@ namespace {
 
 // Protocol-2 opcodes (pickletools names).
 enum Op : char {
-  MARK = '(', STOP = '.', BINPERSID = 'Q', REDUCE = 'R', GLOBAL = 'c', NONE = 'N', NEWTRUE = '\x88',
-  NEWFALSE = '\x89', BININT = 'J', BININT1 = 'K', BININT2 = 'M', LONG1 = '\x8a', BINFLOAT = 'G',
-  BINUNICODE = 'X', EMPTY_LIST = ']', APPENDS = 'e', EMPTY_TUPLE = ')', TUPLE = 't', TUPLE1 = '\x85',
-  EMPTY_DICT = '}', SETITEMS = 'u', PROTO = '\x80',
+  MARK = '(',
+  STOP = '.',
+  BINPERSID = 'Q',
+  REDUCE = 'R',
+  GLOBAL = 'c',
+  NONE = 'N',
+  NEWTRUE = '\x88',
+  NEWFALSE = '\x89',
+  BININT = 'J',
+  BININT1 = 'K',
+  BININT2 = 'M',
+  LONG1 = '\x8a',
+  BINFLOAT = 'G',
+  BINUNICODE = 'X',
+  EMPTY_LIST = ']',
+  APPENDS = 'e',
+  EMPTY_TUPLE = ')',
+  TUPLE = 't',
+  TUPLE1 = '\x85',
+  EMPTY_DICT = '}',
+  SETITEMS = 'u',
+  PROTO = '\x80',
 };
 
 class Writer {
@@ -153,8 +171,8 @@ class Writer {
     }
     if (v.isGenericDict()) {
       const auto dict = v.toGenericDict();
-      const bool state_dict = dict.keyType()->kind() == c10::TypeKind::StringType &&
-                              dict.valueType()->kind() == c10::TypeKind::TensorType;
+      const bool state_dict =
+          dict.keyType()->kind() == c10::TypeKind::StringType && dict.valueType()->kind() == c10::TypeKind::TensorType;
       if (state_dict)
         empty_ordered_dict();
       else
@@ -162,7 +180,8 @@ class Writer {
       if (dict.empty()) return;
       put(MARK);
       for (const auto& item : dict) {
-        const std::string sub = path + "[" + (item.key().isString() ? "\"" + item.key().toStringRef() + "\"" : c10::str(item.key())) + "]";
+        const std::string sub =
+            path + "[" + (item.key().isString() ? "\"" + item.key().toStringRef() + "\"" : c10::str(item.key())) + "]";
         value(item.key(), sub);
         value(item.value(), sub);
       }

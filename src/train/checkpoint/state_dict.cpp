@@ -26,7 +26,8 @@ void collect(const torch::nn::Module& m, const std::string& prefix, StateDict& o
 }
 
 bool all_prefixed(const StateDict& sd) {
-  return !sd.empty() && std::all_of(sd.begin(), sd.end(), [](const auto& kv) { return kv.first.rfind(kDdpPrefix, 0) == 0; });
+  return !sd.empty() &&
+         std::all_of(sd.begin(), sd.end(), [](const auto& kv) { return kv.first.rfind(kDdpPrefix, 0) == 0; });
 }
 
 // "3 missing keys (a, b, c)" with at most 5 names.
@@ -130,14 +131,16 @@ StateDict load_state_dict_file(const std::string& path) {
   const c10::IValue v = detail::read_torch_file(path);
   if (v.isGenericDict()) {
     const auto dict = v.toGenericDict();
-    const bool all_tensors = std::all_of(dict.begin(), dict.end(), [](const auto& it) { return it.value().isTensor(); });
+    const bool all_tensors =
+        std::all_of(dict.begin(), dict.end(), [](const auto& it) { return it.value().isTensor(); });
     if (!all_tensors) {  // a checkpoint: its "model" (ours, and a common Python convention) or "state_dict"
       for (const char* key : {"model", "state_dict"}) {
         auto it = dict.find(c10::IValue(std::string(key)));
         if (it != dict.end()) return state_dict_from_ivalue(it->value(), path + " [\"" + key + "\"]");
       }
-      throw InvalidArgument(path + ": neither a state dict (name -> tensor) nor a checkpoint with a \"model\" or "
-                                   "\"state_dict\" entry");
+      throw InvalidArgument(path +
+                            ": neither a state dict (name -> tensor) nor a checkpoint with a \"model\" or "
+                            "\"state_dict\" entry");
     }
   }
   return state_dict_from_ivalue(v, path);

@@ -12,8 +12,8 @@
 #include <fstream>
 
 #include "ddp/errors.h"
-#include "dist/atomic_file.h"
 #include "ddp/train/checkpoint.h"
+#include "dist/atomic_file.h"
 
 namespace ddp::train {
 namespace detail {
@@ -30,8 +30,9 @@ void check_file(const std::string& path) {
   char magic[4] = {};
   std::ifstream in(path, std::ios::binary);
   if (!in.read(magic, sizeof magic) || std::memcmp(magic, "PK\x03\x04", 4) != 0)
-    throw Error(path + ": not a zip archive as torch.save writes (a legacy torch.save file with "
-                       "_use_new_zipfile_serialization=False, or not a PyTorch file at all)");
+    throw Error(path +
+                ": not a zip archive as torch.save writes (a legacy torch.save file with "
+                "_use_new_zipfile_serialization=False, or not a PyTorch file at all)");
 }
 
 }  // namespace

@@ -50,8 +50,7 @@ void verify_zip_records(const std::string& path) {
                   "never writes; the file changed after it was written (a disk, copy or transfer error)");
     zip_file_t* file = zip_fopen_index(archive.get(), i, 0);
     if (!file)
-      throw Error(path + ": corrupt checkpoint: cannot open its record '" + name +
-                  "': " + zip_strerror(archive.get()));
+      throw Error(path + ": corrupt checkpoint: cannot open its record '" + name + "': " + zip_strerror(archive.get()));
     std::string failure;
     for (;;) {
       const zip_int64_t got = zip_fread(file, buffer.data(), buffer.size());

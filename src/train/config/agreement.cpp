@@ -61,8 +61,10 @@ void check_config_agreement(const TrainConfig& cfg, ProcessGroup& group) {
       std::string v = it == views[r].end() ? "missing" : it->second;
       if (v == value0) continue;
       auto g = std::find_if(others.begin(), others.end(), [&](const auto& o) { return o.first == v; });
-      if (g == others.end()) others.push_back({v, {r}});
-      else g->second.push_back(r);
+      if (g == others.end())
+        others.push_back({v, {r}});
+      else
+        g->second.push_back(r);
     }
     if (others.empty()) continue;
     what << (differences++ ? "; " : "") << key << " is " << value0 << " on rank 0 but ";

@@ -18,10 +18,14 @@ std::string type_name(const Setting& s) {
   return std::visit(
       [](auto member) -> std::string {
         using T = std::decay_t<decltype(TrainConfig{}.*member)>;
-        if constexpr (std::is_same_v<T, std::string>) return "TEXT";
-        else if constexpr (std::is_same_v<T, std::pair<double, double>>) return "B1,B2";
-        else if constexpr (std::is_same_v<T, double> || std::is_same_v<T, std::optional<double>>) return "X";
-        else return "N";
+        if constexpr (std::is_same_v<T, std::string>)
+          return "TEXT";
+        else if constexpr (std::is_same_v<T, std::pair<double, double>>)
+          return "B1,B2";
+        else if constexpr (std::is_same_v<T, double> || std::is_same_v<T, std::optional<double>>)
+          return "X";
+        else
+          return "N";
       },
       s.field);
 }
@@ -51,7 +55,8 @@ std::string recipe_list() {
 // Every setting as a flag writing into `c`, and --config / --print-config.
 void define(CLI::App& app, TrainConfig& c, std::string& config_file, bool& print_config) {
   app.description("Trains a recipe, single-process or under ddprun (one process per rank).");
-  app.footer(recipe_list() + "\nUnset settings take the recipe's defaults; --print-config shows them all.\n"
+  app.footer(recipe_list() +
+             "\nUnset settings take the recipe's defaults; --print-config shows them all.\n"
              "Each run writes OUT/report.html; `ddp-train report RUN_DIR [RUN_DIR...] [-o page.html]` rebuilds it\n"
              "or puts several runs side by side (ddp-train report --help).\n"
              "Exit status: 0 done, 1 failed, 2 bad flags.");
@@ -64,8 +69,8 @@ void define(CLI::App& app, TrainConfig& c, std::string& config_file, bool& print
   for (const Setting& s : detail::settings()) {
     if (std::holds_alternative<bool TrainConfig::*>(s.field)) {
       auto member = std::get<bool TrainConfig::*>(s.field);
-      app.add_flag_function("--" + s.name + ",!--no-" + s.name, [&c, member](int64_t n) { c.*member = n > 0; },
-                            help_of(s));
+      app.add_flag_function(
+          "--" + s.name + ",!--no-" + s.name, [&c, member](int64_t n) { c.*member = n > 0; }, help_of(s));
       continue;
     }
     auto* option = app.add_option_function<std::string>(
@@ -111,8 +116,8 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     throw InvalidArgument("ddp-train: missing the recipe (one of " + detail::join(recipe_names()) +
                           "), as the first argument or `recipe = ...` in --config; see ddp-train --help");
   if (!find_recipe(out.config.recipe))
-    throw InvalidArgument("ddp-train: unknown recipe '" + out.config.recipe + "'; valid: " +
-                          detail::join(recipe_names()));
+    throw InvalidArgument("ddp-train: unknown recipe '" + out.config.recipe +
+                          "'; valid: " + detail::join(recipe_names()));
   check_settings(out.config);
   if (print_config) out.action = CommandLine::Action::kPrintConfig;
   return out;

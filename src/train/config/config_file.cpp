@@ -122,8 +122,8 @@ TrainConfig read_config_file(const std::string& path) {
     doc = toml::parse_file(path);
   } catch (const toml::parse_error& e) {
     throw InvalidArgument("ddp-train: --config " + path + ":" + std::to_string(e.source().begin.line) + ":" +
-                          std::to_string(e.source().begin.column) + ": not valid TOML: " +
-                          std::string(e.description()));
+                          std::to_string(e.source().begin.column) +
+                          ": not valid TOML: " + std::string(e.description()));
   }
   TrainConfig c;
   for (auto&& [key, node] : doc) {
@@ -149,8 +149,10 @@ std::string to_config_file(const TrainConfig& c) {
   std::ostringstream out;
   out << "# ddp-train settings; run them with: ddp-train --config FILE\n";
   for (const auto& s : detail::settings()) {
-    if (!detail::is_set(s, c)) out << "# " << s.name << " = (" << s.unset << ")\n";
-    else out << s.name << " = " << detail::toml_text(s, c) << "\n";
+    if (!detail::is_set(s, c))
+      out << "# " << s.name << " = (" << s.unset << ")\n";
+    else
+      out << s.name << " = " << detail::toml_text(s, c) << "\n";
   }
   return out.str();
 }

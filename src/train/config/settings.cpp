@@ -36,29 +36,48 @@ std::vector<Setting> make_table() {
       {"epochs", &C::epochs, "epochs to train", Range::kPositive, kJob, kRecipe},
       {"batch-size", &C::batch_size, "samples per rank per micro-batch", Range::kPositive, kJob, kRecipe},
       {"lr", &C::lr, "base learning rate (for the mean loss over the global batch)", Range::kPositive, kJob, kRecipe},
-      {"optimizer", &C::optimizer, "sgd | adam | adamw (with adam/adamw, --lr defaults to 1e-3)", Range::kAny, kJob,
-       "", {"sgd", "adam", "adamw"}},
+      {"optimizer",
+       &C::optimizer,
+       "sgd | adam | adamw (with adam/adamw, --lr defaults to 1e-3)",
+       Range::kAny,
+       kJob,
+       "",
+       {"sgd", "adam", "adamw"}},
       {"momentum", &C::momentum, "sgd's momentum", Range::kNonNegative, kJob, kRecipe},
       {"betas", &C::betas, "adam's and adamw's B1,B2", Range::kUnit},
       {"eps", &C::eps, "adam's and adamw's epsilon", Range::kPositive},
       {"weight-decay", &C::weight_decay, "L2 weight decay", Range::kNonNegative, kJob, kRecipe},
       {"label-smoothing", &C::label_smoothing, "label smoothing of the loss", Range::kNonNegative, kJob, kRecipe},
-      {"schedule", &C::schedule,
-       "learning rate: constant | step:N:G | cosine[:F] | onecycle[:P[:F]] | piecewise:x:y,...", Range::kAny, kJob,
-       kRecipe, {}, [](const std::string& v) { LrSchedule::parse(v); }},
+      {"schedule",
+       &C::schedule,
+       "learning rate: constant | step:N:G | cosine[:F] | onecycle[:P[:F]] | piecewise:x:y,...",
+       Range::kAny,
+       kJob,
+       kRecipe,
+       {},
+       [](const std::string& v) { LrSchedule::parse(v); }},
       {"warmup", &C::warmup, "linear warm-up steps", Range::kNonNegative, kJob, kRecipe},
       {"accumulate", &C::accumulate, "micro-batches per optimizer step (no_sync between)", Range::kPositive},
       {"cutout", &C::cutout, "cutout square size (0: off)", Range::kNonNegative, kJob, kRecipe},
       {"ema-every", &C::ema_every, "steps between weight averages (0: off)", Range::kNonNegative, kJob, kRecipe},
-      {"precision", &C::precision, "fp32 | bf16 | auto (bf16 where the CPU has it natively)", Range::kAny, kJob,
-       kRecipe, {"fp32", "bf16", "auto"}},
+      {"precision",
+       &C::precision,
+       "fp32 | bf16 | auto (bf16 where the CPU has it natively)",
+       Range::kAny,
+       kJob,
+       kRecipe,
+       {"fp32", "bf16", "auto"}},
       {"data-dir", &C::data_dir, "the data set's folder (may differ between nodes)", Range::kAny, kRecorded, kRecipe},
-      {"data", &C::data_mode, "shards (each rank loads its own file) | sampler (DistributedSampler)", Range::kAny,
-       kJob, kRecipe, {"shards", "sampler"}},
+      {"data",
+       &C::data_mode,
+       "shards (each rank loads its own file) | sampler (DistributedSampler)",
+       Range::kAny,
+       kJob,
+       kRecipe,
+       {"shards", "sampler"}},
       {"image-size", &C::image_size, "imagefolder-*: training crop and evaluation centre crop in pixels",
        Range::kPositive, kJob, "imagefolder-* recipes only: 224"},
-      {"workers", &C::workers, "imagefolder-*: threads decoding images ahead of training",
-       Range::kPositive},
+      {"workers", &C::workers, "imagefolder-*: threads decoding images ahead of training", Range::kPositive},
       {"limit-train", &C::limit_train, "use only the first N training samples (0: all)", Range::kNonNegative},
       {"limit-test", &C::limit_test, "use only the first N test samples (0: all)", Range::kNonNegative},
       {"eval-batch", &C::eval_batch, "samples per evaluation batch", Range::kPositive, kAgreed},
@@ -76,10 +95,15 @@ std::vector<Setting> make_table() {
       {"log-every", &C::log_every, "steps between train-loss logs", Range::kPositive, kAgreed},
       {"backend", &C::backend,
        "gloo | mpi | nccl | auto (nccl for a GPU device; else ddprun's choice, else mpi under mpirun, else gloo)"},
-      {"device", &C::device,
+      {"device",
+       &C::device,
        "auto | cpu | cuda | cuda:N: where the model trains; auto and cuda take the rank's GPU (LOCAL_RANK) where "
        "CUDA is available, auto the CPU elsewhere",
-       Range::kAny, kJob, "", {}, [](const std::string& v) { check_device_spec(v); }},
+       Range::kAny,
+       kJob,
+       "",
+       {},
+       [](const std::string& v) { check_device_spec(v); }},
       {"timeline", &C::timeline,
        "write a Chrome trace (Perfetto) of data wait, forward, backward, each bucket's reduction, optimizer, "
        "evaluation and checkpoints: FILE.rank{N} per rank, merged into FILE (docs/timeline.md)",
@@ -87,12 +111,25 @@ std::vector<Setting> make_table() {
       {"timeout", &C::timeout,
        "seconds a rendezvous or collective may wait before failing (ddprun --timeout sets DDP_TIMEOUT)",
        Range::kPositive, kJob, "DDP_TIMEOUT, else 600"},
-      {"strategy", &C::strategy, "how a step is spread over the ranks (Lightning's strategy=)", Range::kAny, kJob,
-       "", {}, nullptr, false, strategy_names},
-      {"comm-hook", &C::comm_hook,
+      {"strategy",
+       &C::strategy,
+       "how a step is spread over the ranks (Lightning's strategy=)",
+       Range::kAny,
+       kJob,
+       "",
+       {},
+       nullptr,
+       false,
+       strategy_names},
+      {"comm-hook",
+       &C::comm_hook,
        "how DDP reduces gradient buckets: allreduce (float32) | fp16 | bf16 (half the bytes, 16-bit rounding) | "
        "powersgd[:rank=R,start=S,...] | batched_powersgd[:...] (low-rank, docs/ddp.md)",
-       Range::kAny, kJob, "", {}, [](const std::string& v) { make_comm_hook(v); }},
+       Range::kAny,
+       kJob,
+       "",
+       {},
+       [](const std::string& v) { make_comm_hook(v); }},
       {"sync-bn", &C::sync_bn,
        "BatchNorm statistics over the global batch (SyncBatchNorm; 2 small collectives per layer and step)"},
       {"progress", &C::progress, "rank 0's progress line", Range::kAny, kLocal},
@@ -109,13 +146,14 @@ template <typename T>
 struct Optional<std::optional<T>> : std::true_type {};
 
 void check_number(const Setting& s, double v) {
-  const bool ok = s.range == Range::kPositive ? v > 0
+  const bool ok = s.range == Range::kPositive      ? v > 0
                   : s.range == Range::kNonNegative ? v >= 0
-                  : s.range == Range::kUnit       ? v >= 0 && v < 1
-                                                  : true;
+                  : s.range == Range::kUnit        ? v >= 0 && v < 1
+                                                   : true;
   if (ok) return;
-  const char* must = s.range == Range::kPositive ? "be positive" : s.range == Range::kNonNegative ? "be >= 0"
-                                                                                                  : "each be in [0, 1)";
+  const char* must = s.range == Range::kPositive      ? "be positive"
+                     : s.range == Range::kNonNegative ? "be >= 0"
+                                                      : "each be in [0, 1)";
   throw InvalidArgument("ddp-train: " + flag_of(s) + " must " + must + ", got " + shortest(v));
 }
 
@@ -132,8 +170,8 @@ T convert(const Setting& s, const std::string& text) {
   } else {
     if (CLI::detail::lexical_cast(text, v) && std::isfinite(v)) return v;
   }
-  throw InvalidArgument("ddp-train: " + flag_of(s) + " expects " + (std::is_integral_v<T> ? "an integer" : "a finite number") +
-                        ", got '" + text + "'");
+  throw InvalidArgument("ddp-train: " + flag_of(s) + " expects " +
+                        (std::is_integral_v<T> ? "an integer" : "a finite number") + ", got '" + text + "'");
 }
 
 }  // namespace
@@ -173,9 +211,12 @@ bool is_set(const Setting& s, const TrainConfig& c) {
   return std::visit(
       [&](auto member) {
         using T = std::decay_t<decltype(c.*member)>;
-        if constexpr (Optional<T>::value) return (c.*member).has_value();
-        else if constexpr (std::is_same_v<T, std::string>) return !(c.*member).empty() || s.unset.empty();
-        else return true;
+        if constexpr (Optional<T>::value)
+          return (c.*member).has_value();
+        else if constexpr (std::is_same_v<T, std::string>)
+          return !(c.*member).empty() || s.unset.empty();
+        else
+          return true;
       },
       s.field);
 }
@@ -186,13 +227,20 @@ std::string value_text(const Setting& s, const TrainConfig& c) {
       [&](auto member) -> std::string {
         using T = std::decay_t<decltype(c.*member)>;
         const auto& v = c.*member;
-        if constexpr (std::is_same_v<T, std::optional<double>>) return shortest(*v);
-        else if constexpr (std::is_same_v<T, std::optional<int64_t>>) return std::to_string(*v);
-        else if constexpr (std::is_same_v<T, double>) return shortest(v);
-        else if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
-        else if constexpr (std::is_same_v<T, std::string>) return v;
-        else if constexpr (std::is_same_v<T, std::pair<double, double>>) return shortest(v.first) + "," + shortest(v.second);
-        else return std::to_string(v);
+        if constexpr (std::is_same_v<T, std::optional<double>>)
+          return shortest(*v);
+        else if constexpr (std::is_same_v<T, std::optional<int64_t>>)
+          return std::to_string(*v);
+        else if constexpr (std::is_same_v<T, double>)
+          return shortest(v);
+        else if constexpr (std::is_same_v<T, bool>)
+          return v ? "true" : "false";
+        else if constexpr (std::is_same_v<T, std::string>)
+          return v;
+        else if constexpr (std::is_same_v<T, std::pair<double, double>>)
+          return shortest(v.first) + "," + shortest(v.second);
+        else
+          return std::to_string(v);
       },
       s.field);
 }
@@ -202,8 +250,10 @@ void set_from_text(const Setting& s, TrainConfig& c, const std::string& text) {
       [&](auto member) {
         using T = std::decay_t<decltype(c.*member)>;
         auto& v = c.*member;
-        if constexpr (std::is_same_v<T, std::optional<double>>) v = convert<double>(s, text);
-        else if constexpr (std::is_same_v<T, std::optional<int64_t>>) v = convert<int64_t>(s, text);
+        if constexpr (std::is_same_v<T, std::optional<double>>)
+          v = convert<double>(s, text);
+        else if constexpr (std::is_same_v<T, std::optional<int64_t>>)
+          v = convert<int64_t>(s, text);
         else if constexpr (std::is_same_v<T, uint64_t>) {
           const int64_t n = convert<int64_t>(s, text);  // CLI11 wraps "-1" into 2^64-1 for unsigned types
           if (n < 0) throw InvalidArgument("ddp-train: " + flag_of(s) + " must be >= 0, got " + text);
@@ -237,9 +287,12 @@ void check_value(const Setting& s, const TrainConfig& c) {
       [&](auto member) {
         using T = std::decay_t<decltype(c.*member)>;
         const auto& v = c.*member;
-        if constexpr (Optional<T>::value) check_number(s, double(*v));
-        else if constexpr (std::is_same_v<T, std::pair<double, double>>) check_number(s, v.first), check_number(s, v.second);
-        else if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) check_number(s, double(v));
+        if constexpr (Optional<T>::value)
+          check_number(s, double(*v));
+        else if constexpr (std::is_same_v<T, std::pair<double, double>>)
+          check_number(s, v.first), check_number(s, v.second);
+        else if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
+          check_number(s, double(v));
         else if constexpr (std::is_same_v<T, std::string>) {
           const auto choices = s.choices_from ? s.choices_from() : s.choices;
           if (!choices.empty() && std::find(choices.begin(), choices.end(), v) == choices.end())

@@ -42,7 +42,7 @@ struct Setting {
   std::vector<std::string> choices;  // text: the values allowed (an unset one aside)
   // text: checks a value further (throws InvalidArgument, the flag's name aside).
   std::function<void(const std::string&)> validate;
-  bool positional = false;  // given as the first argument (the recipe), not as a flag
+  bool positional = false;                                 // given as the first argument (the recipe), not as a flag
   std::function<std::vector<std::string>()> choices_from;  // text: the values allowed, from a registry
 };
 

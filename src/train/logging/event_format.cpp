@@ -43,9 +43,7 @@ void ProtoEncoder::varint(uint64_t v) {
   out_.push_back(static_cast<char>(v));
 }
 
-void ProtoEncoder::key(uint32_t field, WireType type) {
-  varint((uint64_t{field} << 3) | static_cast<uint32_t>(type));
-}
+void ProtoEncoder::key(uint32_t field, WireType type) { varint((uint64_t{field} << 3) | static_cast<uint32_t>(type)); }
 
 void ProtoEncoder::fixed64_field(uint32_t field, double v) {
   uint64_t bits;

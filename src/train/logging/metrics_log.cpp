@@ -54,7 +54,8 @@ std::string to_json_line(const std::vector<std::pair<std::string, JsonlWriter::V
 }
 
 JsonlWriter::JsonlWriter(const std::string& path, bool append) : path_(path) {
-  if (path.empty()) throw InvalidArgument("JsonlWriter: path is empty; give a file such as \"runs/exp1/metrics.jsonl\"");
+  if (path.empty())
+    throw InvalidArgument("JsonlWriter: path is empty; give a file such as \"runs/exp1/metrics.jsonl\"");
   detail::make_dirs(detail::parent_dir(path), kWho);
   fd_ = detail::open_file(path, O_CREAT | O_APPEND | (append ? 0 : O_TRUNC), kWho);
 }

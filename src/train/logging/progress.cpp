@@ -11,8 +11,8 @@
 #include <cstring>
 #include <iostream>
 
-#include "ddp/errors.h"
 #include "ddp/dist/launch_env.h"
+#include "ddp/errors.h"
 
 namespace ddp::train {
 namespace {
@@ -34,8 +34,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 Progress::Progress(std::ostream& out, bool tty, int64_t every) : out_(out), tty_(tty), every_(every) {
-  if (every < 1)
-    throw InvalidArgument("Progress: every = " + std::to_string(every) + "; print every 1 or more steps");
+  if (every < 1) throw InvalidArgument("Progress: every = " + std::to_string(every) + "; print every 1 or more steps");
   int fd = standard_fd(out);
   struct winsize ws {};
   if (tty && fd >= 0 && ::isatty(fd) && ::ioctl(fd, TIOCGWINSZ, &ws) == 0) columns_ = ws.ws_col;
@@ -55,7 +54,8 @@ bool Progress::live_stdout() {
 
 std::string Progress::eta(double elapsed_s, int64_t steps_done, int64_t steps_left) {
   if (steps_done < 1) return format_duration(NAN);
-  return format_duration(elapsed_s / static_cast<double>(steps_done) * static_cast<double>(std::max<int64_t>(0, steps_left)));
+  return format_duration(elapsed_s / static_cast<double>(steps_done) *
+                         static_cast<double>(std::max<int64_t>(0, steps_left)));
 }
 
 bool Progress::is_terminal(const std::ostream& out) {
@@ -170,7 +170,8 @@ std::string Progress::line(bool bar) const {
 void Progress::draw() {
   if (tty_) {
     std::string l = line(true);
-    if (columns_ > 1 && l.size() >= static_cast<size_t>(columns_)) l.resize(columns_ - 1);  // a wrapped line cannot be redrawn
+    if (columns_ > 1 && l.size() >= static_cast<size_t>(columns_))
+      l.resize(columns_ - 1);  // a wrapped line cannot be redrawn
     out_ << '\r' << l << "\x1b[K" << std::flush;
     drawn_ = true;
     last_draw_ = now_();

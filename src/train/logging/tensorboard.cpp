@@ -29,9 +29,7 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxPending = 100;
 const char* const kWho = "SummaryWriter";
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 std::string hostname() {
   char buf[256] = {};
@@ -50,7 +48,7 @@ struct SummaryWriter::Impl {
   std::condition_variable wake;
   std::string pending;  // framed records not yet written
   size_t pending_records = 0;
-  Clock::time_point oldest;  // when the oldest pending record was added
+  Clock::time_point oldest;   // when the oldest pending record was added
   Clock::duration max_delay;  // flush_secs
   bool closing = false;
   std::string error;  // the first failure; the writer is unusable afterwards
@@ -103,8 +101,7 @@ struct SummaryWriter::Impl {
 };
 
 SummaryWriter::SummaryWriter(const std::string& log_dir, double flush_secs) : impl_(std::make_unique<Impl>()) {
-  if (log_dir.empty())
-    throw InvalidArgument("SummaryWriter: log_dir is empty; give a directory such as \"runs/exp1\"");
+  if (log_dir.empty()) throw InvalidArgument("SummaryWriter: log_dir is empty; give a directory such as \"runs/exp1\"");
   if (!(flush_secs > 0) || !std::isfinite(flush_secs))
     throw InvalidArgument("SummaryWriter: flush_secs must be a positive number of seconds, got " +
                           std::to_string(flush_secs));
@@ -117,8 +114,7 @@ SummaryWriter::SummaryWriter(const std::string& log_dir, double flush_secs) : im
     std::snprintf(name, sizeof name, "events.out.tfevents.%010lld.", static_cast<long long>(std::time(nullptr)));
     impl_->path = dir + name + host + "." + std::to_string(::getpid()) + "." + std::to_string(g_file_counter++);
     impl_->fd = detail::open_file(impl_->path, O_CREAT | O_EXCL | O_APPEND, kWho);
-    if (impl_->fd < 0 && attempt == 1000)
-      detail::throw_io_error(kWho, "create a new event file in", log_dir, EEXIST);
+    if (impl_->fd < 0 && attempt == 1000) detail::throw_io_error(kWho, "create a new event file in", log_dir, EEXIST);
   }
   impl_->pending = detail::tfrecord(detail::version_event(unix_now(), "brain.Event:2"));
   impl_->flush_locked();  // the file is a valid event file from the start

@@ -30,15 +30,14 @@ FashionNetImpl::FashionNetImpl(int64_t width, int64_t classes) {
 
 at::Tensor FashionNetImpl::forward(const at::Tensor& x) {
   if (x.dim() != 4 || x.size(1) != 1 || x.size(2) != 28 || x.size(3) != 28)
-    throw InvalidArgument("FashionNet: expects images of [N, 1, 28, 28], got " +
-                          c10::str(x.sizes()));
+    throw InvalidArgument("FashionNet: expects images of [N, 1, 28, 28], got " + c10::str(x.sizes()));
   auto norm_relu = [this](const char* name, const at::Tensor& h) { return at::relu(batch_norm_child(*this, name, h)); };
   // One input channel: NCHW and NHWC are the same bytes, so the layout is set on the first output.
   at::Tensor h = conv1(x).contiguous(at::MemoryFormat::ChannelsLast);
-  h = norm_relu("norm1", at::max_pool2d(h, 2));                        // 14x14
+  h = norm_relu("norm1", at::max_pool2d(h, 2));  // 14x14
   h = norm_relu("norm2", conv2(h));
-  h = norm_relu("norm3", at::max_pool2d(conv3(h), 2));                 // 7x7
-  h = norm_relu("norm4", at::max_pool2d(conv4(h), 2));                 // 3x3
+  h = norm_relu("norm3", at::max_pool2d(conv3(h), 2));  // 7x7
+  h = norm_relu("norm4", at::max_pool2d(conv4(h), 2));  // 3x3
   return head(h.flatten(1));  // flatten copies to NCHW order: the head's weights are laid out as in PyTorch
 }
 

@@ -25,9 +25,9 @@ BasicBlockImpl::BasicBlockImpl(int64_t in, int64_t out, int64_t stride) {
   register_module("bn2", torch::nn::BatchNorm2d(out));
   if (stride != 1 || in != out)
     downsample = register_module(
-        "downsample", torch::nn::Sequential(
-                          torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)),
-                          torch::nn::BatchNorm2d(out)));
+        "downsample",
+        torch::nn::Sequential(torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)),
+                              torch::nn::BatchNorm2d(out)));
 }
 
 at::Tensor BasicBlockImpl::forward(const at::Tensor& x) {

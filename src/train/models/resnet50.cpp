@@ -32,7 +32,8 @@ BottleneckImpl::BottleneckImpl(int64_t in, int64_t width, int64_t stride) {
   conv3 = register_module("conv3", conv(width, out, 1, 1));
   register_module("bn3", torch::nn::BatchNorm2d(out));
   if (stride != 1 || in != out)
-    downsample = register_module("downsample", torch::nn::Sequential(conv(in, out, 1, stride), torch::nn::BatchNorm2d(out)));
+    downsample =
+        register_module("downsample", torch::nn::Sequential(conv(in, out, 1, stride), torch::nn::BatchNorm2d(out)));
 }
 
 at::Tensor BottleneckImpl::forward(const at::Tensor& x) {
@@ -43,7 +44,8 @@ at::Tensor BottleneckImpl::forward(const at::Tensor& x) {
 }
 
 ResNet50Impl::ResNet50Impl(int64_t num_classes) {
-  conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)));
+  conv1 =
+      register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)));
   register_module("bn1", torch::nn::BatchNorm2d(64));
   int64_t in = 64;
   layer1 = register_module("layer1", make_layer(in, 64, 3, 1));
@@ -52,7 +54,8 @@ ResNet50Impl::ResNet50Impl(int64_t num_classes) {
   layer4 = register_module("layer4", make_layer(in, 512, 3, 2));
   fc = register_module("fc", torch::nn::Linear(512 * BottleneckImpl::kExpansion, num_classes));
   for (auto& m : modules(/*include_self=*/false))
-    if (auto* c = m->as<torch::nn::Conv2d>()) torch::nn::init::kaiming_normal_(c->weight, 0, torch::kFanOut, torch::kReLU);
+    if (auto* c = m->as<torch::nn::Conv2d>())
+      torch::nn::init::kaiming_normal_(c->weight, 0, torch::kFanOut, torch::kReLU);
 }
 
 at::Tensor ResNet50Impl::forward(const at::Tensor& x) {

@@ -65,9 +65,9 @@ ResNet9BagOfTricksImpl::ResNet9BagOfTricksImpl(const at::Tensor& first_layer, in
   if (first_layer.dim() != 4 || first_layer.size(1) != 3)
     throw std::invalid_argument("ResNet9BagOfTricks: first_layer must be [k, 3, h, w] filters from patch_whitening");
   const int64_t k = first_layer.size(0);
-  conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, k, first_layer.size(2))
-                                                         .padding(first_layer.size(2) / 2)
-                                                         .bias(false)));
+  conv1 = register_module(
+      "conv1", torch::nn::Conv2d(
+                   torch::nn::Conv2dOptions(3, k, first_layer.size(2)).padding(first_layer.size(2) / 2).bias(false)));
   conv1->weight.set_requires_grad(false);
   {
     at::NoGradGuard no_grad;

@@ -16,7 +16,6 @@ namespace {
 const std::vector<double> kMean = {0.4914, 0.4822, 0.4465};
 const std::vector<double> kStd = {0.2470, 0.2435, 0.2616};  // the training set's (see the data set's README)
 
-
 void cifar_data_defaults(TrainConfig& cfg) {
   fill(cfg.data_dir, default_data_dir("cifar10"));
   fill(cfg.data_mode, "shards");
@@ -31,12 +30,13 @@ void load_cifar(Recipe& r, TrainConfig& cfg, ProcessGroup& group, const std::vec
   auto finish = [mean, std](const at::Tensor& images) { return data::normalize(images, mean, std); };
   std::string id;
   for (int i = 1; i <= 5; ++i) id += file_id(cfg.data_dir + "/data_batch_" + std::to_string(i) + ".bin.gz") + ";";
-  set_train_data(r, cfg, group, "cifar10-train", id,
-                 [&] {
-                   auto ds = data::load_cifar10(cfg.data_dir, true);
-                   return std::make_pair(ds.images, ds.labels);
-                 },
-                 finish);
+  set_train_data(
+      r, cfg, group, "cifar10-train", id,
+      [&] {
+        auto ds = data::load_cifar10(cfg.data_dir, true);
+        return std::make_pair(ds.images, ds.labels);
+      },
+      finish);
   auto test = data::load_cifar10(cfg.data_dir, false);
   set_test_data(r, cfg, group, finish(test.images), test.labels);
 }
@@ -48,7 +48,6 @@ std::function<at::Tensor(const at::Tensor&, at::Generator&, int64_t)> crop_flip(
     return cutout > 0 ? data::cutout(out, cutout, gen) : out;
   };
 }
-
 
 // The bag of tricks as published: batch 512 on one device, loss summed over the batch with lr 2e-3 per
 // sample (piecewise linear 0 -> 1 over the first quarter -> 0.1), Nesterov momentum
@@ -185,14 +184,16 @@ Recipe make_cifar10_airbench(TrainConfig& cfg, ProcessGroup& group) {
   return r;
 }
 
-
 [[maybe_unused]] const bool registered =
-    register_recipe({"cifar10-resnet9", "ResNet-9 of David Page's 'How to train your ResNet' (DAWNBench's bag of tricks) on CIFAR-10", defaults_cifar10_resnet9,
-                     make_cifar10_resnet9}) &&
+    register_recipe({"cifar10-resnet9",
+                     "ResNet-9 of David Page's 'How to train your ResNet' (DAWNBench's bag of tricks) on CIFAR-10",
+                     defaults_cifar10_resnet9, make_cifar10_resnet9}) &&
     register_recipe({"cifar10-resnet18", "ResNet-18 in torchvision's layout on CIFAR-10",
                      [](TrainConfig& c, int) { defaults_cifar10_resnet18(c); }, make_cifar10_resnet18}) &&
-    register_recipe({"cifar10-airbench", "airbench94 (Keller Jordan's CIFAR-10 speedrun, arXiv 2404.00498): its network and methods, to 94%", defaults_cifar10_airbench,
-                     make_cifar10_airbench});
+    register_recipe(
+        {"cifar10-airbench",
+         "airbench94 (Keller Jordan's CIFAR-10 speedrun, arXiv 2404.00498): its network and methods, to 94%",
+         defaults_cifar10_airbench, make_cifar10_airbench});
 
 }  // namespace
 }  // namespace ddp::train::detail

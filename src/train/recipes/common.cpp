@@ -5,9 +5,9 @@
 #include <cstdlib>
 
 #include "ddp/data/shards.h"
+#include "ddp/dist/launch_env.h"
 #include "ddp/errors.h"
 #include "ddp/train/evaluate.h"
-#include "ddp/dist/launch_env.h"
 
 namespace ddp::train::detail {
 
@@ -94,9 +94,9 @@ std::string default_data_dir(const std::string& name, const std::string& system_
 
 void require_data_dir(const std::string& dir, const std::string& name, const std::string& how_to_get) {
   if (is_dir(dir)) return;
-  throw InvalidArgument("ddp-train: the " + name + " data set is not at " + dir + " (no such folder; ddp-train looks in " +
-                        "--data-dir DIR, else $DDP_DATA_DIR/" + name + ", else ~/.cache/ddp/" + name + "). To get it: " +
-                        how_to_get);
+  throw InvalidArgument("ddp-train: the " + name + " data set is not at " + dir +
+                        " (no such folder; ddp-train looks in " + "--data-dir DIR, else $DDP_DATA_DIR/" + name +
+                        ", else ~/.cache/ddp/" + name + "). To get it: " + how_to_get);
 }
 
 }  // namespace ddp::train::detail

@@ -18,14 +18,15 @@ void load_fashion_mnist(Recipe& r, const TrainConfig& cfg, ProcessGroup& group) 
                    "install Debian's dataset-fashion-mnist (it puts the set in /usr/share/datasets/fashion-mnist), "
                    "or put the four *-ubyte.gz files of https://github.com/zalandoresearch/fashion-mnist there");
   auto finish = [](const at::Tensor& images) { return data::normalize(images, {0.2860}, {0.3530}); };
-  const std::string id = file_id(cfg.data_dir + "/train-images-idx3-ubyte.gz") + ";" +
-                         file_id(cfg.data_dir + "/train-images-idx3-ubyte");
-  set_train_data(r, cfg, group, "fashion-mnist-train", id,
-                 [&] {
-                   auto ds = data::load_mnist_format(cfg.data_dir, true, /*num_classes=*/10);
-                   return std::make_pair(ds.images, ds.labels);
-                 },
-                 finish);
+  const std::string id =
+      file_id(cfg.data_dir + "/train-images-idx3-ubyte.gz") + ";" + file_id(cfg.data_dir + "/train-images-idx3-ubyte");
+  set_train_data(
+      r, cfg, group, "fashion-mnist-train", id,
+      [&] {
+        auto ds = data::load_mnist_format(cfg.data_dir, true, /*num_classes=*/10);
+        return std::make_pair(ds.images, ds.labels);
+      },
+      finish);
   auto test = data::load_mnist_format(cfg.data_dir, false, /*num_classes=*/10);
   set_test_data(r, cfg, group, finish(test.images), test.labels);
 }
@@ -91,11 +92,12 @@ Recipe make_fashion_mnist_fast(TrainConfig& cfg, ProcessGroup& group) {
   return r;
 }
 
-
 [[maybe_unused]] const bool registered =
     register_recipe({"fashion-mnist", "FashionCNN (2 convolutions with BatchNorm, 3 linear layers) on Fashion-MNIST",
                      [](TrainConfig& c, int) { defaults_fashion_mnist(c); }, make_fashion_mnist}) &&
-    register_recipe({"fashion-mnist-fast", "FashionNet (4 small convolutions, 38k parameters) with weight averaging on Fashion-MNIST: the demo's job to 91%",
+    register_recipe({"fashion-mnist-fast",
+                     "FashionNet (4 small convolutions, 38k parameters) with weight averaging on Fashion-MNIST: the "
+                     "demo's job to 91%",
                      defaults_fashion_mnist_fast, make_fashion_mnist_fast});
 
 }  // namespace

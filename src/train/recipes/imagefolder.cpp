@@ -39,7 +39,6 @@ data::FetchBatch fetcher(std::shared_ptr<data::ImageFolder> folder, data::ImageP
   };
 }
 
-
 void defaults_imagefolder(TrainConfig& cfg, int world_size) {
   fill<int64_t>(cfg.epochs, 90);
   fill<int64_t>(cfg.batch_size, 64);
@@ -59,8 +58,10 @@ void defaults_imagefolder(TrainConfig& cfg, int world_size) {
 
 Recipe make_imagefolder(TrainConfig& cfg, ProcessGroup& group) {
   if (cfg.data_mode != "sampler")
-    throw InvalidArgument("ddp-train: " + cfg.recipe + " reads its images per batch through the DistributedSampler; "
-                          "--data " + cfg.data_mode + " is not supported (use --data sampler)");
+    throw InvalidArgument("ddp-train: " + cfg.recipe +
+                          " reads its images per batch through the DistributedSampler; "
+                          "--data " +
+                          cfg.data_mode + " is not supported (use --data sampler)");
   require_data_dir(cfg.data_dir, "imagenet",
                    "put an ImageNet-style folder there: train/<class>/*.jpg and val/<class>/*.jpg (.jpeg and .png "
                    "too), e.g. ImageNet's ILSVRC2012 with val/ sorted into class folders, or a subset such as "
@@ -69,8 +70,8 @@ Recipe make_imagefolder(TrainConfig& cfg, ProcessGroup& group) {
   auto val = open_split(cfg.data_dir, "val");
   if (train->classes() != val->classes())
     throw data::DataError(cfg.data_dir + ": train/ has " + std::to_string(train->classes().size()) +
-                          " classes and val/ " + std::to_string(val->classes().size()) +
-                          ", or their names differ; " + kLayout);
+                          " classes and val/ " + std::to_string(val->classes().size()) + ", or their names differ; " +
+                          kLayout);
   const int64_t classes = static_cast<int64_t>(train->classes().size());
   const int64_t size = *cfg.image_size;
   data::ImagePipeline tp, vp;
@@ -104,7 +105,6 @@ Recipe make_imagefolder(TrainConfig& cfg, ProcessGroup& group) {
   }
   return r;
 }
-
 
 [[maybe_unused]] const bool registered =
     register_recipe({"imagefolder-resnet18", "torchvision's ResNet-18 on an ImageNet-style folder",

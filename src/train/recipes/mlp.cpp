@@ -37,8 +37,9 @@ Recipe make_mlp(TrainConfig& cfg, ProcessGroup& group) {
   d.seed = 0;
   auto data = make_classification(d);
   auto identity = [](const at::Tensor& x) { return x; };
-  set_train_data(r, cfg, group, "mlp-train", "make_classification:10000:1024:512:32:10:0",
-                 [&] { return std::make_pair(data.x.narrow(0, 0, 9000), data.y.narrow(0, 0, 9000)); }, identity);
+  set_train_data(
+      r, cfg, group, "mlp-train", "make_classification:10000:1024:512:32:10:0",
+      [&] { return std::make_pair(data.x.narrow(0, 0, 9000), data.y.narrow(0, 0, 9000)); }, identity);
   set_test_data(r, cfg, group, data.x.narrow(0, 9000, 1000), data.y.narrow(0, 9000, 1000));
 
   // A Sequential, so that every strategy (FSDP's too) trains it; MLP's weights for the seed.
@@ -48,9 +49,9 @@ Recipe make_mlp(TrainConfig& cfg, ProcessGroup& group) {
   return r;
 }
 
-[[maybe_unused]] const bool registered =
-    register_recipe({"mlp", "a 4-layer tanh MLP on a synthetic 32-class data set (scikit-learn's make_classification): a quick check",
-                     [](TrainConfig& c, int) { defaults_mlp(c); }, make_mlp});
+[[maybe_unused]] const bool registered = register_recipe(
+    {"mlp", "a 4-layer tanh MLP on a synthetic 32-class data set (scikit-learn's make_classification): a quick check",
+     [](TrainConfig& c, int) { defaults_mlp(c); }, make_mlp});
 
 }  // namespace
 }  // namespace ddp::train::detail

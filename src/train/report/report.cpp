@@ -67,12 +67,17 @@ json load_run(const std::string& dir) {
   while (std::getline(in, text)) {
     if (text.empty()) continue;
     json line = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (line.is_object()) lines.push_back(std::move(line));
-    else ++bad;
+    if (line.is_object())
+      lines.push_back(std::move(line));
+    else
+      ++bad;
   }
   std::string name = fs::path(dir).lexically_normal().filename().string();
   if (name.empty()) name = fs::path(dir).lexically_normal().parent_path().filename().string();
-  return {{"name", name.empty() ? dir : name}, {"dir", dir}, {"lines", std::move(lines)}, {"bad_lines", bad},
+  return {{"name", name.empty() ? dir : name},
+          {"dir", dir},
+          {"lines", std::move(lines)},
+          {"bad_lines", bad},
           {"checkpoints", checkpoint_list(dir)}};
 }
 

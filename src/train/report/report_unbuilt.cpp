@@ -6,9 +6,10 @@
 namespace ddp::train {
 namespace {
 [[noreturn]] void not_built() {
-  throw InvalidArgument("this ddp was built without the run report (-DDDP_WITH_REPORT=OFF); reconfigure with "
-                        "-DDDP_WITH_REPORT=ON (it embeds Debian's Chart.js, libjs-chart.js), or read the run's "
-                        "metrics.jsonl");
+  throw InvalidArgument(
+      "this ddp was built without the run report (-DDDP_WITH_REPORT=OFF); reconfigure with "
+      "-DDDP_WITH_REPORT=ON (it embeds Debian's Chart.js, libjs-chart.js), or read the run's "
+      "metrics.jsonl");
 }
 }  // namespace
 

@@ -29,9 +29,7 @@ torch::optim::Optimizer& DdpStrategy::optimizer() { return *opt_; }
 void DdpStrategy::zero_grad() { opt_->zero_grad(); }
 void DdpStrategy::step() { opt_->step(); }
 
-c10::IValue DdpStrategy::optimizer_state() {
-  return group_->rank() == 0 ? optimizer_state_dict(*opt_) : c10::IValue();
-}
+c10::IValue DdpStrategy::optimizer_state() { return group_->rank() == 0 ? optimizer_state_dict(*opt_) : c10::IValue(); }
 void DdpStrategy::load_optimizer_state(const c10::IValue& full) { load_optimizer_state_dict(*opt_, full); }
 int64_t DdpStrategy::optimizer_state_bytes() const { return ddp::optimizer_state_bytes(*opt_); }
 
@@ -43,13 +41,13 @@ std::optional<std::string> DdpStrategy::non_finite_gradient() {
 }
 
 namespace {
-[[maybe_unused]] const bool registered = register_strategy(
-    "ddp", "DistributedDataParallel: every rank holds the whole optimizer state (PyTorch's DDP)",
-    [](StrategyParts parts) {
-      auto s = std::make_unique<DdpStrategy>(std::move(parts));
-      s->build_optimizer();
-      return std::unique_ptr<Strategy>(std::move(s));
-    });
+[[maybe_unused]] const bool registered =
+    register_strategy("ddp", "DistributedDataParallel: every rank holds the whole optimizer state (PyTorch's DDP)",
+                      [](StrategyParts parts) {
+                        auto s = std::make_unique<DdpStrategy>(std::move(parts));
+                        s->build_optimizer();
+                        return std::unique_ptr<Strategy>(std::move(s));
+                      });
 }  // namespace
 
 }  // namespace ddp::train::detail

@@ -42,9 +42,9 @@ int main(int argc, char** argv) {
   if (hook == "none") {
     model = torch::nn::Sequential(torch::nn::Linear(8, 16), torch::nn::Tanh(), torch::nn::Linear(16, 4));
   } else {
-    model = torch::nn::Sequential(torch::nn::Linear(8, 32), torch::nn::Tanh(), torch::nn::Linear(32, 32),
-                                  torch::nn::Tanh(), torch::nn::Linear(32, 32), torch::nn::Tanh(),
-                                  torch::nn::Linear(32, 4));
+    model =
+        torch::nn::Sequential(torch::nn::Linear(8, 32), torch::nn::Tanh(), torch::nn::Linear(32, 32), torch::nn::Tanh(),
+                              torch::nn::Linear(32, 32), torch::nn::Tanh(), torch::nn::Linear(32, 4));
   }
   {
     torch::NoGradGuard no_grad;

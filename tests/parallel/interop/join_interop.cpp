@@ -84,9 +84,10 @@ int main(int argc, char** argv) {
       worst = std::max(worst, (*mine - theirs).abs().max().item<double>());
       ++seen;
     }
-    std::printf("world %d, divide by %s world size, %s: compared %zu tensors with PyTorch's Join: largest "
-                "difference %.3g (tolerance %g)\n",
-                g->size(), divide == "initial" ? "initial" : "active", kind.c_str(), seen, worst, tolerance);
+    std::printf(
+        "world %d, divide by %s world size, %s: compared %zu tensors with PyTorch's Join: largest "
+        "difference %.3g (tolerance %g)\n",
+        g->size(), divide == "initial" ? "initial" : "active", kind.c_str(), seen, worst, tolerance);
     if (seen != named.size() || worst > tolerance) rc = 1;
   }
   ddp::destroy_process_group();

@@ -3,12 +3,12 @@
 // torch.save's format for the script to compare with PyTorch's. Both run the
 // same kernels on the same inputs and every reduction adds two values, so
 // equality is exact. Usage: zero_interop OUT_FILE
-#include <torch/version.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adam.h>
+#include <torch/version.h>
 
 #include <cstdio>
 
@@ -21,8 +21,8 @@ int main(int argc, char** argv) try {
     return 2;
   }
   auto g = ddp::init_process_group();
-  torch::nn::Sequential model(torch::nn::Linear(8, 24), torch::nn::Tanh(), torch::nn::Linear(24, 12),
-                              torch::nn::Tanh(), torch::nn::Linear(torch::nn::LinearOptions(12, 4).bias(false)));
+  torch::nn::Sequential model(torch::nn::Linear(8, 24), torch::nn::Tanh(), torch::nn::Linear(24, 12), torch::nn::Tanh(),
+                              torch::nn::Linear(torch::nn::LinearOptions(12, 4).bias(false)));
   {
     torch::NoGradGuard no_grad;
     int k = 0;
@@ -33,8 +33,8 @@ int main(int argc, char** argv) try {
   }
   ddp::DistributedDataParallel ddp_model(model);
   ddp::ZeroRedundancyOptimizer opt(model->parameters(), [](std::vector<torch::optim::OptimizerParamGroup> groups) {
-    return std::make_unique<torch::optim::Adam>(
-        std::move(groups), torch::optim::AdamOptions(0.01).betas({0.8, 0.99}).weight_decay(0.01));
+    return std::make_unique<torch::optim::Adam>(std::move(groups),
+                                                torch::optim::AdamOptions(0.01).betas({0.8, 0.99}).weight_decay(0.01));
   });
   for (int step = 0; step < 10; ++step) {
     at::Tensor x = at::cos(at::arange(6 * 8, at::kFloat) * 0.13 + step * 5 + g->rank() * 3).reshape({6, 8});

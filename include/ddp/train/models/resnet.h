@@ -88,8 +88,8 @@ class ResNet9BagOfTricksImpl : public torch::nn::Module {
  private:
   double scale_out_;
   torch::nn::Conv2d conv1{nullptr};
-  torch::nn::Sequential conv2{nullptr}, conv3{nullptr}, res1a{nullptr}, res1b{nullptr}, conv4{nullptr},
-      conv5{nullptr}, res2a{nullptr}, res2b{nullptr};
+  torch::nn::Sequential conv2{nullptr}, conv3{nullptr}, res1a{nullptr}, res1b{nullptr}, conv4{nullptr}, conv5{nullptr},
+      res2a{nullptr}, res2b{nullptr};
   torch::nn::Linear linear{nullptr};
 };
 TORCH_MODULE(ResNet9BagOfTricks);
