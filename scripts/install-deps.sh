@@ -25,6 +25,7 @@ esac
 
 PKGS=(
   build-essential cmake ninja-build ccache pkg-config
+  clang-format-14                       # the one format (.clang-format; scripts/check-format.sh)
   libtorch-dev libopenblas0-pthread     # LibTorch 1.13; OpenBLAS (reference BLAS is ~35x slower)
   libgloo-dev                           # headers c10d's ProcessGroupGloo needs (both lines: docs/backends.md)
   libopenmpi-dev openmpi-bin            # MPI backend
