@@ -106,25 +106,37 @@ EnvFn fixed(std::vector<std::pair<std::string, std::string>> values) {
   };
 }
 
-std::string problem(const EnvVar& v, const std::string& text) {
-  const std::string shown = std::string(v.name) + "='" + text + "'";
-  double x = 0;
+std::string expected(const EnvVar& v) {
   switch (v.type) {
     case Type::kText:
-      return "";
-    case Type::kCount: {
-      const bool integral = parse_number(text, &x) && text.find_first_not_of("0123456789") == std::string::npos;
-      if (integral && in_range(v, x)) return "";
-      return shown + " must be an integer in [" + number(v.min) + ", " + number(v.max) + "] (" + v.meaning + ")";
-    }
+      return "any text";
+    case Type::kCount:
+      return "an integer in [" + number(v.min) + ", " + number(v.max) + "] (" + v.meaning + ")";
     case Type::kSeconds:
-      if (parse_number(text, &x) && in_range(v, x)) return "";
-      return shown + " must be " + expected_seconds(v);
+      return expected_seconds(v);
     case Type::kChoice:
-      if (!match_choice(v, text).empty()) return "";
-      return shown + " must be " + expected_choice(v);
+      return expected_choice(v);
   }
   return "";
+}
+
+std::string problem(const EnvVar& v, const std::string& text) {
+  double x = 0;
+  bool valid = true;
+  switch (v.type) {
+    case Type::kText:
+      break;
+    case Type::kCount:
+      valid = parse_number(text, &x) && text.find_first_not_of("0123456789") == std::string::npos && in_range(v, x);
+      break;
+    case Type::kSeconds:
+      valid = parse_number(text, &x) && in_range(v, x);
+      break;
+    case Type::kChoice:
+      valid = !match_choice(v, text).empty();
+      break;
+  }
+  return valid ? "" : std::string(v.name) + "='" + text + "' must be " + expected(v);
 }
 
 std::optional<std::string> text(const EnvVar& v, const EnvFn& env) {

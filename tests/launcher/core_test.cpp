@@ -30,6 +30,13 @@ using namespace ddprun;
 
 namespace {
 
+// The static rendezvous' first attempt for `o` at its --master-addr and `port`, with gloo.
+Attempt attempt_at(const Options& o, int port) {
+  Attempt a;
+  a.place = static_placement(o, o.master_addr, port);
+  return a;
+}
+
 std::vector<std::string> split(LineSplitter& splitter, const std::vector<std::string>& chunks, bool finish) {
   std::vector<std::string> lines;
   auto emit = [&](std::string_view line) { lines.emplace_back(line); };
@@ -192,7 +199,8 @@ TEST(MpiLaunch, MpirunCommandLine) {
   Options o;
   o.nproc_per_node = 3;
   o.program_args = {"--x", "y"};
-  std::vector<std::string> argv = build_mpirun_argv(o, "/usr/bin/mpirun", "/bin/prog", true);
+  const LaunchBackend mpi{Backend::kMpi, Backend::kAuto, "", ""};
+  std::vector<std::string> argv = build_mpirun_argv(o, mpi, "/usr/bin/mpirun", "/bin/prog", true);
   std::vector<std::string> expected = {
       "/usr/bin/mpirun", "-np", "3", "--oversubscribe", "--bind-to", "none", "--tag-output", "--allow-run-as-root"};
   for (const char* var :
@@ -205,11 +213,11 @@ TEST(MpiLaunch, MpirunCommandLine) {
   }
   for (const char* a : {"/bin/prog", "--x", "y"}) expected.push_back(a);
   EXPECT_EQ(argv, expected);
-  o.timeout = "60";  // DDP_TIMEOUT only when --timeout was given
-  argv = build_mpirun_argv(o, "/usr/bin/mpirun", "/bin/prog", true);
+  o.timeout_s = 60;  // DDP_TIMEOUT only when --timeout was given
+  argv = build_mpirun_argv(o, mpi, "/usr/bin/mpirun", "/bin/prog", true);
   expected.insert(std::find(expected.begin(), expected.end(), "TORCHELASTIC_ERROR_FILE") - 1, {"-x", "DDP_TIMEOUT"});
   EXPECT_EQ(argv, expected);
-  argv = build_mpirun_argv(o, "mpirun", "/bin/prog", false);
+  argv = build_mpirun_argv(o, mpi, "mpirun", "/bin/prog", false);
   EXPECT_EQ(std::count(argv.begin(), argv.end(), "--allow-run-as-root"), 0);
 }
 
@@ -217,15 +225,15 @@ TEST(MpiLaunch, MpirunCommandLine) {
 TEST(RankEnv, EveryVariableSetIsDeclaredAsDdprunsOwn) {
   namespace le = ddp::launch_env;
   Options o;
-  o.backend = Backend::Gloo;
-  o.backend_on_gpu = Backend::Nccl;
-  o.backend_reason = "auto: 1 GPU on this node";
-  o.timeout = "60";
-  o.rdzv_timeout = "90";
+  o.timeout_s = 60;
+  o.rdzv_timeout_s = 90;
+  Attempt a = attempt_at(o, 4000);
+  a.backend = {Backend::kGloo, Backend::kNccl, "auto: 1 GPU on this node", ""};
+  a.restart_count = 1;
   std::vector<std::string> names;
-  for (const auto& kv : rank_env_vars(o, 4000, {}, 2, 0)) names.push_back(kv.first);
-  for (const auto& kv : elastic_env_vars(o, 1)) names.push_back(kv.first);
-  const std::vector<std::string> argv = build_mpirun_argv(o, "mpirun", "/bin/prog", false);
+  for (const auto& kv : rank_env_vars(o, a, {}, 2, 0)) names.push_back(kv.first);
+  for (const auto& kv : elastic_env_vars(o, a)) names.push_back(kv.first);
+  const std::vector<std::string> argv = build_mpirun_argv(o, a.backend, "mpirun", "/bin/prog", false);
   for (size_t i = 0; i + 1 < argv.size(); ++i)
     if (argv[i] == "-x") names.push_back(argv[i + 1]);
   EXPECT_NE(std::find(names.begin(), names.end(), "DDP_BACKEND_ON_GPU"), names.end());
@@ -243,9 +251,9 @@ TEST(RankEnv, VariablesOfEachRank) {
   o.nnodes = 3;
   o.node_rank = 2;
   o.master_addr = "10.1.2.3";
-  o.backend = Backend::Gloo;
+  const Attempt a = attempt_at(o, 4000);  // gloo
   std::vector<std::string> base = {"PATH=/bin", "RANK=99", "OTHER=1"};
-  std::vector<std::string> env = merge_env(base, rank_env_vars(o, 4000, base, 16, 3));
+  std::vector<std::string> env = merge_env(base, rank_env_vars(o, a, base, 16, 3));
   std::vector<std::string> expected = {"PATH=/bin",
                                        "OTHER=1",
                                        "RANK=11",
@@ -261,10 +269,10 @@ TEST(RankEnv, VariablesOfEachRank) {
                                        "TORCHELASTIC_RUN_ID=none-10.1.2.3:4000",
                                        "DDP_HEARTBEAT_TIMEOUT=30"};
   EXPECT_EQ(env, expected);
-  o.timeout = "7.5";
-  o.rdzv_timeout = "900";
+  o.timeout_s = 7.5;
+  o.rdzv_timeout_s = 900;
   o.heartbeat_timeout_s = 0;
-  env = merge_env(base, rank_env_vars(o, 4000, base, 16, 3));
+  env = merge_env(base, rank_env_vars(o, a, base, 16, 3));
   expected.back() = "DDP_HEARTBEAT_TIMEOUT=0";
   expected.push_back("DDP_TIMEOUT=7.5");
   expected.push_back("DDP_RDZV_TIMEOUT=900");
@@ -275,7 +283,9 @@ TEST(RankEnv, OmpThreadsKeptAndAutoBackendNotExported) {
   Options o;
   o.nproc_per_node = 2;
   std::vector<std::string> base = {"OMP_NUM_THREADS=7", "DDP_BACKEND=mpi"};
-  std::vector<std::string> env = merge_env(base, rank_env_vars(o, 29500, base, 16, 1));
+  Attempt a = attempt_at(o, 29500);
+  a.backend.backend = Backend::kAuto;  // as ddp::spawn's --backend auto
+  std::vector<std::string> env = merge_env(base, rank_env_vars(o, a, base, 16, 1));
   std::string value;
   ASSERT_TRUE(find_env(env, "OMP_NUM_THREADS", &value));
   EXPECT_EQ(value, "7");
@@ -404,8 +414,10 @@ TEST(Elastic, AgentVariables) {
                                                                      {"ROLE_NAME", "trainer"},
                                                                      {"ROLE_WORLD_SIZE", "6"},
                                                                      {"GROUP_WORLD_SIZE", "2"}};
-  EXPECT_EQ(elastic_env_vars(o, 2), expected);  // TORCHELASTIC_RUN_ID is among every rank's (rank_env_vars)
-  const auto node = rank_env_vars(o, 29500, {}, 16, 0);
+  Attempt a = attempt_at(o, 29500);
+  a.restart_count = 2;
+  EXPECT_EQ(elastic_env_vars(o, a), expected);  // TORCHELASTIC_RUN_ID is among every rank's (rank_env_vars)
+  const auto node = rank_env_vars(o, a, {}, 16, 0);
   EXPECT_NE(
       std::find(node.begin(), node.end(), std::make_pair(std::string("TORCHELASTIC_RUN_ID"), std::string("job1"))),
       node.end());
@@ -434,16 +446,16 @@ TEST(Elastic, RunAttemptsStopsOnSuccessSignalOrExhaustion) {
   o.max_restarts = 2;
   std::vector<int> seen;
   // Fails twice, then succeeds: three attempts with counts 0, 1, 2.
-  EXPECT_EQ(run_attempts(o, 1234,
+  EXPECT_EQ(run_attempts(o, attempt_at(o, 1234),
                          [&](const Attempt& a) {
                            seen.push_back(a.restart_count);
-                           EXPECT_GT(a.master_port, 0);
+                           EXPECT_GT(a.place.master_port, 0);
                            return AttemptOutcome{a.restart_count < 2 ? 7 : 0, false};
                          }),
             0);
   EXPECT_EQ(seen, (std::vector<int>{0, 1, 2}));
   seen.clear();
-  EXPECT_EQ(run_attempts(o, 1234,
+  EXPECT_EQ(run_attempts(o, attempt_at(o, 1234),
                          [&](const Attempt& a) {
                            seen.push_back(a.restart_count);
                            return AttemptOutcome{9, false};
@@ -451,7 +463,7 @@ TEST(Elastic, RunAttemptsStopsOnSuccessSignalOrExhaustion) {
             9);
   EXPECT_EQ(seen, (std::vector<int>{0, 1, 2}));
   seen.clear();
-  EXPECT_EQ(run_attempts(o, 1234,
+  EXPECT_EQ(run_attempts(o, attempt_at(o, 1234),
                          [&](const Attempt& a) {
                            seen.push_back(a.restart_count);
                            return AttemptOutcome{143, true};  // ddprun got SIGTERM: never restarted

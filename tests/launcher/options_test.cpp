@@ -1,6 +1,12 @@
 // Unit tests of ddprun's command line parsing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "flags.h"
 #include "options.h"
 
 using ddprun::Backend;
@@ -37,7 +43,7 @@ TEST(Options, Defaults) {
   EXPECT_EQ(o.master_addr, "127.0.0.1");
   EXPECT_EQ(o.master_port, 29500);
   EXPECT_FALSE(o.standalone);
-  EXPECT_EQ(o.backend, Backend::Auto);
+  EXPECT_EQ(o.backend, Backend::kAuto);
   EXPECT_DOUBLE_EQ(o.kill_grace_s, 5.0);
   EXPECT_EQ(o.program, "prog");
   EXPECT_TRUE(o.program_args.empty());
@@ -51,7 +57,7 @@ TEST(Options, EveryFlagWithDashesAndSeparateValue) {
   EXPECT_EQ(o.node_rank, 2);
   EXPECT_EQ(o.master_addr, "10.0.0.5");
   EXPECT_EQ(o.master_port, 1234);
-  EXPECT_EQ(o.backend, Backend::Gloo);
+  EXPECT_EQ(o.backend, Backend::kGloo);
   EXPECT_DOUBLE_EQ(o.kill_grace_s, 1.5);
   EXPECT_EQ(o.program, "prog");
   EXPECT_EQ(o.program_args, (std::vector<std::string>{"a", "b"}));
@@ -65,8 +71,8 @@ TEST(Options, EveryFlagWithUnderscoresAndEquals) {
   EXPECT_EQ(o.node_rank, 1);
   EXPECT_EQ(o.master_addr, "node0");
   EXPECT_EQ(o.master_port, 4321);
-  EXPECT_EQ(o.backend, Backend::Gloo);
-  EXPECT_EQ(parse_ok({"--backend=mpi", "prog"}).backend, Backend::Mpi);
+  EXPECT_EQ(o.backend, Backend::kGloo);
+  EXPECT_EQ(parse_ok({"--backend=mpi", "prog"}).backend, Backend::kMpi);
   EXPECT_DOUBLE_EQ(o.kill_grace_s, 0.0);
 }
 
@@ -77,7 +83,7 @@ TEST(Options, DashFormsWithEquals) {
   EXPECT_EQ(o.master_addr, "h");
   EXPECT_EQ(o.master_port, 7);
   EXPECT_DOUBLE_EQ(o.kill_grace_s, 2.0);
-  EXPECT_EQ(o.backend, Backend::Auto);
+  EXPECT_EQ(o.backend, Backend::kAuto);
 }
 
 TEST(Options, NprocAutoIsOnlineCores) {
@@ -163,30 +169,33 @@ TEST(Options, BadNumbers) {
   EXPECT_EQ(parse_error({"--master-addr", "", "prog"}),
             "invalid value '' for --master-addr: expected a host name or IP address");
   for (const char* bad : {"inf", "nan", "0", "-5"})
-    EXPECT_EQ(
-        parse_error({"--rdzv-timeout", bad, "prog"}),
-        std::string("invalid value '") + bad + "' for --rdzv-timeout: expected a number of seconds > 0 (e.g. 600)");
-  EXPECT_EQ(parse_ok({"--rdzv-timeout", "900", "prog"}).rdzv_timeout, "900");
+    EXPECT_EQ(parse_error({"--rdzv-timeout", bad, "prog"}),
+              std::string("invalid value '") + bad +
+                  "' for --rdzv-timeout: expected a positive number of seconds (at most 1e7)");
+  EXPECT_EQ(parse_ok({"--rdzv-timeout", "900", "prog"}).rdzv_timeout_s, 900);
 }
 
 TEST(Options, Timeouts) {
   Options o = parse_ok({"prog"});
-  EXPECT_EQ(o.timeout, "");
+  EXPECT_FALSE(o.timeout_s.has_value());
   EXPECT_DOUBLE_EQ(o.heartbeat_timeout_s, 30.0);
   o = parse_ok({"--timeout", "90", "--heartbeat-timeout=2.5", "prog"});
-  EXPECT_EQ(o.timeout, "90");
+  EXPECT_EQ(o.timeout_s, 90);
   EXPECT_DOUBLE_EQ(o.heartbeat_timeout_s, 2.5);
   o = parse_ok({"--timeout=0.5", "--heartbeat_timeout", "0", "prog"});
-  EXPECT_EQ(o.timeout, "0.5");
+  EXPECT_EQ(o.timeout_s, 0.5);
   EXPECT_DOUBLE_EQ(o.heartbeat_timeout_s, 0.0);
-  for (const char* bad : {"0", "-3", "abc", "", "1e3", "1.2.3", "100000"})
+  // The flags take what the ranks take from the variables they set (launch_env.h): one rule, up to 1e7 s.
+  EXPECT_EQ(parse_ok({"--timeout", "1e5", "prog"}).timeout_s, 1e5);
+  for (const char* bad : {"0", "-3", "abc", "", "1.2.3", "1e8", "inf", "nan"})
     EXPECT_EQ(
         parse_error({"--timeout", bad, "prog"}),
-        std::string("invalid value '") + bad + "' for --timeout: expected a number of seconds > 0 (e.g. 60 or 0.5)");
+        std::string("invalid value '") + bad + "' for --timeout: expected a positive number of seconds (at most 1e7)");
   for (const char* bad : {"-1", "x", "", "inf"})
     EXPECT_EQ(parse_error({"--heartbeat-timeout", bad, "prog"}),
               std::string("invalid value '") + bad +
-                  "' for --heartbeat-timeout: expected a number of seconds >= 0 (0 disables; e.g. 30)");
+                  "' for --heartbeat-timeout: expected a number of seconds >= 0 (at most 1e7; 0 turns the heartbeat "
+                  "off)");
 }
 
 TEST(Options, BadBackend) {
@@ -348,4 +357,61 @@ TEST(Options, MoreThanFourRanksPerCoreNeedOversubscribe) {
   EXPECT_TRUE(o.oversubscribe);
   EXPECT_EQ(o.program_args, (std::vector<std::string>{"--x"}));
   EXPECT_FALSE(parse_ok({"prog"}).oversubscribe);
+}
+
+// Each flag is declared once (flags.cpp): the help shows the default the declaration gives, and that default is a
+// value the flag's own rule takes.
+TEST(Options, HelpShowsEachDeclaredDefault) {
+  const std::string usage = ddprun::usage_text();
+  for (const ddprun::Flag& f : ddprun::flags()) {
+    EXPECT_NE(usage.find(f.help_line()), std::string::npos) << f.name() << "'s help is missing from:\n" << usage;
+    if (f.fallback.empty()) continue;
+    ParseOutcome out = parse({f.name(), f.fallback, "prog"});
+    EXPECT_EQ(out.kind, ParseOutcome::kRun) << f.name() << " " << f.fallback << ": " << out.error;
+  }
+  EXPECT_NE(usage.find("TCP port on node 0 [default 29500]"), std::string::npos) << usage;
+  EXPECT_NE(usage.find("[default last_call_timeout=1,join_timeout=600]"), std::string::npos) << usage;
+  EXPECT_NE(usage.find("DDP_TIMEOUT [default the ranks' own, 600]"), std::string::npos) << usage;
+  EXPECT_EQ(ddprun::find_flag("--node_rank"), ddprun::find_flag("--node-rank"));
+  EXPECT_EQ(ddprun::find_flag("--node"), nullptr);
+}
+
+TEST(Options, SwitchesTakeNoValue) {
+  EXPECT_EQ(parse_error({"--oversubscribe=yes", "prog"}), "option --oversubscribe takes no value");
+  Options o = parse_ok({"--oversubscribe", "--standalone", "prog"});
+  EXPECT_TRUE(o.oversubscribe && o.standalone);
+}
+
+// docs/launcher.md's option table has a row for every flag and no other, and shows the declared default of each
+// flag whose default is a value.
+TEST(Options, DocsTableMatchesTheDeclarations) {
+  std::ifstream in(DDP_LAUNCHER_DOC);
+  ASSERT_TRUE(in) << DDP_LAUNCHER_DOC;
+  std::map<std::string, std::string> rows;  // first flag of the row -> default cell
+  std::string line;
+  bool in_table = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("| option | default | meaning |", 0) == 0) in_table = true;
+    if (!in_table) continue;
+    if (line.empty()) break;
+    if (line.rfind("| `-", 0) != 0) continue;
+    const size_t tick = line.find('`', 3);
+    std::string flag = line.substr(3, tick - 3);
+    flag = flag.substr(0, flag.find(' '));
+    const size_t cell = line.find("| ", tick) + 2;
+    std::string value = line.substr(cell, line.find(" |", cell) - cell);
+    value.erase(std::remove(value.begin(), value.end(), '`'), value.end());
+    rows[flag] = value;
+  }
+  for (const ddprun::Flag& f : ddprun::flags()) {
+    auto row = rows.find(f.name());
+    ASSERT_NE(row, rows.end()) << f.name() << " has no row in " << DDP_LAUNCHER_DOC;
+    if (f.is_switch)
+      EXPECT_EQ(row->second, "off") << f.name();
+    else if (f.default_note.empty() && !f.fallback.empty())
+      EXPECT_EQ(row->second, f.fallback) << f.name() << ": the docs' default differs from the declaration";
+    rows.erase(row);
+  }
+  rows.erase("-h");  // CLI11's own
+  for (const auto& [flag, value] : rows) ADD_FAILURE() << DDP_LAUNCHER_DOC << " documents " << flag << ", not a flag";
 }

@@ -16,13 +16,13 @@ namespace ddprun {
 LaunchBackend choose_backend(const Options& o, const MpiProbe& p) {
   LaunchBackend c;
   const bool several_nodes = o.rdzv_backend == Rdzv::kC10d || o.nnodes > 1;
-  if (o.backend != Backend::Auto) {
+  if (o.backend != Backend::kAuto) {
     c.backend = o.backend;
     c.reason = std::string("--backend ") + backend_name(o.backend);
   } else if (p.inherited == "gloo" || p.inherited == "mpi") {
-    c.backend = p.inherited == "mpi" ? Backend::Mpi : Backend::Gloo;
+    c.backend = p.inherited == "mpi" ? Backend::kMpi : Backend::kGloo;
     c.reason = std::string(ddp::launch_env::kBackend.name) + "=" + p.inherited + " in the environment";
-    if (c.backend == Backend::Mpi && several_nodes)
+    if (c.backend == Backend::kMpi && several_nodes)
       c.error =
           "DDP_BACKEND=mpi in the environment, but ddprun's mpi mode runs one node only (this job has " +
           std::string(o.rdzv_backend == Rdzv::kC10d ? "the c10d rendezvous" : "--nnodes " + std::to_string(o.nnodes)) +
@@ -43,11 +43,11 @@ LaunchBackend choose_backend(const Options& o, const MpiProbe& p) {
   } else if (!p.mpirun_found) {
     c.reason = "auto: mpirun not found on PATH (apt-get install openmpi-bin for the faster mpi backend)";
   } else {
-    c.backend = Backend::Mpi;
+    c.backend = Backend::kMpi;
     c.reason = "auto: one node, " + (p.version.empty() ? std::string("mpirun found") : p.version);
   }
-  const bool auto_gloo = o.backend == Backend::Auto && p.inherited != "gloo" && p.inherited != "mpi";
-  if (auto_gloo && c.backend == Backend::Gloo) c.on_gpu = Backend::Nccl;
+  const bool auto_gloo = o.backend == Backend::kAuto && p.inherited != "gloo" && p.inherited != "mpi";
+  if (auto_gloo && c.backend == Backend::kGloo) c.on_gpu = Backend::kNccl;
   return c;
 }
 
@@ -118,7 +118,7 @@ MpiProbe probe_mpi(const Options& options, const std::string& program_path) {
   p.built = true;
 #endif
   p.inherited = ddp::launch_env::text(ddp::launch_env::kBackend).value_or("");
-  if (options.backend != Backend::Auto) return p;
+  if (options.backend != Backend::kAuto) return p;
 #ifdef DDP_HAVE_NCCL
   p.nccl_built = true;
   p.gpus = count_gpus();
@@ -130,7 +130,7 @@ MpiProbe probe_mpi(const Options& options, const std::string& program_path) {
   // mpirun --version only when it decides something (it takes ~50 ms).
   MpiProbe would = p;
   would.version = "x";
-  if (p.mpirun_found && choose_backend(options, would).backend == Backend::Mpi)
+  if (p.mpirun_found && choose_backend(options, would).backend == Backend::kMpi)
     p.version = mpirun_version(p.mpirun_path);
   return p;
 }

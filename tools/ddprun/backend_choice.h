@@ -21,10 +21,10 @@ struct MpiProbe {
 };
 
 struct LaunchBackend {
-  Backend backend = Backend::Gloo;
-  Backend on_gpu = Backend::Auto;  // auto's gloo launch: a rank whose device is a GPU takes nccl (Auto: no such rule)
-  std::string reason;              // "auto: one node, OpenMPI 4.1.4"; "--backend gloo" when given
-  std::string error;               // non-empty: the choice cannot run (one line, for report())
+  Backend backend = Backend::kGloo;
+  Backend on_gpu = Backend::kAuto;  // auto's gloo launch: a rank whose device is a GPU takes nccl (Auto: no such rule)
+  std::string reason;               // "auto: one node, OpenMPI 4.1.4"; "--backend gloo" when given
+  std::string error;                // non-empty: the choice cannot run (one line, for report())
 };
 
 // The rule. --backend gloo|mpi|nccl is kept. auto: an inherited DDP_BACKEND=gloo|mpi is

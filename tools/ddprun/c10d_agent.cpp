@@ -41,7 +41,7 @@ std::string plural(int n, const char* word) { return std::to_string(n) + " " + w
 
 }  // namespace
 
-int run_c10d(const Options& options, const RoundLaunch& launch) {
+int run_c10d(const Options& options, const LaunchBackend& backend, const RoundLaunch& launch) {
   const std::string endpoint = options.rdzv_host + ":" + std::to_string(options.rdzv_port);
   // A store operation answers in milliseconds; no answer within the heartbeat timeout means its host is gone.
   const double op_timeout_s = std::max(5.0, options.heartbeat_timeout_s > 0 ? options.heartbeat_timeout_s : 30.0);
@@ -93,16 +93,10 @@ int run_c10d(const Options& options, const RoundLaunch& launch) {
            std::to_string(r.first_rank + options.nproc_per_node - 1) + " of " + std::to_string(r.world_size) +
            ", MASTER_ADDR:MASTER_PORT " + r.master_addr + ":" + std::to_string(r.master_port) + ", restart count " +
            std::to_string(r.restart_count));
-    Options o = options;
-    o.node_rank = r.node_rank;
-    o.nnodes = r.nnodes;
-    o.world_size = r.world_size;
-    o.first_rank = r.first_rank;
-    o.master_addr = r.master_addr;
-    o.master_port = r.master_port;
     Attempt attempt;
+    attempt.backend = backend;
+    attempt.place = {r.node_rank, r.nnodes, r.world_size, r.first_rank, r.master_addr, r.master_port};
     attempt.restart_count = r.restart_count;
-    attempt.master_port = r.master_port;
     std::string lost;  // the store was lost while the ranks ran
     attempt.external_stop = [&]() -> std::string {
       try {
@@ -112,7 +106,7 @@ int run_c10d(const Options& options, const RoundLaunch& launch) {
         return lost;
       }
     };
-    AttemptOutcome out = launch(o, attempt);
+    AttemptOutcome out = launch(attempt);
     const int code = out.exit_code != 0 ? out.exit_code : (lost.empty() ? 0 : 1);
     if (!lost.empty() && out.exit_code != 0) {
       report(lost + "; cannot re-join: exiting");

@@ -9,12 +9,13 @@
 
 namespace ddprun {
 
-// Starts this node's ranks for the options of a round (node rank, world size, first rank, master address
-// and port set by the rendezvous).
-using RoundLaunch = std::function<AttemptOutcome(const Options&, const Attempt&)>;
+// Starts this node's ranks for a round: the attempt's placement (node rank, world size, first rank, master
+// address and port) is the rendezvous'.
+using RoundLaunch = std::function<AttemptOutcome(const Attempt&)>;
 
 // Runs rounds until one succeeds here, restarts are used up, the rendezvous fails or ddprun is stopped.
 // Returns ddprun's exit code.
-int run_c10d(const Options& options, const RoundLaunch& launch);
+// Every round's attempt launches with `backend`.
+int run_c10d(const Options& options, const LaunchBackend& backend, const RoundLaunch& launch);
 
 }  // namespace ddprun

@@ -37,22 +37,23 @@ int pause_unless_signal(double seconds) {
 // The port for a restart: a new free one with --standalone; else the same
 // --master-port once rank 0 of this node could bind it again (its TCPStore).
 // -1 after reporting an error; -2 - signal when ddprun got a stop signal.
-int restart_port(const Options& options, int previous) {
+int restart_port(const Options& options, const Placement& place) {
+  const int previous = place.master_port;
   if (options.standalone) {
     std::string error;
     int port = pick_free_port(&error);
     if (port < 0) report("--standalone: cannot find a free port on 127.0.0.1 for the restart: " + error);
     return port;
   }
-  if (options.node_rank != 0) return previous;
+  if (place.node_rank != 0) return previous;
   const auto end =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kPortWait_s));
   bool told = false;
   for (;;) {
-    PortCheck check = check_port(options.master_addr, previous);
+    PortCheck check = check_port(place.master_addr, previous);
     if (check.result != PortCheck::kInUse) return previous;
     if (Clock::now() >= end) {
-      report("cannot restart: MASTER_ADDR:MASTER_PORT " + options.master_addr + ":" + std::to_string(previous) +
+      report("cannot restart: MASTER_ADDR:MASTER_PORT " + place.master_addr + ":" + std::to_string(previous) +
              " is still in use " + seconds_text(kPortWait_s) +
              " after the previous attempt (another program or a leftover of the ranks holds it); "
              "use --standalone or a --master-port nobody else uses");
@@ -93,9 +94,8 @@ int signalled_exit_code(int signal, bool preempted, std::vector<std::string>* no
   return kExitPreempted;
 }
 
-int run_attempts(const Options& options, int first_port, const std::function<AttemptOutcome(const Attempt&)>& launch) {
-  Attempt attempt;
-  attempt.master_port = first_port;
+int run_attempts(const Options& options, Attempt first, const std::function<AttemptOutcome(const Attempt&)>& launch) {
+  Attempt attempt = std::move(first);
   for (;;) {
     AttemptOutcome outcome = launch(attempt);
     if (outcome.exit_code == 0) {
@@ -109,13 +109,13 @@ int run_attempts(const Options& options, int first_port, const std::function<Att
       report("received " + signal_name(sig) + " before the restart: not restarting");
       return 128 + sig;
     }
-    int port = restart_port(options, attempt.master_port);
+    int port = restart_port(options, attempt.place);
     if (port <= -2) {
       report("received " + signal_name(-2 - port) + " before the restart: not restarting");
       return 128 + (-2 - port);
     }
     if (port < 0) return 1;
-    attempt.master_port = port;
+    attempt.place.master_port = port;
     ++attempt.restart_count;
   }
 }

@@ -10,27 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "attempt.h"
 #include "options.h"
 
 namespace ddprun {
-
-// What one attempt is started with.
-struct Attempt {
-  int restart_count = 0;  // 0 for the first attempt
-  int master_port = 0;    // the port the ranks rendezvous at
-  // Multi-node (c10d): checked every --monitor-interval while the ranks run; a
-  // non-empty reason (another node failed, nodes wait to join) stops them.
-  std::function<std::string()> external_stop;
-};
-
-// How one attempt ended.
-struct AttemptOutcome {
-  AttemptOutcome(int code = 0, bool by_signal = false) : exit_code(code), stopped_by_signal(by_signal) {}
-  int exit_code = 0;                // ddprun's exit code if it stopped now
-  bool stopped_by_signal = false;   // ddprun got SIGINT/SIGTERM/...: never restart
-  bool stopped_externally = false;  // Attempt::external_stop stopped the ranks (none failed here)
-  std::string failure;              // one line naming what failed here (for the other nodes)
-};
 
 // The line that ends an attempt's failure summary instead of "exiting with
 // code N" when another attempt follows; empty when none follows.
@@ -50,8 +33,8 @@ constexpr int kExitPreempted = 75;
 int signalled_exit_code(int signal, bool preempted, std::vector<std::string>* notes);
 
 // Runs attempts until one succeeds, ddprun is stopped by a signal, or
-// --max-restarts restarts were used. `first_port` is the port checked by
-// main() for attempt 0. Returns ddprun's exit code.
-int run_attempts(const Options& options, int first_port, const std::function<AttemptOutcome(const Attempt&)>& launch);
+// --max-restarts restarts were used. `first` is attempt 0 (its port checked by
+// main()); each restart gets a fresh port. Returns ddprun's exit code.
+int run_attempts(const Options& options, Attempt first, const std::function<AttemptOutcome(const Attempt&)>& launch);
 
 }  // namespace ddprun

@@ -87,7 +87,6 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
                          const LocalLaunchExtras& extras) {
   if (extras.failed_rank != nullptr) *extras.failed_rank = -1;
   const int nproc = options.nproc_per_node;
-  const int master_port = attempt.master_port;
   const std::vector<std::string> base = current_environment();
   const int cpus = online_cpu_count();
 
@@ -101,12 +100,12 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
     error_dir.emplace();
   if (!error_dir->error().empty())
     report("warning: " + error_dir->error() + "; the summary cannot name the first error");
-  const auto elastic = elastic_env_vars(options, attempt.restart_count);
+  const auto elastic = elastic_env_vars(options, attempt);
 
   std::vector<int> ranks;
   std::vector<ManagedChild> children;
   for (int local = 0; local < nproc; ++local) {
-    int rank = first_rank(options) + local;
+    int rank = attempt.place.first_rank + local;
     ranks.push_back(rank);
     ManagedChild child;
     child.spec.exec_path = exec_path;
@@ -116,7 +115,7 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
       child.spec.argv.push_back(options.program);
       child.spec.argv.insert(child.spec.argv.end(), options.program_args.begin(), options.program_args.end());
     }
-    auto vars = rank_env_vars(options, master_port, base, cpus, local);
+    auto vars = rank_env_vars(options, attempt, base, cpus, local);
     vars.insert(vars.end(), elastic.begin(), elastic.end());
     vars.emplace_back(ddp::launch_env::kRoleRank.name, std::to_string(rank));
     vars.emplace_back(ddp::launch_env::kErrorFile.name, error_dir->file_for_rank(rank));

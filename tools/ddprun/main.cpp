@@ -5,9 +5,11 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "attempt.h"
 #include "backend_choice.h"
 #include "c10d_agent.h"
 #include "ddp/dist/launch_env.h"
@@ -25,17 +27,20 @@ using namespace ddprun;
 
 namespace {
 
-// The port the ranks will use, after the --standalone / port-in-use checks;
-// -1 after reporting an error.
-int prepare_master_port(Options& options) {
+// Where the ranks of the static rendezvous meet, after the --standalone / port-in-use checks; nullopt after
+// reporting an error.
+std::optional<Placement> prepare_placement(const Options& options) {
   if (options.standalone) {
     std::string error;
     int port = pick_free_port(&error);
-    if (port < 0) report("--standalone: cannot find a free port on 127.0.0.1: " + error);
-    options.master_addr = "127.0.0.1";
-    return port;
+    if (port < 0) {
+      report("--standalone: cannot find a free port on 127.0.0.1: " + error);
+      return std::nullopt;
+    }
+    return static_placement(options, "127.0.0.1", port);
   }
-  if (options.node_rank != 0) return options.master_port;
+  const Placement given = static_placement(options, options.master_addr, options.master_port);
+  if (options.node_rank != 0) return given;
   const std::string where = options.master_addr + ":" + std::to_string(options.master_port);
   PortCheck check = check_port(options.master_addr, options.master_port);
   switch (check.result) {
@@ -45,15 +50,15 @@ int prepare_master_port(Options& options) {
     case PortCheck::kInUse:
       report("cannot use MASTER_ADDR:MASTER_PORT " + where + ": address already in use; " +
              "pass --master-port with a free port or use --standalone");
-      return -1;
+      return std::nullopt;
     case PortCheck::kUnresolved:
       report("cannot resolve --master-addr '" + options.master_addr + "': " + check.detail);
-      return -1;
+      return std::nullopt;
     case PortCheck::kError:
       report("warning: could not check MASTER_ADDR:MASTER_PORT " + where + ": " + check.detail);
       break;
   }
-  return options.master_port;
+  return given;
 }
 
 // DDP_TIMELINE=FILE reached the ranks: join the rank files this node's ranks wrote.
@@ -62,7 +67,7 @@ int merge_timeline_at_end(const Options& options, int exit_code) {
   if (!timeline) return exit_code;
   const char* path = timeline->c_str();
   std::string error;
-  const int world = options.world_size > 0 ? options.world_size : options.nnodes_max * options.nproc_per_node;
+  const int world = options.nnodes_max * options.nproc_per_node;  // the most ranks any round had
   const int ranks = ddp::timeline_files::merge(path, world, &error);
   if (ranks < 0)
     report("warning: timeline: " + error);
@@ -89,7 +94,7 @@ int main(int argc, char** argv) {
     report(parsed.error);
     return 2;
   }
-  Options options = parsed.options;
+  const Options& options = parsed.options;
 
   ProgramLookup program = find_program(options.program, std::getenv("PATH"));
   if (!program.found) {
@@ -103,14 +108,11 @@ int main(int argc, char** argv) {
     report(choice.error);
     return 2;
   }
-  if (options.backend == Backend::Auto)
+  if (options.backend == Backend::kAuto)
     report(std::string("backend ") + backend_name(choice.backend) + " (" + choice.reason + ")");
-  options.backend = choice.backend;
-  options.backend_reason = choice.reason;
-  options.backend_on_gpu = choice.on_gpu;
 
   std::string mpirun_path;
-  if (options.backend == Backend::Mpi) {
+  if (choice.backend == Backend::kMpi) {
     ProgramLookup mpirun = find_program("mpirun", std::getenv("PATH"));
     if (!mpirun.found) {
       report(
@@ -122,15 +124,18 @@ int main(int argc, char** argv) {
   }
 
   if (options.rdzv_backend == Rdzv::kC10d)
-    return merge_timeline_at_end(options, run_c10d(options, [&](const Options& round, const Attempt& attempt) {
-                                   return run_local(round, program.path, attempt);
+    return merge_timeline_at_end(options, run_c10d(options, choice, [&](const Attempt& attempt) {
+                                   return run_local(options, program.path, attempt);
                                  }));
 
-  int master_port = prepare_master_port(options);
-  if (master_port < 0) return 1;
-
-  return merge_timeline_at_end(options, run_attempts(options, master_port, [&](const Attempt& attempt) {
-                                 if (options.backend == Backend::Mpi)
+  Attempt first;
+  first.backend = choice;
+  if (auto place = prepare_placement(options))
+    first.place = *place;
+  else
+    return 1;
+  return merge_timeline_at_end(options, run_attempts(options, first, [&](const Attempt& attempt) {
+                                 if (choice.backend == Backend::kMpi)
                                    return run_mpi(options, mpirun_path, program.path, attempt);
                                  return run_local(options, program.path, attempt);
                                }));

@@ -31,16 +31,17 @@ const std::vector<std::string>& mpi_exported_vars() {
   return vars;
 }
 
-std::vector<std::string> build_mpirun_argv(const Options& options, const std::string& mpirun_path,
-                                           const std::string& program_path, bool as_root) {
+std::vector<std::string> build_mpirun_argv(const Options& options, const LaunchBackend& backend,
+                                           const std::string& mpirun_path, const std::string& program_path,
+                                           bool as_root) {
   std::vector<std::string> argv = {mpirun_path,       "-np",       std::to_string(options.nproc_per_node),
                                    "--oversubscribe", "--bind-to", "none",
                                    "--tag-output"};
   if (as_root) argv.push_back("--allow-run-as-root");
   std::vector<std::string> vars = mpi_exported_vars();
-  if (!options.timeout.empty()) vars.push_back(le::kTimeout.name);
-  if (!options.rdzv_timeout.empty()) vars.push_back(le::kRdzvTimeout.name);
-  if (!options.backend_reason.empty()) vars.push_back(le::kBackendReason.name);
+  if (options.timeout_s) vars.push_back(le::kTimeout.name);
+  if (options.rdzv_timeout_s) vars.push_back(le::kRdzvTimeout.name);
+  if (!backend.reason.empty()) vars.push_back(le::kBackendReason.name);
   for (const le::EnvVar* var : {&le::kErrorFile, &le::kTty, &le::kRestartCount, &le::kMaxRestarts, &le::kRunId,
                                 &le::kRoleName, &le::kRoleWorldSize, &le::kGroupWorldSize})
     vars.push_back(var->name);
@@ -134,8 +135,8 @@ AttemptOutcome run_mpi(const Options& options, const std::string& mpirun_path, c
                        const Attempt& attempt) {
   const bool as_root = ::geteuid() == 0;
   const std::vector<std::string> base = current_environment();
-  auto vars = node_env_vars(options, attempt.master_port, base, online_cpu_count());
-  const auto elastic = elastic_env_vars(options, attempt.restart_count);
+  auto vars = node_env_vars(options, attempt, base, online_cpu_count());
+  const auto elastic = elastic_env_vars(options, attempt);
   vars.insert(vars.end(), elastic.begin(), elastic.end());
   // mpirun gives its ranks pseudo-terminals but tags their output per chunk: a line redrawn with '\r' would
   // come out garbled, so the ranks print plain lines (DDP_TTY=0; ddp-train's Progress reads it).
@@ -166,7 +167,7 @@ AttemptOutcome run_mpi(const Options& options, const std::string& mpirun_path, c
 
   ManagedChild mpirun;
   mpirun.spec.exec_path = mpirun_path;
-  mpirun.spec.argv = build_mpirun_argv(options, mpirun_path, program_path, as_root);
+  mpirun.spec.argv = build_mpirun_argv(options, attempt.backend, mpirun_path, program_path, as_root);
   mpirun.spec.env = merge_env(base, vars, {le::kRank.name, le::kLocalRank.name});
   mpirun.spec.label = "mpirun";
   mpirun.signal_group = false;         // stop signals go to its ranks; mpirun ends when they have

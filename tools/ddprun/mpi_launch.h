@@ -11,8 +11,9 @@ namespace ddprun {
 
 // mpirun's command line: mpirun -np P --oversubscribe --bind-to none
 // --tag-output [--allow-run-as-root] -x VAR... program args...
-std::vector<std::string> build_mpirun_argv(const Options& options, const std::string& mpirun_path,
-                                           const std::string& program_path, bool as_root);
+std::vector<std::string> build_mpirun_argv(const Options& options, const LaunchBackend& backend,
+                                           const std::string& mpirun_path, const std::string& program_path,
+                                           bool as_root);
 
 // Names of the variables passed on with -x.
 const std::vector<std::string>& mpi_exported_vars();

@@ -27,12 +27,15 @@ bool has_key(const std::string& entry, const std::string& key) {
 
 }  // namespace
 
-int world_size(const Options& options) {
-  return options.world_size > 0 ? options.world_size : options.nnodes * options.nproc_per_node;
-}
-
-int first_rank(const Options& options) {
-  return options.first_rank >= 0 ? options.first_rank : options.node_rank * options.nproc_per_node;
+Placement static_placement(const Options& options, const std::string& master_addr, int master_port) {
+  Placement p;
+  p.node_rank = options.node_rank;
+  p.nnodes = options.nnodes;
+  p.world_size = options.nnodes * options.nproc_per_node;
+  p.first_rank = options.node_rank * options.nproc_per_node;
+  p.master_addr = master_addr;
+  p.master_port = master_port;
+  return p;
 }
 
 bool find_env(const std::vector<std::string>& env, const std::string& key, std::string* value) {
@@ -45,46 +48,47 @@ bool find_env(const std::vector<std::string>& env, const std::string& key, std::
   return false;
 }
 
-std::vector<std::pair<std::string, std::string>> node_env_vars(const Options& options, int master_port,
+std::vector<std::pair<std::string, std::string>> node_env_vars(const Options& options, const Attempt& attempt,
                                                                const std::vector<std::string>& base, int cpus) {
   const int nproc = options.nproc_per_node;
+  const Placement& p = attempt.place;
+  const LaunchBackend& b = attempt.backend;
   std::vector<std::pair<std::string, std::string>> vars = {
-      {le::kWorldSize.name, std::to_string(world_size(options))}, {le::kLocalWorldSize.name, std::to_string(nproc)},
-      {le::kGroupRank.name, std::to_string(options.node_rank)},   {le::kMasterAddr.name, options.master_addr},
-      {le::kMasterPort.name, std::to_string(master_port)},
+      {le::kWorldSize.name, std::to_string(p.world_size)},   {le::kLocalWorldSize.name, std::to_string(nproc)},
+      {le::kGroupRank.name, std::to_string(p.node_rank)},    {le::kMasterAddr.name, p.master_addr},
+      {le::kMasterPort.name, std::to_string(p.master_port)},
   };
   std::string omp;
   if (!find_env(base, le::kOmpNumThreads.name, &omp)) omp = std::to_string(default_omp_threads(cpus, nproc));
   vars.emplace_back(le::kOmpNumThreads.name, omp);
-  if (options.backend != Backend::Auto) vars.emplace_back(le::kBackend.name, backend_name(options.backend));
-  if (options.backend_on_gpu != Backend::Auto)
-    vars.emplace_back(le::kBackendOnGpu.name, backend_name(options.backend_on_gpu));
-  if (!options.backend_reason.empty()) vars.emplace_back(le::kBackendReason.name, options.backend_reason);
+  if (b.backend != Backend::kAuto) vars.emplace_back(le::kBackend.name, backend_name(b.backend));
+  if (b.on_gpu != Backend::kAuto) vars.emplace_back(le::kBackendOnGpu.name, backend_name(b.on_gpu));
+  if (!b.reason.empty()) vars.emplace_back(le::kBackendReason.name, b.reason);
   vars.emplace_back(le::kLauncher.name, "ddprun");
   vars.emplace_back(le::kRunId.name, options.rdzv_id.empty()
-                                         ? "none-" + options.master_addr + ":" + std::to_string(master_port)
+                                         ? "none-" + p.master_addr + ":" + std::to_string(p.master_port)
                                          : options.rdzv_id);
   vars.emplace_back(le::kHeartbeatTimeout.name, le::format_seconds(options.heartbeat_timeout_s));
-  if (!options.timeout.empty()) vars.emplace_back(le::kTimeout.name, options.timeout);
-  if (!options.rdzv_timeout.empty()) vars.emplace_back(le::kRdzvTimeout.name, options.rdzv_timeout);
+  if (options.timeout_s) vars.emplace_back(le::kTimeout.name, le::format_seconds(*options.timeout_s));
+  if (options.rdzv_timeout_s) vars.emplace_back(le::kRdzvTimeout.name, le::format_seconds(*options.rdzv_timeout_s));
   return vars;
 }
 
-std::vector<std::pair<std::string, std::string>> rank_env_vars(const Options& options, int master_port,
+std::vector<std::pair<std::string, std::string>> rank_env_vars(const Options& options, const Attempt& attempt,
                                                                const std::vector<std::string>& base, int cpus,
                                                                int local_rank) {
-  auto vars = node_env_vars(options, master_port, base, cpus);
-  vars.insert(vars.begin(), {{le::kRank.name, std::to_string(first_rank(options) + local_rank)},
+  auto vars = node_env_vars(options, attempt, base, cpus);
+  vars.insert(vars.begin(), {{le::kRank.name, std::to_string(attempt.place.first_rank + local_rank)},
                              {le::kLocalRank.name, std::to_string(local_rank)}});
   return vars;
 }
 
-std::vector<std::pair<std::string, std::string>> elastic_env_vars(const Options& options, int restart_count) {
-  return {{le::kRestartCount.name, std::to_string(restart_count)},
+std::vector<std::pair<std::string, std::string>> elastic_env_vars(const Options& options, const Attempt& attempt) {
+  return {{le::kRestartCount.name, std::to_string(attempt.restart_count)},
           {le::kMaxRestarts.name, std::to_string(options.max_restarts)},
           {le::kRoleName.name, options.role},
-          {le::kRoleWorldSize.name, std::to_string(world_size(options))},
-          {le::kGroupWorldSize.name, std::to_string(options.nnodes)}};
+          {le::kRoleWorldSize.name, std::to_string(attempt.place.world_size)},
+          {le::kGroupWorldSize.name, std::to_string(attempt.place.nnodes)}};
 }
 
 std::vector<std::string> merge_env(const std::vector<std::string>& base,

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "attempt.h"
 #include "options.h"
 
 namespace ddprun {
@@ -14,29 +15,23 @@ int online_cpu_count();
 // OMP_NUM_THREADS for P processes on a node with `cpus` cores: max(1, cpus / P).
 int default_omp_threads(int cpus, int nproc_per_node);
 
-// The job's number of ranks (options.world_size once a c10d round set it, else
-// nnodes * nproc_per_node) and this node's first rank (likewise).
-int world_size(const Options& options);
-int first_rank(const Options& options);
-
 // Variables shared by all ranks of this node: WORLD_SIZE, LOCAL_WORLD_SIZE,
 // GROUP_RANK, MASTER_ADDR, MASTER_PORT, OMP_NUM_THREADS (unless `base` has it),
 // DDP_BACKEND (unless the backend is auto), DDP_LAUNCHER=ddprun and TORCHELASTIC_RUN_ID
-// (options.rdzv_id, else "none-MASTER_ADDR:PORT").
-// `master_port` is the port actually used (it differs from options for --standalone).
-std::vector<std::pair<std::string, std::string>> node_env_vars(const Options& options, int master_port,
+// (options.rdzv_id, else "none-MASTER_ADDR:PORT"), for the attempt's backend and placement.
+std::vector<std::pair<std::string, std::string>> node_env_vars(const Options& options, const Attempt& attempt,
                                                                const std::vector<std::string>& base, int cpus);
 
-// Adds RANK = node_rank * nproc_per_node + local_rank and LOCAL_RANK.
-std::vector<std::pair<std::string, std::string>> rank_env_vars(const Options& options, int master_port,
+// Adds RANK = the placement's first rank + local_rank and LOCAL_RANK.
+std::vector<std::pair<std::string, std::string>> rank_env_vars(const Options& options, const Attempt& attempt,
                                                                const std::vector<std::string>& base, int cpus,
                                                                int local_rank);
 
-// torchrun's agent variables for attempt `restart_count` (0 first):
+// torchrun's agent variables for the attempt:
 // TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS (TORCHELASTIC_RUN_ID is in node_env_vars),
 // ROLE_NAME, ROLE_WORLD_SIZE and GROUP_WORLD_SIZE (the number of nodes).
 // One role per job, so ROLE_RANK (added per rank) equals RANK.
-std::vector<std::pair<std::string, std::string>> elastic_env_vars(const Options& options, int restart_count);
+std::vector<std::pair<std::string, std::string>> elastic_env_vars(const Options& options, const Attempt& attempt);
 
 // "KEY=VALUE" entries of `base` with the given variables set (replacing any
 // existing values) and the variables named in `remove` dropped.

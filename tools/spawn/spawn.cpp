@@ -156,7 +156,8 @@ std::unique_ptr<Launch> prepare(int nprocs, const SpawnOptions& opts, int call) 
   ddprun::ParseOutcome parsed = ddprun::parse_options(args, ddprun::online_cpu_count());
   if (parsed.kind != ddprun::ParseOutcome::kRun) throw InvalidArgument(prefix() + parsed.error);
   launch->options = parsed.options;
-  launch->options.master_addr = opts.master_addr;
+  launch->attempt.backend.backend = parsed.options.backend;  // as given: auto is not exported
+  launch->attempt.backend.reason.clear();
   int port = opts.master_port;
   if (port == 0) {
     std::string error;
@@ -172,7 +173,7 @@ std::unique_ptr<Launch> prepare(int nprocs, const SpawnOptions& opts, int call) 
     if (check.result == ddprun::PortCheck::kUnresolved)
       throw Error(prefix() + "cannot resolve master_addr '" + opts.master_addr + "': " + check.detail);
   }
-  launch->attempt.master_port = port;
+  launch->attempt.place = ddprun::static_placement(launch->options, opts.master_addr, port);
   launch->exe = own_exe();
   launch->extras.argv = own_argv();
   launch->extras.env = {{kMarker, std::to_string(call)}, {le::kLauncher.name, "ddp::spawn"}};

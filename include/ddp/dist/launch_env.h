@@ -265,6 +265,8 @@ EnvFn fixed(std::vector<std::pair<std::string, std::string>> values);
 // What is wrong with `text` as a value of `v`: "" when it is valid, else one line naming the variable, the value
 // and what it must be ("DDP_TIMEOUT='soon' must be a positive number of seconds (at most 1e7)").
 std::string problem(const EnvVar& v, const std::string& text);
+// What a valid value of `v` is, for messages: "a positive number of seconds (at most 1e7)".
+std::string expected(const EnvVar& v);
 
 // The readers. nullopt when the variable is unset or empty; InvalidArgument("[init] " + problem) when its value is
 // not valid for its declaration.
