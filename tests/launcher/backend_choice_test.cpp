@@ -4,7 +4,7 @@
 
 #include <fstream>
 
-#include "backend_choice.h"
+#include "launch/backend_choice.h"
 #include "launcher_test_util.h"
 
 using namespace ddprun;

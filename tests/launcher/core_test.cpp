@@ -16,15 +16,15 @@
 #include <fstream>
 
 #include "ddp/dist/launch_env.h"
-#include "elastic.h"
-#include "line_splitter.h"
-#include "mpi_launch.h"
-#include "mpi_output.h"
-#include "net_check.h"
-#include "program_lookup.h"
-#include "rank_env.h"
-#include "signals.h"
-#include "summary.h"
+#include "launch/elastic.h"
+#include "launch/mpi_launch.h"
+#include "launch/net_check.h"
+#include "launch/program_lookup.h"
+#include "launch/rank_env.h"
+#include "output/line_splitter.h"
+#include "output/mpi_output.h"
+#include "output/summary.h"
+#include "supervise/signals.h"
 
 using namespace ddprun;
 

@@ -17,7 +17,7 @@
 #include "ddp/dist/error_file.h"
 #include "ddp/dist/init.h"
 #include "ddp/errors.h"
-#include "error_files.h"  // ddprun's reader
+#include "supervise/error_files.h"  // ddprun's reader
 
 namespace {
 

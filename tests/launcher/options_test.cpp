@@ -6,8 +6,8 @@
 #include <map>
 #include <sstream>
 
-#include "flags.h"
-#include "options.h"
+#include "cli/flags.h"
+#include "cli/options.h"
 
 using ddprun::Backend;
 using ddprun::Options;

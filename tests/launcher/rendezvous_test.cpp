@@ -1,4 +1,4 @@
-// The c10d rendezvous rounds of ddprun's multi-node agent (tools/ddprun/rendezvous.h): closing rules, node
+// The c10d rendezvous rounds of ddprun's multi-node agent (tools/ddprun/rendezvous/rendezvous.h): closing rules, node
 // ranks, late joiners, failed rounds, timeouts, a lost store. Agents are threads over one HashStore (or an
 // in-process TCPStore for the lost-store case).
 #include <gtest/gtest.h>
@@ -9,9 +9,9 @@
 #include <future>
 #include <thread>
 
-#include "net_check.h"
-#include "rdzv_store.h"
-#include "rendezvous.h"
+#include "launch/net_check.h"
+#include "rendezvous/rdzv_store.h"
+#include "rendezvous/rendezvous.h"
 
 using namespace ddprun;
 

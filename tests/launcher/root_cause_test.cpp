@@ -10,8 +10,8 @@
 #include <cstring>
 #include <fstream>
 
-#include "error_files.h"
-#include "root_cause.h"
+#include "supervise/error_files.h"
+#include "supervise/root_cause.h"
 
 using namespace ddprun;
 

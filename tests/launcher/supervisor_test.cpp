@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "rank_env.h"
-#include "supervisor.h"
+#include "launch/rank_env.h"
+#include "supervise/supervisor.h"
 
 using namespace ddprun;
 

@@ -9,19 +9,19 @@
 #include <string>
 #include <vector>
 
-#include "attempt.h"
-#include "backend_choice.h"
-#include "c10d_agent.h"
+#include "cli/options.h"
 #include "ddp/dist/launch_env.h"
 #include "dist/timeline_files.h"
-#include "elastic.h"
-#include "local_launch.h"
-#include "mpi_launch.h"
-#include "net_check.h"
-#include "options.h"
-#include "output.h"
-#include "program_lookup.h"
-#include "rank_env.h"
+#include "launch/attempt.h"
+#include "launch/backend_choice.h"
+#include "launch/elastic.h"
+#include "launch/local_launch.h"
+#include "launch/mpi_launch.h"
+#include "launch/net_check.h"
+#include "launch/program_lookup.h"
+#include "launch/rank_env.h"
+#include "output/output.h"
+#include "rendezvous/c10d_agent.h"
 
 using namespace ddprun;
 

@@ -1,5 +1,5 @@
 // ddp::spawn (include/ddp/spawn.h): the parent launches the ranks with
-// ddprun's local launch (tools/ddprun/local_launch.h); a rank runs fn.
+// ddprun's local launch (tools/ddprun/launch/local_launch.h); a rank runs fn.
 #include "ddp/spawn.h"
 
 #include <unistd.h>
@@ -15,13 +15,13 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/options.h"
 #include "ddp/dist/error_file.h"
 #include "ddp/dist/launch_env.h"
-#include "elastic.h"
-#include "local_launch.h"
-#include "net_check.h"
-#include "options.h"
-#include "rank_env.h"
+#include "launch/elastic.h"
+#include "launch/local_launch.h"
+#include "launch/net_check.h"
+#include "launch/rank_env.h"
 
 namespace ddp {
 namespace {

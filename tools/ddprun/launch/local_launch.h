@@ -1,0 +1,31 @@
+// Launching the ranks of this node directly (gloo/auto backends).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cli/options.h"
+#include "launch/elastic.h"
+
+namespace ddprun {
+
+// One attempt: starts options.nproc_per_node copies of the program at
+// exec_path, prints their output with "[rank N] " prefixes (and/or logs it,
+// see rank_logs.h), supervises them and prints the failure summary.
+AttemptOutcome run_local(const Options& options, const std::string& exec_path, const Attempt& attempt);
+
+// What ddp::spawn (include/ddp/spawn.h) changes in a local launch.
+struct LocalLaunchExtras {
+  std::vector<std::string> argv;                         // the ranks' argv; empty: program + program args
+  std::vector<std::pair<std::string, std::string>> env;  // set for every rank, replacing ddprun's values
+  bool prefix_output = true;                             // "[rank N] " before each line
+  std::string summary_prefix = "ddprun: ";               // before each line of the failure summary
+  std::string final_line;  // when set: the summary ends with final_line + N instead of "exiting with code N"
+  std::vector<std::string>* summary = nullptr;  // receives the failure summary's lines
+  int* failed_rank = nullptr;                   // receives the first failed rank (-1: none)
+};
+AttemptOutcome run_local(const Options& options, const std::string& exec_path, const Attempt& attempt,
+                         const LocalLaunchExtras& extras);
+
+}  // namespace ddprun
