@@ -54,4 +54,26 @@ Work wrap(const ErrorContext& ctx, c10::intrusive_ptr<c10d::Work> work, BrokenFl
   return Work(std::make_shared<C10dWork>(ctx, std::move(work), std::move(broken), on_stream));
 }
 
+c10d::ReduceOp to_c10d(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::SUM:
+      return c10d::ReduceOp::SUM;
+    case ReduceOp::AVG:
+      return c10d::ReduceOp::AVG;
+    case ReduceOp::PRODUCT:
+      return c10d::ReduceOp::PRODUCT;
+    case ReduceOp::MIN:
+      return c10d::ReduceOp::MIN;
+    case ReduceOp::MAX:
+      return c10d::ReduceOp::MAX;
+    case ReduceOp::BAND:
+      return c10d::ReduceOp::BAND;
+    case ReduceOp::BOR:
+      return c10d::ReduceOp::BOR;
+    case ReduceOp::BXOR:
+      return c10d::ReduceOp::BXOR;
+  }
+  return c10d::ReduceOp::SUM;
+}
+
 }  // namespace ddp::c10d_work

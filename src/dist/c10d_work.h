@@ -1,6 +1,7 @@
 // Wraps a c10d Work (gloo's, NCCL's) in ddp's Work, turning c10d exceptions into
 // ddp::CommError / ddp::TimeoutError prefixed with backend, rank and op.
 #pragma once
+#include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <atomic>
@@ -21,6 +22,9 @@ Work wrap(const ErrorContext& ctx, c10::intrusive_ptr<c10d::Work> work, BrokenFl
 // Runs `fn` (a c10d call that may throw synchronously) and maps its errors.
 template <typename Fn>
 Work call(const ErrorContext& ctx, const BrokenFlag& broken, Fn&& fn, bool on_stream = false);
+
+// ddp's reduction as c10d's, name for name (a backend without one of them maps it first).
+c10d::ReduceOp to_c10d(ReduceOp op);
 
 // The message of the current exception, without c10's backtrace.
 std::string current_message();

@@ -14,12 +14,12 @@
 namespace ddp {
 
 struct Work::State {
-  enum class Phase { Running, Finishing, Finished };
+  enum class Phase { kRunning, kFinishing, kFinished };
   std::mutex mu;
   std::condition_variable finished_cv;
   std::shared_ptr<Impl> impl;  // null: nothing to wait for
   std::vector<std::function<void()>> steps;
-  Phase phase = Phase::Running;
+  Phase phase = Phase::kRunning;
   std::thread::id finisher;  // the thread running the steps
   std::exception_ptr error;
   at::Tensor value;
@@ -40,7 +40,7 @@ bool Work::is_completed() {
   std::shared_ptr<Impl> impl;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
-    if (state_->phase != State::Phase::Running || !state_->impl) return true;
+    if (state_->phase != State::Phase::kRunning || !state_->impl) return true;
     impl = state_->impl;
   }
   return impl->is_completed();
@@ -51,7 +51,7 @@ void Work::wait(Milliseconds timeout) {
   std::shared_ptr<Impl> impl;
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    if (s.phase == State::Phase::Running) impl = s.impl;
+    if (s.phase == State::Phase::kRunning) impl = s.impl;
   }
   std::exception_ptr failed;
   if (impl) {
@@ -67,12 +67,12 @@ void Work::wait(Milliseconds timeout) {
   std::unique_lock<std::mutex> lock(s.mu);
   // Step 1: one thread claims the steps; the others wait for it to finish them
   // (the finisher itself, waiting from inside a step, returns at once).
-  if (s.phase == State::Phase::Finishing) {
+  if (s.phase == State::Phase::kFinishing) {
     if (s.finisher == std::this_thread::get_id()) return;
-    s.finished_cv.wait(lock, [&] { return s.phase == State::Phase::Finished; });
+    s.finished_cv.wait(lock, [&] { return s.phase == State::Phase::kFinished; });
   }
-  if (s.phase == State::Phase::Running) {
-    s.phase = State::Phase::Finishing;
+  if (s.phase == State::Phase::kRunning) {
+    s.phase = State::Phase::kFinishing;
     s.finisher = std::this_thread::get_id();
     if (failed) s.error = failed;
     // Step 2: run the steps without the lock; steps added meanwhile run too.
@@ -94,7 +94,7 @@ void Work::wait(Milliseconds timeout) {
     }
     // Step 3: finished; wake the other waiters.
     s.steps.clear();
-    s.phase = State::Phase::Finished;
+    s.phase = State::Phase::kFinished;
     s.finished_cv.notify_all();
   }
   if (s.error) std::rethrow_exception(s.error);
@@ -114,7 +114,7 @@ Work& Work::set_value(at::Tensor value) {
 
 Work& Work::on_success(std::function<void()> step) {
   std::unique_lock<std::mutex> lock(state_->mu);
-  if (state_->phase == State::Phase::Finished) {
+  if (state_->phase == State::Phase::kFinished) {
     const bool ok = !state_->error;
     lock.unlock();
     if (ok) step();

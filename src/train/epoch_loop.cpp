@@ -30,7 +30,7 @@ std::vector<int64_t> epoch_order(Job& j, int64_t epoch) {
     return std::vector<int64_t>(idx.begin(), idx.end());
   }
   auto gen =
-      at::make_generator<at::CPUGeneratorImpl>(stream_seed(j.cfg.seed, Stream::ShardOrder, j.group->rank(), epoch));
+      at::make_generator<at::CPUGeneratorImpl>(stream_seed(j.cfg.seed, Stream::kShardOrder, j.group->rank(), epoch));
   at::Tensor perm = at::randperm(j.task.train_y.size(0), gen, at::kLong);
   const int64_t* p = ddp::detail::host_data<int64_t>(perm, "the epoch's order");
   return std::vector<int64_t>(p, p + perm.numel());

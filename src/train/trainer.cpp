@@ -232,7 +232,7 @@ Trainer::Trainer(TrainConfig settings, GroupPtr group) : impl_(std::make_unique<
   }
   check_config_agreement(t.cfg, *t.group);  // before any collective whose size the settings decide
   t.precision_asked = !t.cfg.precision.empty();
-  at::manual_seed(stream_seed(t.cfg.seed, Stream::Weights, t.group->rank()));  // DDP also broadcasts rank 0's
+  at::manual_seed(stream_seed(t.cfg.seed, Stream::kWeights, t.group->rank()));  // DDP also broadcasts rank 0's
 }
 
 Trainer::~Trainer() = default;
@@ -270,7 +270,7 @@ TrainSummary Trainer::fit(Task task) {
   j.group = t.group;
   j.backend_reason = t.backend_reason;
   j.callbacks = t.callbacks;
-  at::manual_seed(stream_seed(j.cfg.seed, Stream::Dropout, j.group->rank()));
+  at::manual_seed(stream_seed(j.cfg.seed, Stream::kDropout, j.group->rank()));
   detail::set_up(j, std::move(task));
   try {
     return train_job(j, start);

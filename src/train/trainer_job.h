@@ -52,7 +52,7 @@ struct Job {
 };
 
 // Every random stream of a run, derived from the seed in one place.
-enum class Stream { Weights, Dropout, ShardOrder, Augment };
+enum class Stream { kWeights, kDropout, kShardOrder, kAugment };
 uint64_t stream_seed(uint64_t seed, Stream stream, int rank, int64_t epoch = 0);
 
 // The settings a Task leaves to the Trainer: unset ones take general defaults (a recipe has filled its own).

@@ -110,7 +110,7 @@ void set_up_data(Job& j) {
   lo.batch_size = *cfg.batch_size;
   lo.drop_last = true;
   lo.pin_memory = wants_pinned_host(j.device);  // the step's copies to a GPU then wait for nothing
-  lo.seed = stream_seed(cfg.seed, Stream::Augment, rank);
+  lo.seed = stream_seed(cfg.seed, Stream::kAugment, rank);
   lo.augment_epoch = t.augment;
   data::FetchBatch fetch = t.train_fetch;
   if (t.channels_last) {  // batches leave the loader's thread in NHWC: no conversion in the step
@@ -267,13 +267,13 @@ void log_start(Job& j) {
 uint64_t stream_seed(uint64_t seed, Stream stream, int rank, int64_t epoch) {
   const uint64_t base = seed * 1000003, r = uint64_t(rank);
   switch (stream) {
-    case Stream::Weights:
+    case Stream::kWeights:
       return seed;  // the same initial weights on every rank
-    case Stream::Dropout:
+    case Stream::kDropout:
       return base + 1 + r;  // differs across ranks
-    case Stream::ShardOrder:
+    case Stream::kShardOrder:
       return base + uint64_t(epoch) * 7919 + r;  // a shard's shuffle, per epoch
-    case Stream::Augment:
+    case Stream::kAugment:
       return base + 17 * r + 5;  // the loader's crops and flips
   }
   return seed;

@@ -23,26 +23,8 @@ using detail::Call;
 // c10d has no "forever": a call without a timeout gets a year.
 constexpr std::chrono::milliseconds kNoTimeoutForC10d = std::chrono::hours(24 * 365);
 
-c10d::ReduceOp to_c10d(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::SUM:
-    case ReduceOp::AVG:
-      return c10d::ReduceOp::SUM;
-    case ReduceOp::PRODUCT:
-      return c10d::ReduceOp::PRODUCT;
-    case ReduceOp::MIN:
-      return c10d::ReduceOp::MIN;
-    case ReduceOp::MAX:
-      return c10d::ReduceOp::MAX;
-    case ReduceOp::BAND:
-      return c10d::ReduceOp::BAND;
-    case ReduceOp::BOR:
-      return c10d::ReduceOp::BOR;
-    case ReduceOp::BXOR:
-      return c10d::ReduceOp::BXOR;
-  }
-  return c10d::ReduceOp::SUM;
-}
+// c10d's gloo has no AVG: it sums, and the front divides.
+c10d::ReduceOp to_c10d(ReduceOp op) { return c10d_work::to_c10d(op == ReduceOp::AVG ? ReduceOp::SUM : op); }
 
 // Gloo moves bytes of these dtypes but cannot reduce bfloat16: such tensors
 // travel as Half (same size) and are reduced in float32.

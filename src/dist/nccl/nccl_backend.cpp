@@ -18,23 +18,9 @@ using c10d_work::BrokenFlag;
 using detail::Call;
 
 c10d::ReduceOp to_c10d(const ErrorContext& ctx, ReduceOp op) {
-  switch (op) {
-    case ReduceOp::SUM:
-      return c10d::ReduceOp::SUM;
-    case ReduceOp::AVG:
-      return c10d::ReduceOp::AVG;
-    case ReduceOp::PRODUCT:
-      return c10d::ReduceOp::PRODUCT;
-    case ReduceOp::MIN:
-      return c10d::ReduceOp::MIN;
-    case ReduceOp::MAX:
-      return c10d::ReduceOp::MAX;
-    case ReduceOp::BAND:
-    case ReduceOp::BOR:
-    case ReduceOp::BXOR:
-      break;
-  }
-  throw_invalid(ctx, std::string("NCCL has no ") + to_string(op) + " (bitwise) reduction; use gloo or mpi for it");
+  if (op == ReduceOp::BAND || op == ReduceOp::BOR || op == ReduceOp::BXOR)
+    throw_invalid(ctx, std::string("NCCL has no ") + to_string(op) + " (bitwise) reduction; use gloo or mpi for it");
+  return c10d_work::to_c10d(op);
 }
 
 class NcclBackend final : public detail::Backend {

@@ -78,12 +78,12 @@ std::string binunicode(const std::string& s) {
   return out + s;
 }
 
-enum class Kind { Value, EmptyTuple, OrderedDictClass, OrderedDict };
+enum class Kind { kValue, kEmptyTuple, kOrderedDictClass, kOrderedDict };
 
 struct Slot {
-  Kind kind = Kind::Value;
+  Kind kind = Kind::kValue;
   size_t begin = 0;        // offset of the first opcode that built this value
-  size_t reduce_edit = 0;  // Kind::OrderedDict: the edit that replaced its REDUCE
+  size_t reduce_edit = 0;  // Kind::kOrderedDict: the edit that replaced its REDUCE
 };
 
 struct Edit {
@@ -137,7 +137,7 @@ class Rewriter {
     if (stack_.size() <= floor()) fail(at, "stack underflow (corrupt pickle)");
     Slot s = stack_.back();
     stack_.pop_back();
-    if (s.kind == Kind::OrderedDictClass && !class_ok)
+    if (s.kind == Kind::kOrderedDictClass && !class_ok)
       fail(at, "collections.OrderedDict is used other than as OrderedDict(); not supported");
     return s;
   }
@@ -153,7 +153,7 @@ class Rewriter {
     if (stack_.size() <= floor()) fail(at, "stack underflow (corrupt pickle)");
     return stack_.back();
   }
-  void push(size_t begin, Kind kind = Kind::Value) { stack_.push_back({kind, begin, 0}); }
+  void push(size_t begin, Kind kind = Kind::kValue) { stack_.push_back({kind, begin, 0}); }
   void skip_and_push(size_t n, size_t at) {
     take(n, at);
     push(at);
@@ -163,7 +163,7 @@ class Rewriter {
     return edits_.size() - 1;
   }
   void memo_put(uint32_t id, size_t at) {
-    memo_[id] = top(at).kind == Kind::OrderedDictClass ? Kind::OrderedDictClass : Kind::Value;
+    memo_[id] = top(at).kind == Kind::kOrderedDictClass ? Kind::kOrderedDictClass : Kind::kValue;
   }
   void memo_get(uint32_t id, size_t at) {
     auto it = memo_.find(id);
@@ -195,7 +195,7 @@ class Rewriter {
         memo_get(u32(at), at);
         break;
       case EMPTY_TUPLE:
-        push(at, Kind::EmptyTuple);
+        push(at, Kind::kEmptyTuple);
         break;
       case EMPTY_LIST:
       case EMPTY_DICT:
@@ -226,7 +226,7 @@ class Rewriter {
         const std::string module = line(at), name = line(at);
         const bool od = module == "collections" && name == "OrderedDict";
         if (od) edit(at, pos_ - at, "ctorch.jit._pickle\nrestore_type_tag\n");
-        push(at, od ? Kind::OrderedDictClass : Kind::Value);
+        push(at, od ? Kind::kOrderedDictClass : Kind::kValue);
       } break;
       case TUPLE:
         push(pop_mark(at));
@@ -293,12 +293,12 @@ class Rewriter {
   void reduce(size_t at) {
     Slot args = pop(at);
     Slot fn = pop(at, /*class_ok=*/true);
-    if (fn.kind != Kind::OrderedDictClass) return push(fn.begin);
-    if (args.kind != Kind::EmptyTuple)
+    if (fn.kind != Kind::kOrderedDictClass) return push(fn.begin);
+    if (args.kind != Kind::kEmptyTuple)
       fail(at, "OrderedDict with constructor arguments is not supported (expected OrderedDict() and SETITEMS)");
     edit(args.begin, 1, std::string(1, static_cast<char>(EMPTY_DICT)));
     const size_t e = edit(at, 1, binunicode(kTypeTag) + static_cast<char>(TUPLE2) + static_cast<char>(REDUCE));
-    stack_.push_back({Kind::OrderedDict, fn.begin, e});
+    stack_.push_back({Kind::kOrderedDict, fn.begin, e});
   }
 
   // BUILD on an OrderedDict sets attributes (_metadata): the REDUCE moves here and the state becomes a
@@ -306,12 +306,12 @@ class Rewriter {
   void build(size_t at) {
     Slot state = pop(at);
     Slot& obj = top(at);
-    if (obj.kind == Kind::OrderedDictClass) fail(at, "BUILD on collections.OrderedDict itself (corrupt pickle)");
-    if (obj.kind != Kind::OrderedDict) return;  // LibTorch's own BUILD handling
+    if (obj.kind == Kind::kOrderedDictClass) fail(at, "BUILD on collections.OrderedDict itself (corrupt pickle)");
+    if (obj.kind != Kind::kOrderedDict) return;  // LibTorch's own BUILD handling
     edits_[obj.reduce_edit].bytes.clear();
     edit(state.begin, 0, binunicode(kTypeTag));
     edit(at, 1, std::string{static_cast<char>(TUPLE3), static_cast<char>(REDUCE)});
-    obj.kind = Kind::Value;
+    obj.kind = Kind::kValue;
   }
 
   std::string apply() {

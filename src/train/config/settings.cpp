@@ -30,113 +30,110 @@ std::vector<std::string> strategy_names() {
   return names;
 }
 
+// A setting declared by name: set("epochs", &C::epochs, "epochs to train").positive().unset(kRecipe).
+class Decl {
+ public:
+  Decl(std::string name, Field field, std::string help) {
+    s_.name = std::move(name);
+    s_.field = field;
+    s_.help = std::move(help);
+  }
+  Decl& positive() { return range(Range::kPositive); }
+  Decl& non_negative() { return range(Range::kNonNegative); }
+  Decl& unit() { return range(Range::kUnit); }
+  Decl& role(unsigned r) { return s_.role = r, *this; }
+  Decl& unset(std::string meaning) { return s_.unset = std::move(meaning), *this; }
+  Decl& choices(std::vector<std::string> values) { return s_.choices = std::move(values), *this; }
+  Decl& choices_from(std::function<std::vector<std::string>()> f) { return s_.choices_from = std::move(f), *this; }
+  Decl& validate(std::function<void(const std::string&)> f) { return s_.validate = std::move(f), *this; }
+  Decl& positional() { return s_.positional = true, *this; }
+  operator Setting() const { return s_; }
+
+ private:
+  Decl& range(Range r) { return s_.range = r, *this; }
+  Setting s_;
+};
+
+Decl set(std::string name, Field field, std::string help) { return Decl(std::move(name), field, std::move(help)); }
+
 std::vector<Setting> make_table() {
   return {
-      {"recipe", &C::recipe, "the recipe to train: ", Range::kAny, kJob, "", {}, nullptr, true},
-      {"epochs", &C::epochs, "epochs to train", Range::kPositive, kJob, kRecipe},
-      {"batch-size", &C::batch_size, "samples per rank per micro-batch", Range::kPositive, kJob, kRecipe},
-      {"lr", &C::lr, "base learning rate (for the mean loss over the global batch)", Range::kPositive, kJob, kRecipe},
-      {"optimizer",
-       &C::optimizer,
-       "sgd | adam | adamw (with adam/adamw, --lr defaults to 1e-3)",
-       Range::kAny,
-       kJob,
-       "",
-       {"sgd", "adam", "adamw"}},
-      {"momentum", &C::momentum, "sgd's momentum", Range::kNonNegative, kJob, kRecipe},
-      {"betas", &C::betas, "adam's and adamw's B1,B2", Range::kUnit},
-      {"eps", &C::eps, "adam's and adamw's epsilon", Range::kPositive},
-      {"weight-decay", &C::weight_decay, "L2 weight decay", Range::kNonNegative, kJob, kRecipe},
-      {"label-smoothing", &C::label_smoothing, "label smoothing of the loss", Range::kNonNegative, kJob, kRecipe},
-      {"schedule",
-       &C::schedule,
-       "learning rate: constant | step:N:G | cosine[:F] | onecycle[:P[:F]] | piecewise:x:y,...",
-       Range::kAny,
-       kJob,
-       kRecipe,
-       {},
-       [](const std::string& v) { LrSchedule::parse(v); }},
-      {"warmup", &C::warmup, "linear warm-up steps", Range::kNonNegative, kJob, kRecipe},
-      {"accumulate", &C::accumulate, "micro-batches per optimizer step (no_sync between)", Range::kPositive},
-      {"cutout", &C::cutout, "cutout square size (0: off)", Range::kNonNegative, kJob, kRecipe},
-      {"ema-every", &C::ema_every, "steps between weight averages (0: off)", Range::kNonNegative, kJob, kRecipe},
-      {"precision",
-       &C::precision,
-       "fp32 | bf16 | auto (bf16 where the CPU has it natively)",
-       Range::kAny,
-       kJob,
-       kRecipe,
-       {"fp32", "bf16", "auto"}},
-      {"data-dir", &C::data_dir, "the data set's folder (may differ between nodes)", Range::kAny, kRecorded, kRecipe},
-      {"data",
-       &C::data_mode,
-       "shards (each rank loads its own file) | sampler (DistributedSampler)",
-       Range::kAny,
-       kJob,
-       kRecipe,
-       {"shards", "sampler"}},
-      {"image-size", &C::image_size, "imagefolder-*: training crop and evaluation centre crop in pixels",
-       Range::kPositive, kJob, "imagefolder-* recipes only: 224"},
-      {"workers", &C::workers, "imagefolder-*: threads decoding images ahead of training", Range::kPositive},
-      {"limit-train", &C::limit_train, "use only the first N training samples (0: all)", Range::kNonNegative},
-      {"limit-test", &C::limit_test, "use only the first N test samples (0: all)", Range::kNonNegative},
-      {"eval-batch", &C::eval_batch, "samples per evaluation batch", Range::kPositive, kAgreed},
-      {"eval-every", &C::eval_every,
-       "steps between evaluations within an epoch, for time to accuracy (0: after each epoch only)",
-       Range::kNonNegative, kJob, kRecipe},
-      {"out-dir", &C::out_dir, "logs and checkpoints", Range::kAny, kJob, "runs/RECIPE"},
-      {"seed", &C::seed, "seed of every random stream"},
-      {"resume", &C::resume, "continue from the latest checkpoint in --out-dir", Range::kAny, kAgreed},
-      {"checkpoint-every", &C::checkpoint_every, "steps between checkpoints (0: each epoch)", Range::kNonNegative,
-       kAgreed},
-      {"keep-last", &C::keep_last, "checkpoints kept", Range::kPositive, kAgreed},
-      {"stop-after", &C::stop_after, "stop (as if interrupted) after N epochs (0: never)", Range::kNonNegative,
-       kAgreed},
-      {"log-every", &C::log_every, "steps between train-loss logs", Range::kPositive, kAgreed},
-      {"backend", &C::backend,
-       "gloo | mpi | nccl | auto (nccl for a GPU device; else ddprun's choice, else mpi under mpirun, else gloo)"},
-      {"device",
-       &C::device,
-       "auto | cpu | cuda | cuda:N: where the model trains; auto and cuda take the rank's GPU (LOCAL_RANK) where "
-       "CUDA is available, auto the CPU elsewhere",
-       Range::kAny,
-       kJob,
-       "",
-       {},
-       [](const std::string& v) { check_device_spec(v); }},
-      {"timeline", &C::timeline,
-       "write a Chrome trace (Perfetto) of data wait, forward, backward, each bucket's reduction, optimizer, "
-       "evaluation and checkpoints: FILE.rank{N} per rank, merged into FILE (docs/timeline.md)",
-       Range::kAny, kAgreed, "DDP_TIMELINE, else none"},
-      {"timeout", &C::timeout,
-       "seconds a rendezvous or collective may wait before failing (ddprun --timeout sets DDP_TIMEOUT)",
-       Range::kPositive, kJob, "DDP_TIMEOUT, else 600"},
-      {"strategy",
-       &C::strategy,
-       "how a step is spread over the ranks (Lightning's strategy=)",
-       Range::kAny,
-       kJob,
-       "",
-       {},
-       nullptr,
-       false,
-       strategy_names},
-      {"comm-hook",
-       &C::comm_hook,
-       "how DDP reduces gradient buckets: allreduce (float32) | fp16 | bf16 (half the bytes, 16-bit rounding) | "
-       "powersgd[:rank=R,start=S,...] | batched_powersgd[:...] (low-rank, docs/ddp.md)",
-       Range::kAny,
-       kJob,
-       "",
-       {},
-       [](const std::string& v) { make_comm_hook(v); }},
-      {"sync-bn", &C::sync_bn,
-       "BatchNorm statistics over the global batch (SyncBatchNorm; 2 small collectives per layer and step)"},
-      {"progress", &C::progress, "rank 0's progress line", Range::kAny, kLocal},
-      {"nan-check", &C::nan_check,
-       "stop, naming the step and the first parameter, when a gradient becomes NaN or inf (one summing pass "
-       "over the gradients per step)",
-       Range::kAny, kAgreed},
+      set("recipe", &C::recipe, "the recipe to train: ").positional(),
+      set("epochs", &C::epochs, "epochs to train").positive().unset(kRecipe),
+      set("batch-size", &C::batch_size, "samples per rank per micro-batch").positive().unset(kRecipe),
+      set("lr", &C::lr, "base learning rate (for the mean loss over the global batch)").positive().unset(kRecipe),
+      set("optimizer", &C::optimizer, "sgd | adam | adamw (with adam/adamw, --lr defaults to 1e-3)")
+          .choices({"sgd", "adam", "adamw"}),
+      set("momentum", &C::momentum, "sgd's momentum").non_negative().unset(kRecipe),
+      set("betas", &C::betas, "adam's and adamw's B1,B2").unit(),
+      set("eps", &C::eps, "adam's and adamw's epsilon").positive(),
+      set("weight-decay", &C::weight_decay, "L2 weight decay").non_negative().unset(kRecipe),
+      set("label-smoothing", &C::label_smoothing, "label smoothing of the loss").non_negative().unset(kRecipe),
+      set("schedule", &C::schedule,
+          "learning rate: constant | step:N:G | cosine[:F] | onecycle[:P[:F]] | piecewise:x:y,...")
+          .unset(kRecipe)
+          .validate([](const std::string& v) { LrSchedule::parse(v); }),
+      set("warmup", &C::warmup, "linear warm-up steps").non_negative().unset(kRecipe),
+      set("accumulate", &C::accumulate, "micro-batches per optimizer step (no_sync between)").positive(),
+      set("cutout", &C::cutout, "cutout square size (0: off)").non_negative().unset(kRecipe),
+      set("ema-every", &C::ema_every, "steps between weight averages (0: off)").non_negative().unset(kRecipe),
+      set("precision", &C::precision, "fp32 | bf16 | auto (bf16 where the CPU has it natively)")
+          .unset(kRecipe)
+          .choices({"fp32", "bf16", "auto"}),
+      set("data-dir", &C::data_dir, "the data set's folder (may differ between nodes)").role(kRecorded).unset(kRecipe),
+      set("data", &C::data_mode, "shards (each rank loads its own file) | sampler (DistributedSampler)")
+          .unset(kRecipe)
+          .choices({"shards", "sampler"}),
+      set("image-size", &C::image_size, "imagefolder-*: training crop and evaluation centre crop in pixels")
+          .positive()
+          .unset("imagefolder-* recipes only: 224"),
+      set("workers", &C::workers, "imagefolder-*: threads decoding images ahead of training").positive(),
+      set("limit-train", &C::limit_train, "use only the first N training samples (0: all)").non_negative(),
+      set("limit-test", &C::limit_test, "use only the first N test samples (0: all)").non_negative(),
+      set("eval-batch", &C::eval_batch, "samples per evaluation batch").positive().role(kAgreed),
+      set("eval-every", &C::eval_every,
+          "steps between evaluations within an epoch, for time to accuracy (0: after each epoch only)")
+          .non_negative()
+          .unset(kRecipe),
+      set("out-dir", &C::out_dir, "logs and checkpoints").unset("runs/RECIPE"),
+      set("seed", &C::seed, "seed of every random stream"),
+      set("resume", &C::resume, "continue from the latest checkpoint in --out-dir").role(kAgreed),
+      set("checkpoint-every", &C::checkpoint_every, "steps between checkpoints (0: each epoch)")
+          .non_negative()
+          .role(kAgreed),
+      set("keep-last", &C::keep_last, "checkpoints kept").positive().role(kAgreed),
+      set("stop-after", &C::stop_after, "stop (as if interrupted) after N epochs (0: never)")
+          .non_negative()
+          .role(kAgreed),
+      set("log-every", &C::log_every, "steps between train-loss logs").positive().role(kAgreed),
+      set("backend", &C::backend,
+          "gloo | mpi | nccl | auto (nccl for a GPU device; else ddprun's choice, else mpi under mpirun, else gloo)"),
+      set("device", &C::device,
+          "auto | cpu | cuda | cuda:N: where the model trains; auto and cuda take the rank's GPU (LOCAL_RANK) where "
+          "CUDA is available, auto the CPU elsewhere")
+          .validate([](const std::string& v) { check_device_spec(v); }),
+      set("timeline", &C::timeline,
+          "write a Chrome trace (Perfetto) of data wait, forward, backward, each bucket's reduction, optimizer, "
+          "evaluation and checkpoints: FILE.rank{N} per rank, merged into FILE (docs/timeline.md)")
+          .role(kAgreed)
+          .unset("DDP_TIMELINE, else none"),
+      set("timeout", &C::timeout,
+          "seconds a rendezvous or collective may wait before failing (ddprun --timeout sets DDP_TIMEOUT)")
+          .positive()
+          .unset("DDP_TIMEOUT, else 600"),
+      set("strategy", &C::strategy, "how a step is spread over the ranks (Lightning's strategy=)")
+          .choices_from(strategy_names),
+      set("comm-hook", &C::comm_hook,
+          "how DDP reduces gradient buckets: allreduce (float32) | fp16 | bf16 (half the bytes, 16-bit rounding) | "
+          "powersgd[:rank=R,start=S,...] | batched_powersgd[:...] (low-rank, docs/ddp.md)")
+          .validate([](const std::string& v) { make_comm_hook(v); }),
+      set("sync-bn", &C::sync_bn,
+          "BatchNorm statistics over the global batch (SyncBatchNorm; 2 small collectives per layer and step)"),
+      set("progress", &C::progress, "rank 0's progress line").role(kLocal),
+      set("nan-check", &C::nan_check,
+          "stop, naming the step and the first parameter, when a gradient becomes NaN or inf (one summing pass "
+          "over the gradients per step)")
+          .role(kAgreed),
   };
 }
 

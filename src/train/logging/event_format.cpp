@@ -48,24 +48,24 @@ void ProtoEncoder::key(uint32_t field, WireType type) { varint((uint64_t{field} 
 void ProtoEncoder::fixed64_field(uint32_t field, double v) {
   uint64_t bits;
   std::memcpy(&bits, &v, sizeof bits);
-  key(field, WireType::Fixed64);
+  key(field, WireType::kFixed64);
   put_le(out_, bits, 8);
 }
 
 void ProtoEncoder::fixed32_field(uint32_t field, float v) {
   uint32_t bits;
   std::memcpy(&bits, &v, sizeof bits);
-  key(field, WireType::Fixed32);
+  key(field, WireType::kFixed32);
   put_le(out_, bits, 4);
 }
 
 void ProtoEncoder::int64_field(uint32_t field, int64_t v) {
-  key(field, WireType::Varint);
+  key(field, WireType::kVarint);
   varint(static_cast<uint64_t>(v));
 }
 
 void ProtoEncoder::bytes_field(uint32_t field, const std::string& bytes) {
-  key(field, WireType::LengthDelimited);
+  key(field, WireType::kLengthDelimited);
   varint(bytes.size());
   out_ += bytes;
 }

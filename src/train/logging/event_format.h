@@ -18,7 +18,7 @@ uint32_t crc32c(const void* data, size_t n, uint32_t crc = 0);
 // TFRecord's masking: ((crc >> 15) | (crc << 17)) + 0xa282ead8.
 uint32_t mask_crc(uint32_t crc);
 
-enum class WireType : uint32_t { Varint = 0, Fixed64 = 1, LengthDelimited = 2, Fixed32 = 5 };
+enum class WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
 
 // Appends protobuf fields to a byte string.
 class ProtoEncoder {

@@ -97,6 +97,104 @@ std::string explain(const CLI::ParseError& e) {
   return what;
 }
 
+// "--flag=" gives the flag an empty value (CLI11 would take the next argument); reversed, as CLI11 consumes
+// from the back.
+std::vector<std::string> cli11_tokens(std::vector<std::string> ours) {
+  for (size_t i = 0; i < ours.size(); ++i) {
+    const std::string& a = ours[i];
+    if (a == "--" || a.size() < 2 || a[0] != '-') break;  // the program from here on
+    if (a.size() > 3 && a.compare(0, 2, "--") == 0 && a.back() == '=') {
+      ours[i].pop_back();
+      ours.insert(ours.begin() + static_cast<long>(i) + 1, "");
+      ++i;
+    } else if (a.find('=') == std::string::npos && a != "-h" && a != "--help" &&
+               !(find_flag(a) != nullptr && find_flag(a)->is_switch)) {
+      ++i;  // its value
+    }
+  }
+  return {ours.rbegin(), ours.rend()};
+}
+
+// What CLI11 did not take: ["--"] program args..., or an unknown option first. An error, or "".
+std::string take_program(std::vector<std::string> rest, Options& o) {
+  if (!rest.empty() && rest[0] == "--") {
+    rest.erase(rest.begin());
+  } else if (!rest.empty() && rest[0].size() >= 2 && rest[0][0] == '-') {
+    return "unknown option '" + rest[0].substr(0, rest[0].find('=')) + "' (see ddprun --help)";
+  }
+  if (rest.empty()) return "missing program to run (usage: ddprun [options] program [args...])";
+  if (rest[0].empty()) return "the program name is empty";
+  o.program = rest[0];
+  o.program_args.assign(rest.begin() + 1, rest.end());
+  return "";
+}
+
+// Flags whose presence matters, beyond their values.
+struct Given {
+  bool node_rank, endpoint, master, rdzv_backend;
+};
+
+// --rdzv-backend c10d: the flags it excludes; the job id it defaults to. An error, or "".
+std::string check_c10d(Options& o, const Given& given) {
+  const std::string why = !given.rdzv_backend ? " (c10d is the default with --nnodes MIN:MAX or --rdzv-endpoint)" : "";
+  if (!given.endpoint) return "--rdzv-backend c10d needs --rdzv-endpoint HOST[:PORT], the same on every node" + why;
+  if (given.node_rank)
+    return "--node-rank cannot be used with --rdzv-backend c10d: node ranks are assigned at the rendezvous" + why +
+           "; use --rdzv-backend static for fixed node ranks";
+  if (given.master)
+    return "--master-addr/--master-port cannot be used with --rdzv-backend c10d: the rendezvous picks node rank "
+           "0's address and a free port each round" +
+           why;
+  if (o.standalone) return "--standalone cannot be used with --rdzv-backend c10d" + why;
+  if (o.backend == Backend::kMpi) return "--backend mpi cannot be used with --rdzv-backend c10d" + why;
+  if (o.rdzv_id.empty()) o.rdzv_id = "none-" + o.rdzv_host + ":" + std::to_string(o.rdzv_port);
+  o.node_rank = 0;  // until the first round
+  return "";
+}
+
+// The static rendezvous: fixed nodes; a random job id on one node. An error, or "".
+std::string check_static(Options& o, const Given& given) {
+  const std::string nnodes = std::to_string(o.nnodes);
+  if (o.nnodes_min != o.nnodes_max)
+    return "--nnodes " + std::to_string(o.nnodes_min) + ":" + std::to_string(o.nnodes_max) +
+           " (an elastic range) needs --rdzv-backend c10d, not static";
+  if (given.endpoint) return "--rdzv-endpoint needs --rdzv-backend c10d; with static give --master-addr/--master-port";
+  if (o.node_rank >= o.nnodes)
+    return "invalid value '" + std::to_string(o.node_rank) + "' for --node-rank: must be less than --nnodes (" +
+           nnodes + ")";
+  if (o.standalone && o.nnodes > 1) return "--standalone runs a single node and cannot be used with --nnodes " + nnodes;
+  if (o.backend == Backend::kMpi && o.nnodes > 1)
+    return "--backend mpi supports a single node only (got --nnodes " + nnodes +
+           "); for several nodes run mpirun with a hostfile directly";
+  if (o.rdzv_id.empty() && o.nnodes == 1) {  // nodes would not agree on a random one
+    std::random_device rd;
+    char id[17];
+    std::snprintf(id, sizeof(id), "%08x%08x", rd(), rd());
+    o.rdzv_id = id;
+  }
+  if (o.max_restarts > 0 && o.nnodes > 1)
+    return "--max-restarts " + std::to_string(o.max_restarts) + " across nodes (--nnodes " + nnodes +
+           ") needs --rdzv-backend c10d and --rdzv-endpoint HOST[:PORT]: the static rendezvous has fixed node ranks "
+           "and cannot re-rendezvous";
+  return "";
+}
+
+// The flags checked against each other. An error, or "".
+std::string check_together(Options& o, const Given& given, int online_cpus) {
+  if (online_cpus > 0 && o.nproc_per_node > kRanksPerCore * online_cpus && !o.oversubscribe)
+    return "--nproc-per-node " + std::to_string(o.nproc_per_node) + " starts that many ranks on " +
+           std::to_string(online_cpus) + " online core(s), more than " + std::to_string(kRanksPerCore) +
+           " per core: each would get a sliver of a core and memory of its own; give a smaller number (auto: one "
+           "per core), or add --oversubscribe to start them anyway";
+  if (!given.rdzv_backend && (o.nnodes_min != o.nnodes_max || given.endpoint)) o.rdzv_backend = Rdzv::kC10d;
+  const std::string error = o.rdzv_backend == Rdzv::kC10d ? check_c10d(o, given) : check_static(o, given);
+  if (!error.empty()) return error;
+  if ((o.redirects != 0 || o.tee != 0) && o.log_dir.empty())
+    return std::string(o.redirects != 0 ? "--redirects" : "--tee") +
+           " needs --log-dir DIR: the directory the ranks' log files are written to";
+  return "";
+}
+
 }  // namespace
 
 ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus) {
@@ -116,105 +214,22 @@ ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus
     bad_heartbeat_env = le::problem(le::kHeartbeatTimeout, *env);
     if (bad_heartbeat_env.empty()) out.options.heartbeat_timeout_s = le::parse_seconds(le::kHeartbeatTimeout, *env);
   }
-  // "--flag=" gives the flag an empty value (CLI11 would take the next argument).
-  std::vector<std::string> ours = args;
-  for (size_t i = 0; i < ours.size(); ++i) {
-    const std::string& a = ours[i];
-    if (a == "--" || a.size() < 2 || a[0] != '-') break;  // the program from here on
-    if (a.size() > 3 && a.compare(0, 2, "--") == 0 && a.back() == '=') {
-      ours[i].pop_back();
-      ours.insert(ours.begin() + static_cast<long>(i) + 1, "");
-      ++i;
-    } else if (a.find('=') == std::string::npos && a != "-h" && a != "--help" &&
-               !(find_flag(a) != nullptr && find_flag(a)->is_switch)) {
-      ++i;  // its value
-    }
-  }
   try {
-    std::vector<std::string> reversed(ours.rbegin(), ours.rend());  // CLI11 consumes from the back
-    app.parse(reversed);
+    app.parse(cli11_tokens(args));
   } catch (const CLI::CallForHelp&) {
     out.kind = ParseOutcome::kHelp;
     return out;
   } catch (const CLI::ParseError& e) {
     return fail(explain(e));
   }
-
   if (!bad_heartbeat_env.empty() && app.count("--heartbeat-timeout") == 0)
     return fail("in the environment: " + bad_heartbeat_env + "; unset it or give --heartbeat-timeout");
-
-  // What CLI11 did not take: ["--"] program args..., or an unknown option first.
-  std::vector<std::string> rest = app.remaining();
-  if (!rest.empty() && rest[0] == "--") {
-    rest.erase(rest.begin());
-  } else if (!rest.empty() && rest[0].size() >= 2 && rest[0][0] == '-') {
-    return fail("unknown option '" + rest[0].substr(0, rest[0].find('=')) + "' (see ddprun --help)");
-  }
-  if (rest.empty()) return fail("missing program to run (usage: ddprun [options] program [args...])");
-  if (rest[0].empty()) return fail("the program name is empty");
-  out.options.program = rest[0];
-  out.options.program_args.assign(rest.begin() + 1, rest.end());
-
-  Options& o = out.options;
-  const bool given_node_rank = app.count("--node-rank") > 0, given_endpoint = app.count("--rdzv-endpoint") > 0;
-  const bool given_master = app.count("--master-addr") + app.count("--master-port") > 0;
-  const bool given_rdzv_backend = app.count("--rdzv-backend") > 0;
-  if (online_cpus > 0 && o.nproc_per_node > kRanksPerCore * online_cpus && !o.oversubscribe)
-    return fail("--nproc-per-node " + std::to_string(o.nproc_per_node) + " starts that many ranks on " +
-                std::to_string(online_cpus) + " online core(s), more than " + std::to_string(kRanksPerCore) +
-                " per core: each would get a sliver of a core and memory of its own; give a smaller number (auto: "
-                "one per core), or add --oversubscribe to start them anyway");
-  if (!given_rdzv_backend && (o.nnodes_min != o.nnodes_max || given_endpoint)) o.rdzv_backend = Rdzv::kC10d;
-  if (o.rdzv_backend == Rdzv::kC10d) {
-    const std::string why =
-        !given_rdzv_backend ? " (c10d is the default with --nnodes MIN:MAX or --rdzv-endpoint)" : "";
-    if (!given_endpoint)
-      return fail("--rdzv-backend c10d needs --rdzv-endpoint HOST[:PORT], the same on every node" + why);
-    if (given_node_rank)
-      return fail("--node-rank cannot be used with --rdzv-backend c10d: node ranks are assigned at the rendezvous" +
-                  why + "; use --rdzv-backend static for fixed node ranks");
-    if (given_master)
-      return fail(
-          "--master-addr/--master-port cannot be used with --rdzv-backend c10d: the rendezvous picks node "
-          "rank 0's address and a free port each round" +
-          why);
-    if (o.standalone) return fail("--standalone cannot be used with --rdzv-backend c10d" + why);
-    if (o.backend == Backend::kMpi) return fail("--backend mpi cannot be used with --rdzv-backend c10d" + why);
-    if (o.rdzv_id.empty()) o.rdzv_id = "none-" + o.rdzv_host + ":" + std::to_string(o.rdzv_port);
-    o.node_rank = 0;  // until the first round
-    out.kind = ParseOutcome::kRun;
-    if ((o.redirects != 0 || o.tee != 0) && o.log_dir.empty())
-      return fail(std::string(o.redirects != 0 ? "--redirects" : "--tee") +
-                  " needs --log-dir DIR: the directory the ranks' log files are written to");
-    return out;
-  }
-  if (o.nnodes_min != o.nnodes_max)
-    return fail("--nnodes " + std::to_string(o.nnodes_min) + ":" + std::to_string(o.nnodes_max) +
-                " (an elastic range) needs --rdzv-backend c10d, not static");
-  if (given_endpoint)
-    return fail("--rdzv-endpoint needs --rdzv-backend c10d; with static give --master-addr/--master-port");
-  if (o.node_rank >= o.nnodes)
-    return fail("invalid value '" + std::to_string(o.node_rank) + "' for --node-rank: must be less than --nnodes (" +
-                std::to_string(o.nnodes) + ")");
-  if (o.standalone && o.nnodes > 1)
-    return fail("--standalone runs a single node and cannot be used with --nnodes " + std::to_string(o.nnodes));
-  if (o.backend == Backend::kMpi && o.nnodes > 1)
-    return fail("--backend mpi supports a single node only (got --nnodes " + std::to_string(o.nnodes) +
-                "); for several nodes run mpirun with a hostfile directly");
-  if (o.rdzv_id.empty() && o.nnodes == 1) {  // nodes would not agree on a random one
-    std::random_device rd;
-    char id[17];
-    std::snprintf(id, sizeof(id), "%08x%08x", rd(), rd());
-    out.options.rdzv_id = id;
-  }
-  if (o.max_restarts > 0 && o.nnodes > 1)
-    return fail("--max-restarts " + std::to_string(o.max_restarts) + " across nodes (--nnodes " +
-                std::to_string(o.nnodes) +
-                ") needs --rdzv-backend c10d and --rdzv-endpoint HOST[:PORT]: the static rendezvous has fixed "
-                "node ranks and cannot re-rendezvous");
-  if ((o.redirects != 0 || o.tee != 0) && o.log_dir.empty())
-    return fail(std::string(o.redirects != 0 ? "--redirects" : "--tee") +
-                " needs --log-dir DIR: the directory the ranks' log files are written to");
+  std::string error = take_program(app.remaining(), out.options);
+  if (!error.empty()) return fail(error);
+  const Given given{app.count("--node-rank") > 0, app.count("--rdzv-endpoint") > 0,
+                    app.count("--master-addr") + app.count("--master-port") > 0, app.count("--rdzv-backend") > 0};
+  error = check_together(out.options, given, online_cpus);
+  if (!error.empty()) return fail(error);
   out.kind = ParseOutcome::kRun;
   return out;
 }

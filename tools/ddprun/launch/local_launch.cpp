@@ -93,11 +93,7 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
   RankLogs logs(options, attempt.restart_count);
   if (!logs.error().empty()) report("warning: " + logs.error() + "; the ranks' lines go to the console only");
   // The error files: in the attempt's log directory (kept), else a temporary one.
-  std::optional<ErrorFileDir> error_dir;
-  if (!logs.attempt_dir().empty())
-    error_dir.emplace(logs.attempt_dir());
-  else
-    error_dir.emplace();
+  const auto error_dir = error_dir_for(logs.attempt_dir());
   if (!error_dir->error().empty())
     report("warning: " + error_dir->error() + "; the summary cannot name the first error");
   const auto elastic = elastic_env_vars(options, attempt);

@@ -146,11 +146,7 @@ AttemptOutcome run_mpi(const Options& options, const std::string& mpirun_path, c
   for (int rank = 0; rank < options.nproc_per_node; ++rank) logs.open_rank(rank);
   // An error file per rank (the ranks fill in "{rank}"). In the attempt's log
   // directory (kept), else a temporary one removed at the end.
-  std::optional<ErrorFileDir> error_dir;
-  if (!logs.attempt_dir().empty())
-    error_dir.emplace(logs.attempt_dir());
-  else
-    error_dir.emplace();
+  const auto error_dir = error_dir_for(logs.attempt_dir());
   if (!error_dir->error().empty())
     report("warning: " + error_dir->error() + "; the summary cannot name the first error");
   vars.emplace_back(le::kErrorFile.name, error_dir->rank_template());

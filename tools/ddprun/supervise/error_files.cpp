@@ -120,4 +120,8 @@ std::vector<ErrorRecord> ErrorFileDir::read_all() const {
   return out;
 }
 
+std::unique_ptr<ErrorFileDir> error_dir_for(const std::string& attempt_dir) {
+  return attempt_dir.empty() ? std::make_unique<ErrorFileDir>() : std::make_unique<ErrorFileDir>(attempt_dir);
+}
+
 }  // namespace ddprun

@@ -3,6 +3,7 @@
 // include/ddp/dist/error_file.h for the writer), read back for the summary.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,6 +53,9 @@ class ErrorFileDir {
   bool keep_ = false;
   int lock_fd_ = -1;
 };
+
+// The attempt's error files: in `attempt_dir` (--log-dir's, kept) when it is set, else in a temporary directory.
+std::unique_ptr<ErrorFileDir> error_dir_for(const std::string& attempt_dir);
 
 // Removes the ddprun-errors-* directories under `parent` whose owner is gone (their lock is free) and whose lock
 // file is older than `min_age_s` (a directory being created has no lock yet). Returns how many were removed.
