@@ -1,4 +1,4 @@
-// A program that calls ddp::spawn, driven by spawn_test.cpp:
+// A program that calls ddp::spawn, driven by test_spawn.cpp:
 //   spawn_probe allreduce N          N ranks all_reduce rank+1 through the default group
 //   spawn_probe throw N R            rank R throws, the others sleep
 //   spawn_probe exit3 N R            rank R calls exit(3), the others sleep

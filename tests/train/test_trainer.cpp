@@ -2,7 +2,7 @@
 // same through tensors and a LibTorch dataset, custom loss and metrics, callbacks and EarlyStopping, resume,
 // and the errors a bad Task gets. Ranks as threads (gloo): world 3 equals world 1 with 3x the batch, and what
 // differs between ranks ends every rank with an error instead of a hang. As processes under ddprun:
-// example_custom_training_* (tests/CMakeLists.txt).
+// example_custom_training_* (tests/examples/CMakeLists.txt).
 #include <gtest/gtest.h>
 
 #include <torch/data/datasets/base.h>

@@ -1,7 +1,7 @@
 // The launcher's contract: every environment variable that passes between ddprun, ddp::spawn, mpirun or Slurm and
 // the ranks, or that a user sets to tune ddp, declared once (name, type, range, who sets it, meaning) and read only
 // through the readers below, which parse it one way and name it in every error. Torch-free: ddprun links it too.
-// docs/launcher.md's table of the ranks' variables is checked against kAll (tests/launcher/launch_env_test.cpp).
+// docs/launcher.md's table of the ranks' variables is checked against kAll (scripts/check-launch-env.py, a test).
 #pragma once
 #include <functional>
 #include <initializer_list>
