@@ -20,14 +20,21 @@ args=(fashion-mnist "${data[@]}" --no-progress --batch-size 8 --epochs 6 --data 
 launcher=$!
 for _ in $(seq 900); do grep -q "epoch 3/6" "$work/log" && break; sleep 0.1; done
 grep -q "epoch 3/6" "$work/log" || { kill -KILL $launcher; cat "$work/log"; fail "no 'epoch 3/6' line within 90 s"; }
-# The victim: the last rank, found among ddprun's children (or mpirun's) by RANK / OMPI_COMM_WORLD_RANK.
+# The victim: the last rank, found among ddprun's descendants (mpirun's children) by RANK / OMPI_COMM_WORLD_RANK.
+# Each environment is read whole first: under pipefail, `tr | grep -q` fails when grep exits on a match before
+# tr has written the rest (SIGPIPE), which an mpi rank's long environment made happen in a CI run.
+descendants() { local p; for p in $(pgrep -P "$1"); do echo "$p"; descendants "$p"; done; }
 victim=
-for pid in $(pgrep -P $launcher) $(for p in $(pgrep -P $launcher); do pgrep -P "$p" || true; done); do
-  if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qxE "(RANK|OMPI_COMM_WORLD_RANK)=$((np - 1))"; then
+for pid in $(descendants $launcher); do
+  environment=$(tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null || true)
+  if grep -qxE "(RANK|OMPI_COMM_WORLD_RANK)=$((np - 1))" <<< "$environment"; then
     victim=$pid
   fi
 done
-[ -n "$victim" ] || { kill -KILL $launcher; cat "$work/log"; fail "rank $((np - 1)) not found under ddprun"; }
+if [ -z "$victim" ]; then
+  ps -o pid,ppid,stat,args --forest -g "$(ps -o sid= -p $launcher | tr -d ' ')" || true
+  kill -KILL $launcher; cat "$work/log"; fail "rank $((np - 1)) not found under ddprun"
+fi
 kill -KILL "$victim"
 rc=0
 wait $launcher || rc=$?

@@ -16,9 +16,11 @@ ddprun=$1 train=$2 recipe=$3 np=$4 strategy=$5
 shift 5
 source "$(dirname "$0")/lib.sh"
 run() { "$ddprun" --nproc-per-node "$np" --standalone "$train" "$recipe" "${data[@]}" --epochs 2 --no-progress "$@"; }
-run --out-dir "$work/ddp" --strategy ddp "$@" | grep -q ", strategy ddp," || { echo "FAIL: ddp not named"; exit 1; }
-run --out-dir "$work/s" --strategy "$strategy" "$@" | grep -q ", strategy $strategy," ||
-  { echo "FAIL: $strategy not named"; exit 1; }
+# Each log is written whole before it is searched (a pipe into grep -q would close under a run still writing).
+run --out-dir "$work/ddp" --strategy ddp "$@" > "$work/ddp.log"
+grep -q ", strategy ddp," "$work/ddp.log" || { echo "FAIL: ddp not named"; exit 1; }
+run --out-dir "$work/s" --strategy "$strategy" "$@" > "$work/s.log"
+grep -q ", strategy $strategy," "$work/s.log" || { echo "FAIL: $strategy not named"; exit 1; }
 run --out-dir "$work/s-ddp" --strategy "$strategy" --stop-after 1 "$@" > /dev/null
 run --out-dir "$work/s-ddp" --strategy ddp --resume "$@" > /dev/null
 run --out-dir "$work/ddp-s" --strategy ddp --stop-after 1 "$@" > /dev/null
