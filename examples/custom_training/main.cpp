@@ -41,8 +41,10 @@ int main(int argc, char** argv) {
 
   ddp::train::Task task;
   task.model = torch::nn::AnyModule(Net());
-  std::tie(task.train_x, task.train_y) = spirals(1000, 1);
-  std::tie(task.test_x, task.test_y) = spirals(300, 2);
+  auto [x, y] = spirals(1000, 1);
+  auto [tx, ty] = spirals(300, 2);
+  task.train = ddp::train::TensorData{x, y};   // every rank's copy: the DistributedSampler picks each rank's
+  task.test = ddp::train::TensorData{tx, ty};  // the whole set: each rank evaluates its share
   task.make_optimizer = [](torch::nn::Module& m) {
     return std::make_unique<torch::optim::AdamW>(m.parameters(), torch::optim::AdamWOptions(0.01));
   };

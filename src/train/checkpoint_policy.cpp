@@ -1,5 +1,5 @@
-// The checkpoint policy: a checkpoint only of a finite model, every rank taking part;
-// on --resume, the newest checkpoint every rank can read (fit_parts.h, trainer_job.h).
+// The checkpoint policy: when to save (checkpoint_policy.h); a checkpoint only of a finite model, every rank
+// taking part; on --resume, the newest checkpoint every rank can read (fit_parts.h, trainer_job.h).
 #include <ATen/ATen.h>
 
 #include "ddp/dist/collectives.h"
@@ -9,20 +9,35 @@
 #include "fit_parts.h"
 
 namespace ddp::train::detail {
+
+Checkpoints::Checkpoints(const TrainConfig& cfg, GroupPtr group, int64_t micro_per_epoch)
+    : every_(cfg.checkpoint_every), micro_per_epoch_(micro_per_epoch) {
+  CheckpointManagerOptions co;
+  co.dir = cfg.out_dir + "/checkpoints";
+  co.keep_last = cfg.keep_last;
+  co.group = std::move(group);
+  manager_ = std::make_unique<CheckpointManager>(co);
+}
+
+bool Checkpoints::due(const LoopState& s, Moment moment) const {
+  if (moment != Moment::kStep) return true;
+  return every_ > 0 && s.step % every_ == 0 && s.micro < micro_per_epoch_;
+}
+
 namespace {
 
 // Every rank checks (its weights are rank 0's): a non-finite model never becomes a checkpoint, so `latest` keeps
 // naming the last finite one.
 void check_finite_before_saving(Job& j, const LoopState& s) {
   auto bad = first_non_finite(*j.task.model.ptr(), /*gradients=*/false);
-  if (!bad && j.ema) bad = first_non_finite(j.ema->module(), false);
+  if (!bad && j.average) bad = first_non_finite(*j.average.average(), false);
   if (!bad) return;
   const std::string when =
       s.micro == 0 ? "after epoch " + std::to_string(s.epoch) : "in epoch " + std::to_string(s.epoch + 1);
   throw Error(
       "the model is not finite " + when + ", step " + std::to_string(s.step) + ": " + *bad +
       "; no checkpoint written, " +
-      (j.last_checkpoint.empty() ? std::string("none was written yet") : "the last one is " + j.last_checkpoint));
+      (j.checkpoints.last().empty() ? std::string("none was written yet") : "the last one is " + j.checkpoints.last()));
 }
 
 }  // namespace
@@ -36,13 +51,13 @@ void save_checkpoint(Job& j, const LoopState& s) {
   std::vector<c10::IValue> hook_states;
   if (j.hook) hook_states = gather_object(j.hook->state_dict(), 0, j.group);
   const c10::IValue optimizer = j.strategy->optimizer_state();  // rank 0's: the whole state
-  j.last_checkpoint = j.checkpoints->save(s.epoch, s.step, [&] {
-    c10::IValue c = make_checkpoint(j.cfg, s, *j.task.model.ptr(), optimizer, j.ema ? &j.ema->module() : nullptr, rng,
-                                    loss_sums, j.group->size(), j.total_steps);
+  j.checkpoints.set_last(j.checkpoints.manager().save(s.epoch, s.step, [&] {
+    c10::IValue c = make_checkpoint(j.cfg, s, *j.task.model.ptr(), optimizer, j.average.average(), rng, loss_sums,
+                                    j.group->size(), j.data.total_steps());
     add_comm_hook_state(c, j.cfg.comm_hook, hook_states);
     add_bucket_order(c, j.strategy->bucket_order());
     return c;
-  });
+  }));
 }
 
 namespace {
@@ -67,7 +82,7 @@ c10::IValue read_on_every_rank(Job& j, const std::string& path) {
 LoopState resume_or_start(Job& j) {
   LoopState s;
   if (!j.cfg.resume) return s;
-  const auto candidates = j.checkpoints->candidates();
+  const auto candidates = j.checkpoints.manager().candidates();
   for (size_t i = 0; i < candidates.size(); ++i) {
     const std::string& path = candidates[i];
     const c10::IValue ckpt = read_on_every_rank(j, path);
@@ -78,12 +93,12 @@ LoopState resume_or_start(Job& j) {
     }
     {
       const auto full = j.strategy->full_model(/*writeback=*/true);  // a sharded model keeps what is loaded
-      s = restore_checkpoint(ckpt, path, j.cfg, *j.group, *j.task.model.ptr(), *j.strategy,
-                             j.ema ? &j.ema->module() : nullptr, j.logs.console());
+      s = restore_checkpoint(ckpt, path, j.cfg, *j.group, *j.task.model.ptr(), *j.strategy, j.average.average(),
+                             j.logs.console());
     }
     if (j.hook) restore_comm_hook(ckpt, path, j.cfg, *j.group, *j.hook, j.logs.console());
     restore_bucket_order(ckpt, path, *j.strategy, j.logs.console());
-    j.last_checkpoint = path;
+    j.checkpoints.set_last(path);
     j.logs.console().line("resumed from " + path + " at epoch " + std::to_string(s.epoch + 1) + ", step " +
                           std::to_string(s.step) +
                           (i > 0 ? " (an older checkpoint: the newer ones are corrupt, see above)" : ""));
@@ -91,7 +106,8 @@ LoopState resume_or_start(Job& j) {
   }
   if (!candidates.empty())
     throw Error("ddp-train: --resume: none of the " + std::to_string(candidates.size()) + " checkpoint(s) in " +
-                j.checkpoints->options().dir + " is readable (see the errors above); move them away to start " +
+                j.checkpoints.manager().options().dir +
+                " is readable (see the errors above); move them away to start " +
                 "from scratch, or restore a good copy");
   j.logs.console().line("no checkpoint in " + j.cfg.out_dir + "/checkpoints: starting from scratch");
   return s;

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "ddp/data/distributed_sampler.h"
 #include "ddp/errors.h"
 
@@ -16,6 +18,13 @@ at::Tensor tta_logits(const std::function<at::Tensor(const at::Tensor&)>& net, c
   at::Tensor padded = at::reflection_pad2d(x, {1, 1, 1, 1});
   at::Tensor up_left = padded.slice(2, 0, h).slice(3, 0, w), down_right = padded.slice(2, 2, h + 2).slice(3, 2, w + 2);
   return (logits + (mirrored(up_left) + mirrored(down_right)) / 2) / 2;
+}
+
+EvalForward with_tta(Tta each, Tta final) {
+  final = std::max(each, final);
+  return [each, final](const Forward& net, const at::Tensor& x, bool last) {
+    return tta_logits(net, x, last ? final : each);
+  };
 }
 
 at::Tensor exact_shard(int64_t n, const ProcessGroup& group) {

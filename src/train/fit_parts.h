@@ -36,8 +36,8 @@ class StopSignalHandler {
 // checkpoints and evaluations; a SIGTERM saves and stops (s.preempted). Returns this rank's mean loss.
 double train_epoch(Job& j, LoopState& s);
 
-// evaluator.cpp. The evaluated model (the EMA's average when it is separate from the trained one) on this
-// rank's share of the test data, reduced over the ranks; `last`: with the final test-time views.
+// evaluator.cpp (and its Evaluator, evaluator.h).
+// The evaluated model (Averager::evaluated) on this rank's share, reduced over the ranks.
 EvalResult evaluate_model(Job& j, bool last = false);
 // An evaluation's scalars (TensorBoard, metrics.jsonl), and its text in the log lines.
 std::vector<std::pair<std::string, double>> eval_values(const EvalResult& eval);

@@ -153,8 +153,8 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
     const double train_loss = train_epoch(j, s);
     if (s.preempted) {
       j.logs.console().line("preempted (SIGTERM): stopped after step " + std::to_string(s.step) + " of epoch " +
-                            std::to_string(s.epoch + 1) + ", checkpoint " + j.last_checkpoint + "; exiting with code " +
-                            std::to_string(kExitPreempted) +
+                            std::to_string(s.epoch + 1) + ", checkpoint " + j.checkpoints.last() +
+                            "; exiting with code " + std::to_string(kExitPreempted) +
                             " (--resume, or a restart by ddprun, goes on from here exactly)");
       summary.preempted = true;
       break;
@@ -172,7 +172,7 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
     s.micro = 0;
     s.loss_sum = 0;
     s.loss_count = 0;
-    save_checkpoint(j, s);
+    if (j.checkpoints.due(s, detail::Moment::kEpochEnd)) save_checkpoint(j, s);
     j.logs.write_report();  // after the checkpoint, so the page lists it
     if (asked_stop && s.epoch < *cfg.epochs) {
       summary.stopped = *asked_stop;
@@ -186,11 +186,11 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
   }
   summary.epochs_done = s.epoch;
   summary.steps = s.step;
-  summary.checkpoint = j.last_checkpoint;
+  summary.checkpoint = j.checkpoints.last();
   summary.seconds = seconds_since(start);
   if (summary.preempted)
     log_end(j, "preempted",
-            "SIGTERM: stopped after step " + std::to_string(s.step) + ", checkpoint " + j.last_checkpoint, summary);
+            "SIGTERM: stopped after step " + std::to_string(s.step) + ", checkpoint " + j.checkpoints.last(), summary);
   else
     log_end(j, summary.stopped.empty() ? "finished" : "stopped", summary.stopped, summary);
   j.strategy->finish();  // a sharded model's trained weights back in the Task's model

@@ -30,8 +30,10 @@ at::Tensor train_on(const std::string& device, const std::string& strategy, cons
   std::vector<models::SequentialNet> nets;
   for (int r = 0; r < kWorld; ++r) {  // before the threads: they share the global generator
     Task t;
-    std::tie(t.train_x, t.train_y) = blobs(200, 1);
-    std::tie(t.test_x, t.test_y) = blobs(50, 2);
+    auto [x, y] = blobs(200, 1);
+    auto [tx, ty] = blobs(50, 2);
+    t.train = TensorData{x, y};
+    t.test = TensorData{tx, ty};
     at::manual_seed(5);
     nets.emplace_back(torch::nn::Linear(8, 6), torch::nn::Tanh(), torch::nn::Linear(6, 4));
     t.model = torch::nn::AnyModule(nets.back());

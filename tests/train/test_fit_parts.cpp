@@ -36,8 +36,10 @@ Job job_of(ProcessGroup& g, const at::Tensor& x, const at::Tensor& y, const at::
   j.group = g.shared_from_this();
   j.cfg.eval_batch = 2;  // several batches per rank
   const int64_t begin[] = {0, 4, 7, 10};
-  j.task.test_x = x.slice(0, begin[g.rank()], begin[g.rank() + 1]);
-  j.task.test_y = y.slice(0, begin[g.rank()], begin[g.rank() + 1]);
+  Task t;
+  t.test = TensorData::shard(x.slice(0, begin[g.rank()], begin[g.rank() + 1]),
+                             y.slice(0, begin[g.rank()], begin[g.rank() + 1]), 10);
+  j.evaluator = Evaluator(t, j.cfg, g);
   j.task.model = torch::nn::AnyModule(linear(weight));
   StrategyParts parts{j.task.model, j.group, nullptr, [&j] {
                         return std::make_unique<torch::optim::SGD>(j.task.model.ptr()->parameters(),
@@ -69,9 +71,10 @@ TEST(Evaluator, EveryRanksShareMakesTheWholeSetsResult) {
     // float32 logits, 10 per-sample losses summed over 3 ranks: well under 1e-5 relative.
     EXPECT_NEAR(r.loss, loss, 1e-5 * std::abs(loss));
     // With a separate weight average (EMA), the average is what is evaluated.
-    auto shadow = linear(shadow_w);
-    j.shadow = torch::nn::AnyModule(shadow);
-    j.ema = std::make_unique<ModelEma>(j.shadow.ptr(), 0.5);
+    WeightAverage average;
+    average.make_shadow = [&] { return torch::nn::AnyModule(linear(shadow_w)); };
+    average.rho = 0.5;
+    j.average = Averager(average, 1, *linear(shadow_w), j.device);
     r = evaluate_model(j);
     EXPECT_DOUBLE_EQ(r.acc1, shadow_acc1);
     EXPECT_NEAR(r.loss, shadow_loss, 1e-5 * std::abs(shadow_loss));
@@ -83,8 +86,10 @@ using testing::blobs;
 
 // What Trainer::fit does before its loop, on a 2-layer SequentialNet: 192 samples, batch 16 on 2 ranks,
 // so 6 steps an epoch.
-void make_job(Job& j, ProcessGroup& g, const std::string& dir, const std::string& strategy) {
+void make_job(Job& j, ProcessGroup& g, const std::string& dir, const std::string& strategy,
+              int64_t checkpoint_every = 0) {
   TrainConfig cfg;
+  cfg.checkpoint_every = checkpoint_every;
   cfg.out_dir = dir;
   cfg.epochs = 2;
   cfg.batch_size = 16;
@@ -101,8 +106,10 @@ void make_job(Job& j, ProcessGroup& g, const std::string& dir, const std::string
     t.model = torch::nn::AnyModule(
         models::SequentialNet(torch::nn::Linear(8, 6), torch::nn::Tanh(), torch::nn::Linear(6, 4)));
   }
-  std::tie(t.train_x, t.train_y) = blobs(192, 1);
-  std::tie(t.test_x, t.test_y) = blobs(40, 2);
+  auto [x, y] = blobs(192, 1);
+  auto [tx, ty] = blobs(40, 2);
+  t.train = TensorData{x, y};
+  t.test = TensorData{tx, ty};
   fill_task_defaults(cfg, t);
   check_settings(cfg);
   j.device = resolve_job_device(cfg.device, g);
@@ -147,8 +154,8 @@ TEST(EpochLoop, AnEpochResumedMidWayEndsAsTheWholeEpoch) {
     testing::run_ranks("gloo", 2, [&](ProcessGroup& g) {
       {
         Job j;
-        make_job(j, g, split / "run", strategy);
-        j.cfg.checkpoint_every = 4;  // a checkpoint after step 4 of 6 (the epoch's end is the fit loop's)
+        make_job(j, g, split / "run", strategy,
+                 4);  // a checkpoint after step 4 of 6 (the epoch's end is the fit loop's)
         LoopState s = resume_or_start(j);
         train_epoch(j, s);
       }
@@ -163,6 +170,33 @@ TEST(EpochLoop, AnEpochResumedMidWayEndsAsTheWholeEpoch) {
     for (int r = 0; r < 2; ++r)
       EXPECT_TRUE(at::equal(got[size_t(r)], expected[size_t(r)]))
           << strategy << " rank " << r << ": " << (got[size_t(r)] - expected[size_t(r)]).abs().max().item<double>();
+  }
+}
+
+// The policy decides when: at every epoch's end and on preemption; within an epoch each --checkpoint-every
+// steps, but not at the epoch's last step (its end saves), and never with checkpoint_every 0.
+TEST(CheckpointPolicy, SavesAtEpochEndsOnPreemptionAndEveryNStepsWithin) {
+  test::TempDir dir;
+  TrainConfig cfg;
+  cfg.out_dir = dir / "run";
+  cfg.checkpoint_every = 4;
+  const Checkpoints every4(cfg, nullptr, /*micro_per_epoch=*/12);
+  cfg.checkpoint_every = 0;
+  const Checkpoints ends_only(cfg, nullptr, 12);
+  auto at = [](int64_t step, int64_t micro) {
+    LoopState s;
+    s.step = step;
+    s.micro = micro;
+    return s;
+  };
+  std::vector<int64_t> saved;
+  for (int64_t step = 1; step <= 24; ++step)
+    if (every4.due(at(step, (step - 1) % 12 + 1), Moment::kStep)) saved.push_back(step);
+  EXPECT_EQ(saved, (std::vector<int64_t>{4, 8, 16, 20}));  // 12 and 24 end an epoch
+  EXPECT_FALSE(ends_only.due(at(4, 4), Moment::kStep));
+  for (const Checkpoints* policy : {&every4, &ends_only}) {
+    EXPECT_TRUE(policy->due(at(3, 3), Moment::kPreempted));
+    EXPECT_TRUE(policy->due(at(12, 0), Moment::kEpochEnd));
   }
 }
 
@@ -182,7 +216,7 @@ TEST(CheckpointPolicy, ACorruptNewestIsSkippedAndANonFiniteModelNeverSaved) {
       s.micro = 0;
       save_checkpoint(j, s);
       saved[size_t(g.rank())] = weights_of(j);
-      if (g.rank() == 0) older = j.last_checkpoint;
+      if (g.rank() == 0) older = j.checkpoints.last();
       s.epoch = 2;  // a second checkpoint of other weights, made corrupt below
       {
         auto full = j.strategy->full_model(/*writeback=*/true);
@@ -190,7 +224,7 @@ TEST(CheckpointPolicy, ACorruptNewestIsSkippedAndANonFiniteModelNeverSaved) {
         j.task.model.ptr()->parameters()[0].add_(1.0);
       }
       save_checkpoint(j, s);
-      if (g.rank() == 0) newer = j.last_checkpoint;
+      if (g.rank() == 0) newer = j.checkpoints.last();
       // A NaN weight (on every rank: FSDP's whole model, DDP's copies): refused before anything is written.
       {
         auto full = j.strategy->full_model(/*writeback=*/true);
@@ -204,7 +238,7 @@ TEST(CheckpointPolicy, ACorruptNewestIsSkippedAndANonFiniteModelNeverSaved) {
       } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("the model is not finite after epoch 2, step 7: 0.weight (nan); no "
                                              "checkpoint written, the last one is " +
-                                             j.last_checkpoint),
+                                             j.checkpoints.last()),
                   std::string::npos)
             << e.what();
       }
@@ -223,7 +257,7 @@ TEST(CheckpointPolicy, ACorruptNewestIsSkippedAndANonFiniteModelNeverSaved) {
       const LoopState s = resume(j, g, dir / "run", strategy);
       EXPECT_EQ(s.epoch, 1) << strategy;
       EXPECT_EQ(s.step, 6) << strategy;
-      EXPECT_EQ(j.last_checkpoint, older) << strategy;
+      EXPECT_EQ(j.checkpoints.last(), older) << strategy;
       EXPECT_TRUE(at::equal(weights_of(j), saved[size_t(g.rank())])) << strategy << " rank " << g.rank();
     });
   }

@@ -45,8 +45,10 @@ std::vector<std::pair<int64_t, std::string>> reads_of_fit(const Case& c, int64_t
     at::manual_seed(3);
     t.model = torch::nn::AnyModule(
         models::SequentialNet(torch::nn::Linear(8, 6), torch::nn::Tanh(), torch::nn::Linear(6, 4)));
-    std::tie(t.train_x, t.train_y) = testing::blobs(samples, 1);
-    std::tie(t.test_x, t.test_y) = testing::blobs(24, 2);
+    auto [x, y] = testing::blobs(samples, 1);
+    auto [tx, ty] = testing::blobs(24, 2);
+    t.train = TensorData{x, y};
+    t.test = TensorData{tx, ty};
   }
   std::vector<std::pair<int64_t, std::string>> reads(size_t(c.world));
   testing::run_ranks("gloo", c.world, [&](ProcessGroup& g) {

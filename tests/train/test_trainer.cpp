@@ -32,6 +32,10 @@ namespace {
 
 using testing::blobs;
 
+// A pair of tensors (x, y) as a Task's data, and a Task's tensors.
+TensorData tensors(std::pair<at::Tensor, at::Tensor> xy) { return {std::move(xy.first), std::move(xy.second)}; }
+TensorData& tensors(DataSource& d) { return std::get<TensorData>(d); }
+
 TrainConfig quiet(const test::TempDir& dir, int64_t epochs) {
   TrainConfig s;
   s.recipe = "blobs";
@@ -47,8 +51,8 @@ Task blob_task(uint64_t seed = 0) {
   Task t;
   at::manual_seed(seed);
   t.model = torch::nn::AnyModule(torch::nn::Linear(8, 4));
-  std::tie(t.train_x, t.train_y) = blobs(200, 1);
-  std::tie(t.test_x, t.test_y) = blobs(50, 2);
+  t.train = tensors(blobs(200, 1));
+  t.test = tensors(blobs(50, 2));
   return t;
 }
 
@@ -92,7 +96,7 @@ TEST(Trainer, EqualsAHandWrittenLoopOverTheSamplersOrder) {
   task.make_optimizer = [](torch::nn::Module& m) {
     return std::make_unique<torch::optim::SGD>(m.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   };
-  const at::Tensor x = task.train_x, y = task.train_y;
+  const at::Tensor x = tensors(task.train).x, y = tensors(task.train).y;
   Trainer trainer(quiet(dir, 3));
   const TrainSummary done = trainer.fit(std::move(task));
   EXPECT_EQ(done.epochs_done, 3);
@@ -129,9 +133,8 @@ TEST(Trainer, TensorsAndALibTorchDatasetTrainTheSameWeights) {
   test::TempDir a, b;
   Task by_tensors = blob_task(7);
   Task by_dataset = blob_task(7);
-  by_dataset.set_train_dataset(TensorPairs(by_dataset.train_x, by_dataset.train_y));
-  by_dataset.set_test_dataset(TensorPairs(by_dataset.test_x, by_dataset.test_y));
-  by_dataset.train_x = by_dataset.train_y = by_dataset.test_x = by_dataset.test_y = at::Tensor();
+  by_dataset.train = FetchData::of(TensorPairs(tensors(by_tensors.train).x, tensors(by_tensors.train).y));
+  by_dataset.test = FetchData::of(TensorPairs(tensors(by_tensors.test).x, tensors(by_tensors.test).y));
   auto m1 = by_tensors.model.ptr(), m2 = by_dataset.model.ptr();
   ASSERT_TRUE(at::equal(flat_weights(*m1), flat_weights(*m2)));
   const auto r1 = Trainer(quiet(a, 2)).fit(std::move(by_tensors));
@@ -149,14 +152,14 @@ TEST(Trainer, CustomLossAndMetricsAreExactMeansOverTheTestSet) {
   at::manual_seed(3);
   t.model = torch::nn::AnyModule(torch::nn::Linear(8, 1));
   auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
-  t.train_x = at::randn({128, 8}, gen);
-  t.train_y = t.train_x.sum(1, true) * 0.5;  // a regression: float targets [N, 1]
-  t.test_x = at::randn({37, 8}, gen);        // 37: not a multiple of the evaluation batch
-  t.test_y = t.test_x.sum(1, true) * 0.5;
+  const at::Tensor x = at::randn({128, 8}, gen);
+  t.train = TensorData{x, x.sum(1, true) * 0.5};  // a regression: float targets [N, 1]
+  const at::Tensor tx = at::randn({37, 8}, gen);  // 37: not a multiple of the evaluation batch
+  const at::Tensor ty = tx.sum(1, true) * 0.5;
+  t.test = TensorData{tx, ty};
   t.loss = [](const at::Tensor& out, const at::Tensor& y) { return (out - y).pow(2).mean(); };
   t.metrics.push_back({"mae", [](const at::Tensor& out, const at::Tensor& y) { return (out - y).abs().sum(); }});
   auto model = t.model.ptr();
-  const at::Tensor tx = t.test_x, ty = t.test_y;
   TrainConfig s = quiet(dir, 2);
   s.lr = 0.05;
   s.eval_batch = 10;
@@ -222,7 +225,7 @@ TEST(Trainer, EvaluationsWithinAnEpochSeeTheModelThenAndChangeNothing) {
     at::NoGradGuard g;
     for (size_t i = 0; i < ref->parameters().size(); ++i) ref->parameters()[i].copy_(m2->parameters()[i]);
   }
-  const at::Tensor x = evaluated.train_x, y = evaluated.train_y;
+  const at::Tensor x = tensors(evaluated.train).x, y = tensors(evaluated.train).y;
   TrainConfig settings = quiet(b, 2);
   settings.eval_every = 4;
   Trainer(quiet(a, 2)).fit(std::move(plain));
@@ -350,17 +353,27 @@ TEST(Trainer, BadTasksGetErrorsNamingTheProblem) {
   no_model.model = torch::nn::AnyModule();
   expect_error(std::move(no_model), "the Task has no model");
 
-  Task both = blob_task();
-  both.set_train_dataset(TensorPairs(both.train_x, both.train_y));
-  expect_error(std::move(both), "train_x/train_y and train_fetch are both set");
-
   Task no_test = blob_task();
-  no_test.test_x = no_test.test_y = at::Tensor();
-  expect_error(std::move(no_test), "set test_x and test_y, or test_fetch");
+  no_test.test = DataSource();
+  expect_error(std::move(no_test), "the Task's test data is not set: task.test = TensorData{x, y}");
 
   Task mismatched = blob_task();
-  mismatched.train_y = mismatched.train_y.narrow(0, 0, 10);
-  expect_error(std::move(mismatched), "train_x and train_y must both be tensors with the same first dimension");
+  tensors(mismatched.train).y = tensors(mismatched.train).y.narrow(0, 0, 10);
+  expect_error(std::move(mismatched),
+               "the Task's train data: TensorData's x and y must both be tensors with the same first dimension");
+
+  Task small_total = blob_task();
+  small_total.train = TensorData::shard(tensors(small_total.train).x, tensors(small_total.train).y, 100);
+  expect_error(std::move(small_total), "a shard of 200 samples with total 100");
+
+  Task picked = blob_task();
+  picked.train = FetchData::of(TensorPairs(tensors(picked.train).x, tensors(picked.train).y));
+  std::get<FetchData>(picked.train).indices = {0, 1, 2};
+  expect_error(std::move(picked), "FetchData's indices are for evaluation");
+
+  Task no_fetch = blob_task();
+  no_fetch.test = FetchData{};
+  expect_error(std::move(no_fetch), "the Task's test data: FetchData needs a fetch function and total > 0 samples");
 
   Task rmsprop = blob_task();
   rmsprop.make_optimizer = [](torch::nn::Module& m) {
@@ -396,8 +409,8 @@ TEST(TrainerRanks, WorldThreeEqualsWorldOneWithThreeTimesTheBatch) {
   test::TempDir one, three;
   auto task = [] {
     Task t = blob_task(11);
-    t.train_x = t.train_x.narrow(0, 0, 192);
-    t.train_y = t.train_y.narrow(0, 0, 192);
+    tensors(t.train).x = tensors(t.train).x.narrow(0, 0, 192);
+    tensors(t.train).y = tensors(t.train).y.narrow(0, 0, 192);
     return t;
   };
   Task single = task();
@@ -540,14 +553,14 @@ TEST(TrainerRanks, WhatDiffersBetweenRanksIsAnErrorOnEveryRank) {
   std::vector<std::string> errors(2);
   testing::run_ranks("gloo", 2, [&](ProcessGroup& g) {
     Task t = blob_task();
-    if (g.rank() == 1) t.test_x = t.test_y = at::Tensor();
+    if (g.rank() == 1) t.test = DataSource();
     try {
       Trainer(quiet(a, 1), g.shared_from_this()).fit(std::move(t));
     } catch (const InvalidArgument& e) {
       errors[size_t(g.rank())] = e.what();
     }
   });
-  EXPECT_NE(errors[1].find("set test_x and test_y, or test_fetch"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[1].find("the Task's test data is not set"), std::string::npos) << errors[1];
   EXPECT_EQ(errors[0], "Trainer: checking the Task failed on rank 1 (its error is in that rank's output)");
 
   // Shards of different sizes would leave a rank waiting in DDP's all_reduce: refused on every rank.
@@ -555,10 +568,7 @@ TEST(TrainerRanks, WhatDiffersBetweenRanksIsAnErrorOnEveryRank) {
   testing::run_ranks("gloo", 2, [&](ProcessGroup& g) {
     Task t = blob_task();
     const int64_t n = g.rank() == 0 ? 96 : 64;
-    t.train_x = t.train_x.narrow(0, 0, n);
-    t.train_y = t.train_y.narrow(0, 0, n);
-    t.train_sharded = true;
-    t.train_total = 160;
+    t.train = TensorData::shard(tensors(t.train).x.narrow(0, 0, n), tensors(t.train).y.narrow(0, 0, n), 160);
     try {
       Trainer(quiet(b, 1), g.shared_from_this()).fit(std::move(t));
     } catch (const InvalidArgument& e) {

@@ -55,6 +55,13 @@ enum class Tta {
 // `net`'s logits averaged over the views `tta` names (1, 2 or 6 calls of net).
 at::Tensor tta_logits(const std::function<at::Tensor(const at::Tensor&)>& net, const at::Tensor& x, Tta tta);
 
+// A model's logits for a batch, and an evaluation's use of it (Task::eval_forward): `last` is the evaluation
+// after the final epoch.
+using Forward = std::function<at::Tensor(const at::Tensor&)>;
+using EvalForward = std::function<at::Tensor(const Forward& net, const at::Tensor& x, bool last)>;
+// Test-time augmentation: the views `each` after every epoch, `final` (at least each's) after the last.
+EvalForward with_tta(Tta each, Tta final);
+
 // This rank's indices of an n-sample evaluation set (int64, in order).
 at::Tensor exact_shard(int64_t n, const ProcessGroup& group);
 

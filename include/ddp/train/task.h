@@ -3,8 +3,8 @@
 //
 //   ddp::train::Task task;
 //   task.model = torch::nn::AnyModule(MyNet());
-//   task.train_x = x; task.train_y = y;            // every rank's copy; the DistributedSampler picks
-//   task.test_x = tx; task.test_y = ty;            // the whole test set; each rank evaluates its share
+//   task.train = ddp::train::TensorData{x, y};     // every rank's copy; the DistributedSampler picks
+//   task.test = ddp::train::TensorData{tx, ty};    // the whole test set; each rank evaluates its share
 //   task.make_optimizer = [](torch::nn::Module& m) {
 //     return std::make_unique<torch::optim::SGD>(m.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
 //   };
@@ -19,9 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "ddp/data/batch_loader.h"
-#include "ddp/data/dataset_fetch.h"
 #include "ddp/train/evaluate.h"
+#include "ddp/train/task_data.h"
 
 namespace ddp::train {
 
@@ -32,6 +31,15 @@ struct ParamGroup {
   double lr_scale = 1;             // this group's lr = base lr * lr_scale
   double weight_decay = 0;
   int64_t train_epochs = 0;  // > 0: trained for the first N epochs only (lr 0 after); 0: always
+};
+
+// A weight average of the model (ema.h), updated every TrainConfig::ema_every steps and evaluated in its place.
+struct WeightAverage {
+  std::function<torch::nn::AnyModule()> make_shadow;  // a fresh model of the same architecture; empty: none
+  double rho = 0;                                     // per update
+  // Lookahead (Zhang et al. 2019, as airbench uses it): each update's rho at (step, total steps) instead of rho,
+  // and after each update the model takes the averaged weights, so the model is the average evaluated and kept.
+  std::function<double(int64_t step, int64_t total)> lookahead;
 };
 
 using OptimizerFactory = std::function<std::unique_ptr<torch::optim::Optimizer>(torch::nn::Module& model)>;
@@ -50,46 +58,20 @@ struct Task {
   std::vector<ParamGroup> groups;
   bool nesterov = false;  // the built-in SGD's
 
-  // Training data, one of:
-  //  - tensors: train_x [N, ...], train_y [N] on every rank (the DistributedSampler picks each rank's), or
-  //    this rank's shard with train_sharded = true and train_total = samples over all ranks;
-  //  - samples made per batch by the loader's workers (files, a LibTorch dataset: set_train_dataset):
-  //    train_fetch over train_total samples, of which the DistributedSampler picks this rank's.
-  at::Tensor train_x, train_y;
-  bool train_sharded = false;
-  int64_t train_total = 0;
-  data::FetchBatch train_fetch;
-  // Evaluation data, one of: test_x / test_y (the whole set on every rank; or this rank's exact share,
-  // test_sharded = true, with test_total); or test_fetch over test_total samples (this rank fetches
-  // test_indices, or its exact share when test_indices is empty). One of them is required (for now).
-  at::Tensor test_x, test_y;
-  bool test_sharded = false;
-  int64_t test_total = 0;
-  data::FetchBatch test_fetch;
-  std::vector<int64_t> test_indices;
+  // The training samples (every rank's set, or this rank's shard) and the evaluation samples (the whole set,
+  // or this rank's exact share): tensors or batches fetched (task_data.h). Both are required.
+  DataSource train, test;
 
   // Training batches' augmentation, given the epoch; may be empty.
   std::function<at::Tensor(const at::Tensor& batch, at::Generator& gen, int64_t epoch)> augment;
-
-  // Weight averaging: a fresh model of the same architecture for the average (EMA); empty: none.
-  std::function<torch::nn::AnyModule()> make_shadow;
-  double ema_rho = 0;  // per update; updates every TrainConfig::ema_every steps
-  // Lookahead (airbench): the average's rho at step/total_steps instead of ema_rho, and after each update the
-  // model takes the averaged weights (and the average is what it evaluates and ends with).
-  std::function<double(int64_t step, int64_t total)> lookahead_rho;
-  Tta eval_tta = Tta::kNone;   // the evaluation after each epoch
-  Tta final_tta = Tta::kNone;  // the evaluation after the last epoch (at least eval_tta's views)
-  bool channels_last = false;  // batches in NHWC, oneDNN's native layout: convolutions skip a reorder
-
-  // A LibTorch dataset (get(i) -> Example{data, target}, size()) as the training or evaluation samples.
-  template <typename Dataset>
-  void set_train_dataset(Dataset dataset) {
-    std::tie(train_fetch, train_total) = data::fetch_dataset(std::move(dataset));
-  }
-  template <typename Dataset>
-  void set_test_dataset(Dataset dataset) {
-    std::tie(test_fetch, test_total) = data::fetch_dataset(std::move(dataset));
-  }
+  // Every model input passes through it, training batches on the loader's threads (after augment) and
+  // evaluation batches before they move to the device; e.g. channels-last batches. Empty: as they are.
+  std::function<at::Tensor(const at::Tensor& batch)> prepare_input;
+  // An evaluation batch's logits from the model's forward (test-time augmentation: with_tta, evaluate.h);
+  // `last` for the evaluation after the final epoch. Empty: forward(x).
+  EvalForward eval_forward;
+  // Weight averaging (EMA or lookahead); none without make_shadow.
+  WeightAverage average;
 };
 
 }  // namespace ddp::train

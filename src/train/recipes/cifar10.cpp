@@ -75,7 +75,8 @@ Recipe make_cifar10_resnet9(TrainConfig& cfg, ProcessGroup& group) {
   r.name = cfg.recipe;
   load_cifar(r, cfg, group, kMean, kStd);
   // Whitening filters from (up to) 10000 training images, centre 24x24; rank 0's everywhere.
-  at::Tensor sample = r.train_x.narrow(0, 0, std::min<int64_t>(10000, r.train_x.size(0)));
+  const at::Tensor& images = std::get<TensorData>(r.train).x;
+  at::Tensor sample = images.narrow(0, 0, std::min<int64_t>(10000, images.size(0)));
   at::Tensor filters = models::patch_whitening(sample.slice(2, 4, -4).slice(3, 4, -4)).contiguous();
   group.broadcast(filters).wait();
 
@@ -88,9 +89,11 @@ Recipe make_cifar10_resnet9(TrainConfig& cfg, ProcessGroup& group) {
   r.groups = {weights, biases};
   r.nesterov = true;
   r.model = torch::nn::AnyModule(net);
-  r.make_shadow = [filters] { return torch::nn::AnyModule(models::ResNet9BagOfTricks(filters, 10, 0.125, 16)); };
-  r.ema_rho = std::pow(0.99, double(*cfg.ema_every));
-  r.eval_tta = Tta::kFlip;
+  r.average.make_shadow = [filters] {
+    return torch::nn::AnyModule(models::ResNet9BagOfTricks(filters, 10, 0.125, 16));
+  };
+  r.average.rho = std::pow(0.99, double(*cfg.ema_every));
+  r.eval_forward = with_tta(Tta::kFlip, Tta::kFlip);
   r.augment = crop_flip(*cfg.cutout);
   return r;
 }
@@ -150,15 +153,16 @@ Recipe make_cifar10_airbench(TrainConfig& cfg, ProcessGroup& group) {
   r.name = cfg.recipe;
   load_cifar(r, cfg, group, kMean, kStd);
   // Whitening filters from (up to) 5000 training images, rank 0's everywhere.
+  TensorData& train = std::get<TensorData>(r.train);
   at::Tensor filters =
-      models::airbench_whitening(r.train_x.narrow(0, 0, std::min<int64_t>(5000, r.train_x.size(0)))).contiguous();
+      models::airbench_whitening(train.x.narrow(0, 0, std::min<int64_t>(5000, train.x.size(0)))).contiguous();
   group.broadcast(filters).wait();
   // Alternating flip: a fixed random half of the images is mirrored once here, and every odd epoch
   // mirrors them all; reflect-padded by 2 once, a random 32x32 window per sample and epoch.
-  const uint64_t shard = r.train_sharded ? uint64_t(group.rank()) : 0;  // a sampler's ranks share one data set
+  const uint64_t shard = train.sharded ? uint64_t(group.rank()) : 0;  // a sampler's ranks share one data set
   auto gen = at::make_generator<at::CPUGeneratorImpl>(cfg.seed * 1000003 + 99 + shard);
-  r.train_x = data::random_horizontal_flip(r.train_x, 0.5, gen);
-  r.train_x = at::reflection_pad2d(r.train_x, {2, 2, 2, 2});
+  train.x = data::random_horizontal_flip(train.x, 0.5, gen);
+  train.x = at::reflection_pad2d(train.x, {2, 2, 2, 2});
   r.augment = [](const at::Tensor& b, at::Generator& g, int64_t epoch) {
     at::Tensor out = data::random_window(b, 32, 32, g);
     return epoch % 2 == 1 ? out.flip(3) : out;
@@ -175,12 +179,12 @@ Recipe make_cifar10_airbench(TrainConfig& cfg, ProcessGroup& group) {
   r.groups = {weights, biases, whitening_bias};
   r.nesterov = true;
   r.model = torch::nn::AnyModule(net);
-  r.make_shadow = [filters] { return torch::nn::AnyModule(models::Airbench(filters)); };
-  r.lookahead_rho = [](int64_t step, int64_t total) {
+  r.average.make_shadow = [filters] { return torch::nn::AnyModule(models::Airbench(filters)); };
+  r.average.lookahead = [](int64_t step, int64_t total) {
     return std::pow(0.95, 5) * std::pow(double(step) / double(std::max<int64_t>(total, 1)), 3);
   };
-  r.final_tta = Tta::kFlipShift;
-  r.channels_last = true;
+  r.eval_forward = with_tta(Tta::kNone, Tta::kFlipShift);  // plain after each epoch, 6 views after the last
+  r.prepare_input = [](const at::Tensor& x) { return x.contiguous(at::MemoryFormat::ChannelsLast); };
   return r;
 }
 

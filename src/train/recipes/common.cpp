@@ -22,16 +22,10 @@ void set_train_data(Recipe& r, const TrainConfig& cfg, ProcessGroup& group, cons
     spec.seed = cfg.seed;
     spec.source_id = source_id + ";limit=" + std::to_string(cfg.limit_train);
     data::Shard shard = data::prepare_shards(group, spec, [&] { return limit(load(), cfg.limit_train); });
-    r.train_x = finish(shard.x);
-    r.train_y = shard.y;
-    r.train_sharded = true;
-    r.train_total = shard.y.size(0) * group.size();
+    r.train = TensorData::shard(finish(shard.x), shard.y, shard.y.size(0) * group.size());
   } else {
     auto [x, y] = limit(load(), cfg.limit_train);
-    r.train_x = finish(x);
-    r.train_y = y;
-    r.train_sharded = false;
-    r.train_total = y.size(0);
+    r.train = TensorData{finish(x), y};
   }
 }
 
@@ -39,10 +33,7 @@ void set_test_data(Recipe& r, const TrainConfig& cfg, const ProcessGroup& group,
                    const at::Tensor& y) {
   auto [lx, ly] = limit({x, y}, cfg.limit_test);
   at::Tensor mine = exact_shard(ly.size(0), group);
-  r.test_x = lx.index_select(0, mine);
-  r.test_y = ly.index_select(0, mine);
-  r.test_total = ly.size(0);
-  r.test_sharded = true;
+  r.test = TensorData::shard(lx.index_select(0, mine), ly.index_select(0, mine), ly.size(0));
 }
 
 std::pair<at::Tensor, at::Tensor> limit(std::pair<at::Tensor, at::Tensor> xy, int64_t n) {

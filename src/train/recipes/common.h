@@ -22,7 +22,7 @@ inline void fill(std::string& field, const std::string& value) {
   if (field.empty()) field = value;
 }
 
-// Fills r.train_x / train_y. shards: rank 0 writes per-rank shard files of
+// Sets r.train. shards: rank 0 writes per-rank shard files of
 // `load()`'s samples under <out_dir>/shards once (again when source_id
 // changes), each rank loads its own; sampler: every rank keeps the whole set.
 // `finish` converts the stored samples (e.g. uint8 -> normalized float).
@@ -30,7 +30,7 @@ void set_train_data(Recipe& r, const TrainConfig& cfg, ProcessGroup& group, cons
                     const std::string& source_id, const Source& load,
                     const std::function<at::Tensor(const at::Tensor&)>& finish);
 
-// Fills r.test_x / test_y with this rank's exact share of (x, y).
+// Sets r.test to this rank's exact share of (x, y).
 void set_test_data(Recipe& r, const TrainConfig& cfg, const ProcessGroup& group, const at::Tensor& x,
                    const at::Tensor& y);
 

@@ -87,8 +87,8 @@ void defaults_fashion_mnist_fast(TrainConfig& cfg, int world_size) {
 
 Recipe make_fashion_mnist_fast(TrainConfig& cfg, ProcessGroup& group) {
   Recipe r = fashion_recipe(cfg, group, torch::nn::AnyModule(models::FashionNet()));
-  r.make_shadow = [] { return torch::nn::AnyModule(models::FashionNet()); };
-  r.ema_rho = std::pow(0.98, double(*cfg.ema_every));
+  r.average.make_shadow = [] { return torch::nn::AnyModule(models::FashionNet()); };
+  r.average.rho = std::pow(0.98, double(*cfg.ema_every));
   return r;
 }
 

@@ -86,14 +86,10 @@ Recipe make_imagefolder(TrainConfig& cfg, ProcessGroup& group) {
   // A folder is sorted by class: the first N samples would be whole classes only.
   auto train_picked = evenly_spaced(cfg.limit_train, train->size());
   auto test_picked = evenly_spaced(cfg.limit_test, val->size());
-  r.train_total = static_cast<int64_t>(train_picked.size());
-  r.train_sharded = false;
-  r.train_fetch = fetcher(train, tp, std::move(train_picked));
-  r.test_total = static_cast<int64_t>(test_picked.size());
-  at::Tensor mine = exact_shard(r.test_total, group);
-  const int64_t* p = ddp::detail::host_data<int64_t>(mine, "the test indices");
-  r.test_indices.assign(p, p + mine.numel());
-  r.test_fetch = fetcher(val, vp, std::move(test_picked));
+  const auto train_total = static_cast<int64_t>(train_picked.size());
+  r.train = FetchData{fetcher(train, tp, std::move(train_picked)), train_total, {}};
+  const auto test_total = static_cast<int64_t>(test_picked.size());
+  r.test = FetchData{fetcher(val, vp, std::move(test_picked)), test_total, {}};  // the Trainer takes this rank's
   if (cfg.recipe == "imagefolder-resnet50") {
     models::ResNet50 net(classes);
     r.groups.push_back(all_parameters(*net, *cfg.weight_decay));
