@@ -25,8 +25,7 @@ void check_data(const DataSource& d, const std::string& split) {
     return;
   }
   const auto& f = std::get<FetchData>(d);
-  if (!f.fetch || f.total < 1)
-    throw InvalidArgument(what + ": FetchData needs a fetch function and total > 0 samples");
+  if (!f.fetch || f.total < 1) throw InvalidArgument(what + ": FetchData needs a fetch function and total > 0 samples");
   if (split == "train" && !f.indices.empty())
     throw InvalidArgument(what + ": FetchData's indices are for evaluation; for training the DistributedSampler " +
                           "picks each rank's samples: leave them empty");
@@ -57,8 +56,8 @@ TrainData::TrainData(const Task& task, const TrainDataOptions& o, ProcessGroup& 
   } else {
     const auto& t = std::get<TensorData>(task.train);
     if (task.prepare_input)
-      lo.augment_epoch = [augment = task.augment, prepare = task.prepare_input](const at::Tensor& b,
-                                                                                at::Generator& gen, int64_t epoch) {
+      lo.augment_epoch = [augment = task.augment, prepare = task.prepare_input](const at::Tensor& b, at::Generator& gen,
+                                                                                int64_t epoch) {
         return prepare(augment ? augment(b, gen, epoch) : b);
       };
     sharded = t.sharded;

@@ -23,7 +23,9 @@ struct TensorData {
   bool sharded = false;
   int64_t total = 0;  // samples over all ranks; a whole set's is its size
 
-  static TensorData shard(at::Tensor x, at::Tensor y, int64_t total) { return {std::move(x), std::move(y), true, total}; }
+  static TensorData shard(at::Tensor x, at::Tensor y, int64_t total) {
+    return {std::move(x), std::move(y), true, total};
+  }
 };
 
 // Samples made per batch by the loader's worker threads (files, a LibTorch dataset): fetch(indices) over `total`
