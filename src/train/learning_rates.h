@@ -20,7 +20,6 @@ class LearningRates {
   // Sets every group's lr for `step`; returns the logged lr.
   double apply(torch::optim::Optimizer& opt, int64_t step) const;
   const LrSchedule& schedule() const { return schedule_; }
-  double first_group_lr() const { return base_.front(); }
 
  private:
   LrSchedule schedule_ = LrSchedule::constant();

@@ -86,10 +86,8 @@ void set_up_strategy(Job& j) {
   std::vector<int64_t> train_epochs;  // the built-in optimizer's groups are the Task's
   if (!t.make_optimizer)
     for (const auto& g : t.groups) train_epochs.push_back(g.train_epochs);
-  const LrSchedule schedule = LrSchedule::parse(j.cfg.schedule).with_warmup(*j.cfg.warmup);
-  j.lr = LearningRates(schedule, opt, train_epochs, j.cfg.lr.value_or(0));
-  if (t.make_optimizer) {  // the logged lr is the first group's
-    const double first = j.lr.first_group_lr();
+  if (t.make_optimizer && !opt.param_groups().empty()) {  // the logged lr is the first group's
+    const double first = opt.param_groups()[0].options().get_lr();
     if (j.cfg.lr && *j.cfg.lr != first) {
       std::ostringstream o;
       o << "Trainer: settings.lr is " << *j.cfg.lr << " but the Task's make_optimizer sets lr " << first
@@ -97,16 +95,17 @@ void set_up_strategy(Job& j) {
       throw InvalidArgument(o.str());
     }
     j.cfg.lr = first;
-    j.lr = LearningRates(schedule, opt, train_epochs, first);
   }
-  optimizer_state_dict(opt);  // InvalidArgument naming the supported types
+  j.lr = LearningRates(LrSchedule::parse(j.cfg.schedule).with_warmup(*j.cfg.warmup), opt, train_epochs,
+                       j.cfg.lr.value_or(0));  // InvalidArgument when the optimizer has no groups
+  optimizer_state_dict(opt);                   // InvalidArgument naming the supported types
 }
 
-// The Task's model and data, checked on every rank before any of it is used.
+// The Task's model and training data, checked on every rank before any of it is used (the Evaluator checks
+// the test data).
 void check_task(const Task& t) {
   if (t.model.is_empty()) throw InvalidArgument("Trainer: the Task has no model");
   check_data(t.train, "train");
-  check_data(t.test, "test");
 }
 
 // --sync-bn: the model's BatchNorms become SyncBatchNorms over the job's group, keeping their tensors, before
