@@ -10,6 +10,7 @@
 #include "ddp/parallel/comm_hook.h"
 #include "ddp/parallel/consistency.h"
 #include "ddp/parallel/distributed_data_parallel.h"
+#include "ddp/parallel/fully_shard.h"
 #include "ddp/parallel/fully_sharded.h"
 #include "ddp/parallel/join.h"
 #include "ddp/parallel/optimizer_state.h"

@@ -819,6 +819,7 @@ const std::vector<SuiteCase>& ddp_suite() {
     };
     for (const auto& c : powersgd_suite()) all.push_back(c);
     for (const auto& c : fsdp_suite()) all.push_back(c);
+    for (const auto& c : fully_shard_suite()) all.push_back(c);
     for (const auto& c : join_suite()) all.push_back(c);
     for (const auto& c : step_reads_suite()) all.push_back(c);
     for (const auto& more : sync_batch_norm_suite()) all.push_back(more);

@@ -19,6 +19,8 @@ const std::vector<SuiteCase>& ddp_suite();
 const std::vector<SuiteCase>& powersgd_suite();
 // FullyShardedDataParallel against DDP (fsdp_suite.cpp), part of ddp_suite().
 const std::vector<SuiteCase>& fsdp_suite();
+// fully_shard of any model against one process (fully_shard_suite.cpp), part of ddp_suite().
+const std::vector<SuiteCase>& fully_shard_suite();
 // Join's cases (join_suite.cpp): uneven inputs, part of ddp_suite().
 const std::vector<SuiteCase>& join_suite();
 // DDP's steps make no host reads (step_reads_suite.cpp), part of ddp_suite().

@@ -1,0 +1,175 @@
+// Sharding any model, as PyTorch's FSDP2 `fully_shard`: the user marks submodules (a transformer block, a
+// residual stage) by declaring them `ddp::Sharded<Block>` instead of `Block`, and shards the model with
+// `ddp::FullyShard`. The model's code and its forward signatures stay as they are.
+//
+//   struct GPTImpl : torch::nn::Module {
+//     std::vector<ddp::Sharded<Block>> blocks;                    // was std::vector<Block>: the one-line change
+//     ...  blocks.push_back(register_module("h" + std::to_string(i), ddp::Sharded<Block>(cfg)));
+//     at::Tensor forward(at::Tensor idx) { ... for (auto& b : blocks) x = b(x); ... }
+//   };
+//   ddp::FullyShard<GPT> model(GPT(cfg));                          // shards rank 0's weights
+//   torch::optim::AdamW opt(model.parameters(), ...);              // this rank's shards
+//   opt.zero_grad(); loss(model(idx), y).backward(); opt.step();
+//
+// Each unit (every marked submodule, and the root for the parameters outside them) keeps this rank's dim-0
+// shard of each of its parameters (rows [r*C, (r+1)*C) with C = ceil(rows / W), PyTorch's torch.chunk). A unit
+// is all-gathered just before its forward and freed after it (reshard_after_forward, ZeRO-3) or kept until its
+// backward (ZeRO-2); gathered again as backward reaches its outputs; its gradients are reduce-scattered to the
+// shards as soon as backward has produced them all, asynchronously, and waited for once at the end of backward.
+// The next unit's gather is started before a unit runs, forward (the order of the last forward) and backward.
+// The root stays gathered from its forward to its backward, as in PyTorch.
+//
+// Contract (as FSDP's): every rank runs the same units in the same order. A marked module runs through its
+// Sharded holder (`block(x)`, not `block->forward(x)`). Parameters shared by two units are refused; shared
+// within a unit they are one shard. Frozen parameters are sharded and gathered, not reduced. Buffers are
+// not sharded (rank 0's are broadcast). A module may run twice in one forward.
+#pragma once
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+#include <torch/ordered_dict.h>
+
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "ddp/dist/process_group.h"
+#include "ddp/parallel/fully_sharded.h"
+
+namespace ddp {
+
+struct FullyShardOptions {
+  GroupPtr group;  // null: the default group
+  // true: a unit's parameters are freed after its forward and gathered again for its backward (ZeRO-3,
+  // FSDP's FULL_SHARD); false: kept from its forward to its backward (ZeRO-2, SHARD_GRAD_OP).
+  bool reshard_after_forward = true;
+};
+
+class ShardedModel;
+
+namespace detail {
+class FsdpState;
+
+// The tensors of a forward's result: hooks on them gather the unit again before its backward.
+inline void tensors_of(const at::Tensor& t, std::vector<at::Tensor>& out) { out.push_back(t); }
+inline void tensors_of(const std::vector<at::Tensor>& v, std::vector<at::Tensor>& out) {
+  out.insert(out.end(), v.begin(), v.end());
+}
+template <typename... T>
+void tensors_of(const std::tuple<T...>& t, std::vector<at::Tensor>& out) {
+  std::apply([&](const auto&... e) { (tensors_of(e, out), ...); }, t);
+}
+template <typename T>
+void tensors_of(const T&, std::vector<at::Tensor>&) {}  // none: the unit is kept gathered until its backward
+
+// Around one forward of a unit: the constructor gathers it, after() lets it go (or keeps it for backward).
+// A module that is not a unit of a live ShardedModel runs as it is.
+class UnitForward {
+ public:
+  explicit UnitForward(const torch::nn::Module* module);
+  UnitForward(std::shared_ptr<FsdpState> state, size_t unit);  // the root's: a new forward starts
+  void after(const std::vector<at::Tensor>& outputs);
+
+ private:
+  std::shared_ptr<FsdpState> state_;
+  size_t unit_ = 0;
+};
+
+// Records that `module` is a unit (Sharded's constructors); ShardedModel finds the marks in its tree.
+void mark_unit(const std::shared_ptr<torch::nn::Module>& module);
+bool is_marked_unit(const torch::nn::Module* module);
+
+template <typename Result>
+Result after_forward(UnitForward& unit, Result out) {
+  std::vector<at::Tensor> tensors;
+  tensors_of(out, tensors);
+  unit.after(tensors);
+  return out;
+}
+}  // namespace detail
+
+// A module holder (Block, torch::nn::Linear, ...) that is a unit of its own when the model is sharded, and
+// the plain module otherwise (the same model trains under DDP).
+template <typename Holder>
+class Sharded : public Holder {
+ public:
+  using Holder::Holder;
+  Sharded(Holder holder) : Holder(std::move(holder)) {}  // NOLINT: implicit, as a holder from its module
+
+  template <typename... Args>
+  decltype(auto) operator()(Args&&... args) {
+    detail::UnitForward unit(this->is_empty() ? nullptr : this->get());
+    return detail::after_forward(unit, Holder::operator()(std::forward<Args>(args)...));
+  }
+
+ private:
+  struct Mark {
+    explicit Mark(const Holder& h) {
+      if (!h.is_empty()) detail::mark_unit(h.ptr());
+    }
+  };
+  Mark mark_{*this};
+};
+
+// The sharded state of a model (non-template; FullyShard holds one).
+class ShardedModel {
+ public:
+  ShardedModel(std::shared_ptr<torch::nn::Module> root, FullyShardOptions options = {});
+  ~ShardedModel();
+  ShardedModel(const ShardedModel&) = delete;
+  ShardedModel& operator=(const ShardedModel&) = delete;
+
+  // Around the root's forward: starts a forward and gathers the root's unit.
+  detail::UnitForward forward_scope();
+
+  // This rank's shards, one per parameter (shared ones once), in the model's order: what the optimizer steps.
+  std::vector<at::Tensor> parameters() const;
+  // The same, named as the model names the parameters (a shared one by its first name).
+  torch::OrderedDict<std::string, at::Tensor> named_parameters() const;
+  void zero_grad();
+
+  // Collective: every rank gets the full parameters (every name of a shared one) and buffers, named as the model.
+  torch::OrderedDict<std::string, at::Tensor> full_state_dict();
+  // Every rank: loads a full state dict (this rank keeps its rows); names and shapes as the model's.
+  void load_full_state_dict(const torch::OrderedDict<std::string, at::Tensor>& state);
+  // Collective: while the guard lives, the model's parameters hold their full values (PyTorch's
+  // summon_full_params); with writeback, what was written into them becomes the shards when it ends.
+  std::shared_ptr<void> summon_full_params(bool writeback = false);
+
+  size_t num_units() const;
+  // Each unit's parameter names (the root's first), a shared parameter by its first name.
+  std::vector<std::vector<std::string>> unit_parameter_names() const;
+  FSDPMemory memory() const;
+  void reset_peak_memory();
+  GroupPtr group() const;
+
+ private:
+  std::shared_ptr<torch::nn::Module> root_;
+  std::shared_ptr<detail::FsdpState> state_;
+};
+
+// The root of a sharded model: calls it as the model is called; everything else through sharded().
+template <typename Holder>
+class FullyShard {
+ public:
+  explicit FullyShard(Holder model, FullyShardOptions options = {})
+      : model_(std::move(model)), sharded_(model_.ptr(), std::move(options)) {}
+
+  template <typename... Args>
+  decltype(auto) operator()(Args&&... args) {
+    detail::UnitForward root = sharded_.forward_scope();
+    return detail::after_forward(root, model_(std::forward<Args>(args)...));
+  }
+
+  std::vector<at::Tensor> parameters() const { return sharded_.parameters(); }
+  torch::OrderedDict<std::string, at::Tensor> named_parameters() const { return sharded_.named_parameters(); }
+  Holder& module() { return model_; }
+  ShardedModel& sharded() { return sharded_; }
+
+ private:
+  Holder model_;
+  ShardedModel sharded_;
+};
+
+}  // namespace ddp

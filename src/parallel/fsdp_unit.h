@@ -1,0 +1,99 @@
+// One unit of a sharded model (FSDP2's parameter group): some parameters, each sharded on dim 0. Rank r owns
+// rows [r*C, r*C + n_r) of a parameter of R rows, C = ceil(R / W) (torch.chunk's), as a leaf tensor of shape
+// [n_r, ...] that the optimizer steps. The shards of a unit live packed in one buffer, each padded to C rows,
+// so one all_gather of it brings every rank's rows; they are copied out into the full buffer, whose views are
+// the module's parameters while gathered. Gradients travel the other way: packed rank-major (each rank's rows
+// of every parameter, padded), divided by W, reduce-scattered; each shard's gradient is a view of the result.
+//
+// States: at rest (parameters are empty tensors), gathering (all_gather in flight), gathered (parameters are
+// views of the full buffer), released (views kept, memory freed: autograd's saved tensors see it again once
+// gathered for backward).
+#pragma once
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ddp/dist/process_group.h"
+#include "ddp/torch_compat.h"
+#include "parallel/sharded_unit.h"
+
+namespace ddp::detail {
+
+struct ShardedParam {
+  at::Tensor param;                // the module's parameter (its identity, autograd metadata and accumulator kept)
+  std::vector<std::string> names;  // every name it has in the model (more than one when shared)
+  std::vector<int64_t> shape;      // the full shape
+  int64_t rows = 1, chunk = 1, row_numel = 1, local_rows = 0;
+  int64_t packed_offset = 0;  // in the packed shards: chunk * row_numel elements each
+  int64_t full_offset = 0;    // in the full buffer
+  at::Tensor shard;           // [local_rows, shape[1:]...]: a leaf viewing the packed shards
+  bool trainable = true;
+};
+
+class FsdpUnit {
+ public:
+  // Takes rank 0's values of the parameters (broadcast), keeps this rank's rows and leaves them at rest.
+  // Every rank calls it, in the same unit order. The parameters must share a dtype and a device.
+  FsdpUnit(std::string name, std::vector<ShardedParam> params, ProcessGroup& group,
+           std::shared_ptr<GatheredBytes> bytes);
+
+  // Starts the all_gather unless gathered or in flight (prefetch); stale: the shards changed since.
+  void start_gather(bool stale = false);
+  // start_gather(), then waits for it and binds the parameters to the full values.
+  void finish_gather();
+  void release();  // frees the full values; the parameters keep viewing their storage
+  void rest();     // frees them and empties the parameters
+  bool gathered() const { return state_ == kGathered; }
+  bool released() const { return state_ == kReleased; }
+  bool awaits_backward() const { return state_ == kReleased || (state_ == kGathering && bound_); }
+
+  // Each trainable parameter's gradient (zero where missing) / W, reduce-scattered asynchronously; the
+  // parameters' gradients are freed.
+  void reduce_gradients();
+  // Waits for reduce_gradients() and adds the result into the shards' gradients (nothing if none in flight).
+  void finish_gradients();
+  bool reduction_done() { return reduced_.defined() && work_.is_completed(); }
+
+  // Collective: every parameter's full value, the module untouched.
+  std::vector<at::Tensor> full_values() const;
+  // This rank's rows of parameter i's full value.
+  void load_full(size_t i, const at::Tensor& full);
+
+  const std::string& name() const { return name_; }
+  const std::vector<ShardedParam>& params() const { return params_; }
+  size_t trainable_count() const { return trainable_; }
+  bool has_frozen() const { return trainable_ < params_.size(); }
+  const std::vector<compat::AutogradNodePtr>& accumulators() const { return accumulators_; }  // trainable ones
+  const ProcessGroup& group() const { return group_; }
+  int64_t packed_bytes() const { return packed_.defined() ? int64_t(packed_.nbytes()) : 0; }
+  int64_t shard_gradient_bytes() const;  // the shards' gradients (their distinct storages)
+  int64_t full_bytes_now() const;
+  int64_t gradient_bytes_now() const;
+
+ private:
+  enum State { kRest, kGathering, kGathered, kReleased };
+  void allocate_full();
+  void copy_out(const at::Tensor& gathered, at::Tensor& full) const;
+  void bind();
+  void track(int64_t bytes);
+
+  std::string name_;
+  std::vector<ShardedParam> params_;
+  std::vector<compat::AutogradNodePtr> accumulators_;
+  size_t trainable_ = 0;
+  ProcessGroup& group_;
+  std::shared_ptr<GatheredBytes> bytes_;
+  int64_t packed_numel_ = 0, full_numel_ = 0;
+  at::Tensor packed_;    // this rank's shards, padded
+  at::Tensor full_;      // the full values; storage freed while not gathered
+  at::Tensor incoming_;  // the all_gather's output while in flight
+  Work gather_work_;
+  State state_ = kRest;
+  bool bound_ = false, stale_ = false;
+  at::Tensor flat_grad_, reduced_;
+  Work work_;
+};
+
+}  // namespace ddp::detail
