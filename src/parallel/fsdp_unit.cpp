@@ -12,11 +12,6 @@
 namespace ddp::detail {
 namespace {
 
-// Rows of block k (rank k's shard) of a parameter.
-int64_t rows_in(const ShardedParam& p, int64_t k) {
-  return std::max<int64_t>(0, std::min(p.chunk, p.rows - k * p.chunk));
-}
-
 std::vector<int64_t> local_shape(const ShardedParam& p) {
   std::vector<int64_t> s = p.shape;
   if (s.empty()) return {p.local_rows};  // a 0-dim parameter is one row
@@ -44,7 +39,7 @@ FsdpUnit::FsdpUnit(std::string name, std::vector<ShardedParam> params, ProcessGr
     p.row_numel = 1;
     for (size_t d = 1; d < p.shape.size(); ++d) p.row_numel *= p.shape[d];
     p.chunk = (p.rows + w - 1) / w;
-    p.local_rows = rows_in(p, r);
+    p.local_rows = rows_of_rank(p, r);
     p.packed_offset = packed_numel_;
     packed_numel_ += p.chunk * p.row_numel;
     p.full_offset = full_numel_;
@@ -117,7 +112,7 @@ void FsdpUnit::copy_out(const at::Tensor& gathered, at::Tensor& full) const {
   for (const auto& p : params_) {
     at::Tensor rows = full.narrow(0, p.full_offset, p.rows * p.row_numel).view({p.rows, p.row_numel});
     for (int64_t k = 0; k < blocks; ++k) {
-      const int64_t n = rows_in(p, k);
+      const int64_t n = rows_of_rank(p, k);
       if (n > 0)
         rows.narrow(0, k * p.chunk, n).copy_(by_rank[k].narrow(0, p.packed_offset, n * p.row_numel).view({n, -1}));
     }
@@ -182,7 +177,7 @@ void FsdpUnit::reduce_gradients() {
     if (!grad.defined()) continue;
     at::Tensor rows = grad.reshape({p.rows, p.row_numel});
     for (int64_t k = 0; k < w; ++k) {
-      const int64_t n = rows_in(p, k);
+      const int64_t n = rows_of_rank(p, k);
       if (n == 0) continue;
       at::Tensor out = by_rank[k].narrow(0, p.packed_offset, n * p.row_numel).view({n, p.row_numel});
       // Divided while copied, as DDP does: the sum of W averages' parts is the average.
@@ -248,6 +243,11 @@ void FsdpUnit::load_full(size_t i, const at::Tensor& full) {
   at::NoGradGuard no_grad;
   at::Tensor rows = full.reshape({p.rows, p.row_numel}).narrow(0, group_.rank() * p.chunk, p.local_rows);
   p.shard.detach().copy_(rows.reshape(p.shard.sizes()));
+}
+
+void FsdpUnit::load_rows(size_t i, const at::Tensor& rows) {
+  at::NoGradGuard no_grad;
+  params_[i].shard.detach().copy_(rows.reshape(params_[i].shard.sizes()));
 }
 
 int64_t FsdpUnit::full_bytes_now() const {

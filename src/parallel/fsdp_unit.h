@@ -11,15 +11,20 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ddp/dist/process_group.h"
 #include "ddp/torch_compat.h"
-#include "parallel/sharded_unit.h"
 
 namespace ddp::detail {
+
+// Bytes of full parameters and gather buffers held at the moment, over all units of a model, and their peak.
+struct GatheredBytes {
+  int64_t now = 0, peak = 0;
+};
 
 struct ShardedParam {
   at::Tensor param;                // the module's parameter (its identity, autograd metadata and accumulator kept)
@@ -31,6 +36,11 @@ struct ShardedParam {
   at::Tensor shard;           // [local_rows, shape[1:]...]: a leaf viewing the packed shards
   bool trainable = true;
 };
+
+// Rows of rank k's shard of a parameter (torch.chunk's: ceil(rows / W) each, the last ones fewer or none).
+inline int64_t rows_of_rank(const ShardedParam& p, int64_t k) {
+  return std::max<int64_t>(0, std::min(p.chunk, p.rows - k * p.chunk));
+}
 
 class FsdpUnit {
  public:
@@ -60,6 +70,8 @@ class FsdpUnit {
   std::vector<at::Tensor> full_values() const;
   // This rank's rows of parameter i's full value.
   void load_full(size_t i, const at::Tensor& full);
+  // This rank's rows of parameter i themselves (its shard's shape).
+  void load_rows(size_t i, const at::Tensor& rows);
 
   const std::string& name() const { return name_; }
   const std::vector<ShardedParam>& params() const { return params_; }

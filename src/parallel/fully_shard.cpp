@@ -36,11 +36,19 @@ Marks& marks() {
 
 // The units of a model: its tree walked from the root, a marked module starting a unit of its own.
 struct Walk {
-  explicit Walk(ErrorContext c) : ctx(std::move(c)) {}
+  // Units 1..N: the given sets of modules; marked modules found in the tree follow.
+  Walk(ErrorContext c, const std::vector<std::vector<torch::nn::Module*>>& given) : ctx(std::move(c)) {
+    for (const auto& unit : given) {
+      names.emplace_back();
+      params.emplace_back();
+      for (const torch::nn::Module* m : unit) given_unit[m] = names.size() - 1;
+    }
+  }
   ErrorContext ctx;
-  std::vector<std::string> names = {""};  // unit 0: the root
-  std::vector<const torch::nn::Module*> modules;
+  std::vector<std::string> names = {""};                            // unit 0: the root
+  std::vector<std::pair<const torch::nn::Module*, size_t>> marked;  // marked module -> its unit
   std::vector<std::vector<ShardedParam>> params = {{}};
+  std::map<const torch::nn::Module*, size_t> given_unit;
   std::map<const c10::TensorImpl*, std::pair<size_t, size_t>> seen;  // parameter -> unit, index
 
   void visit(const torch::nn::Module& m, const std::string& prefix, size_t unit) {
@@ -66,13 +74,17 @@ struct Walk {
     for (const auto& c : m.named_children()) {
       const torch::nn::Module* child = c.value().get();
       size_t child_unit = unit;
-      if (is_marked_unit(child)) {
-        if (std::find(modules.begin(), modules.end(), child) != modules.end())
-          throw_invalid(
-              ctx, "the module '" + prefix + c.key() + "' is registered twice in the model; a unit is registered once");
+      if (auto it = given_unit.find(child); it != given_unit.end()) {
+        child_unit = it->second;
+        if (names[child_unit].empty()) names[child_unit] = prefix + c.key();
+      } else if (is_marked_unit(child)) {
+        for (const auto& [module, u] : marked)
+          if (module == child)
+            throw_invalid(ctx, "the module '" + prefix + c.key() + "' is registered twice in the model ('" + names[u] +
+                                   "'); a unit is registered once");
         child_unit = names.size();
         names.push_back(prefix + c.key());
-        modules.push_back(child);
+        marked.emplace_back(child, child_unit);
         params.emplace_back();
       }
       visit(*c.value(), prefix + c.key() + ".", child_unit);
@@ -83,12 +95,12 @@ struct Walk {
 // Makes the units' modules find their state; refuses a module another live ShardedModel holds.
 void claim(const Walk& walk, const std::shared_ptr<FsdpState>& state) {
   std::lock_guard<std::mutex> lock(marks().mu);
-  for (size_t k = 0; k < walk.modules.size(); ++k) {
-    Mark& mark = marks().by_module[walk.modules[k]];
+  for (const auto& [module, unit] : walk.marked) {
+    Mark& mark = marks().by_module[module];
     if (!mark.state.expired())
-      throw_invalid(walk.ctx, "the module '" + walk.names[k + 1] + "' is already sharded by another ShardedModel");
+      throw_invalid(walk.ctx, "the module '" + walk.names[unit] + "' is already sharded by another ShardedModel");
     mark.state = state;
-    mark.unit = k + 1;
+    mark.unit = unit;
   }
 }
 
@@ -122,7 +134,7 @@ UnitForward::UnitForward(const torch::nn::Module* module) {
 }
 
 UnitForward::UnitForward(std::shared_ptr<FsdpState> state, size_t unit) : state_(std::move(state)), unit_(unit) {
-  state_->begin_forward();
+  if (unit_ == 0) state_->begin_forward();
   state_->pre_forward(unit_);
 }
 
@@ -132,27 +144,44 @@ void UnitForward::after(const std::vector<at::Tensor>& outputs) {
 
 }  // namespace detail
 
-ShardedModel::ShardedModel(std::shared_ptr<torch::nn::Module> root, FullyShardOptions options) {
-  if (!root) throw InvalidArgument("fully_shard: the model is null");
+ShardedModel::ShardedModel(std::shared_ptr<torch::nn::Module> root, FullyShardOptions options)
+    : root_(std::move(root)) {
+  build({}, std::move(options));
+}
+
+ShardedModel::ShardedModel(std::shared_ptr<torch::nn::Module> root,
+                           const std::vector<std::vector<torch::nn::Module*>>& units, FullyShardOptions options)
+    : root_(std::move(root)) {
+  build(units, std::move(options));
+}
+
+void ShardedModel::build(const std::vector<std::vector<torch::nn::Module*>>& units, FullyShardOptions options) {
+  if (!root_) throw InvalidArgument("fully_shard: the model is null");
   GroupPtr group = options.group ? options.group : default_group();
-  detail::Walk walk(ErrorContext{group->backend(), group->rank(), group->size(), "fully_shard"});
-  walk.visit(*root, "", 0);
+  detail::Walk walk(ErrorContext{group->backend(), group->rank(), group->size(), "fully_shard"}, units);
+  walk.visit(*root_, "", 0);
   state_ = std::make_shared<detail::FsdpState>(group, options.reshard_after_forward);
   // Rank 0's buffers everywhere (parameters travel with their units).
-  std::vector<at::Tensor> buffers = root->buffers();
+  std::vector<at::Tensor> buffers = root_->buffers();
   if (group->size() > 1 && !buffers.empty()) broadcast_coalesced(buffers, 0, group);
   for (size_t u = 0; u < walk.params.size(); ++u)
     state_->add(std::make_shared<detail::FsdpUnit>(walk.names[u].empty() ? "(root)" : walk.names[u],
                                                    std::move(walk.params[u]), *group, state_->bytes()));
   detail::claim(walk, state_);
   state_->hook_gradients();
-  root_ = root;
   reset_peak_memory();
 }
 
 ShardedModel::~ShardedModel() = default;
 
 detail::UnitForward ShardedModel::forward_scope() { return detail::UnitForward(state_, 0); }
+
+detail::UnitForward ShardedModel::unit_scope(size_t unit) {
+  if (unit == 0 || unit >= state_->units().size())
+    throw InvalidArgument("ShardedModel::unit_scope: no unit " + std::to_string(unit) + " (units 1.." +
+                          std::to_string(state_->units().size() - 1) + ")");
+  return detail::UnitForward(state_, unit);
+}
 
 torch::OrderedDict<std::string, at::Tensor> ShardedModel::named_parameters() const {
   torch::OrderedDict<std::string, at::Tensor> out;
@@ -162,6 +191,14 @@ torch::OrderedDict<std::string, at::Tensor> ShardedModel::named_parameters() con
 }
 
 std::vector<at::Tensor> ShardedModel::parameters() const { return named_parameters().values(); }
+
+at::Tensor ShardedModel::shard_of(const at::Tensor& param) const {
+  for (const auto& unit : state_->units())
+    for (const auto& p : unit->params())
+      if (p.param.unsafeGetTensorImpl() == param.unsafeGetTensorImpl()) return p.shard;
+  throw InvalidArgument("ShardedModel::shard_of: a tensor of shape " + c10::str(param.sizes()) +
+                        " that is not one of the model's parameters");
+}
 
 void ShardedModel::zero_grad() {
   for (const auto& unit : state_->units())
@@ -241,11 +278,12 @@ std::shared_ptr<void> ShardedModel::summon_full_params(bool writeback) {
   return s;
 }
 
-size_t ShardedModel::num_units() const { return state_->units().size(); }
+size_t ShardedModel::num_units() const { return unit_parameter_names().size(); }
 
 std::vector<std::vector<std::string>> ShardedModel::unit_parameter_names() const {
   std::vector<std::vector<std::string>> out;
   for (const auto& unit : state_->units()) {
+    if (unit->params().empty()) continue;
     out.emplace_back();
     for (const auto& p : unit->params()) out.back().push_back(p.names[0]);
   }

@@ -24,6 +24,7 @@
 // within a unit they are one shard. Frozen parameters are sharded and gathered, not reduced. Buffers are
 // not sharded (rank 0's are broadcast). A module may run twice in one forward.
 #pragma once
+#include <ATen/core/ivalue.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 #include <torch/ordered_dict.h>
@@ -35,7 +36,10 @@
 #include <vector>
 
 #include "ddp/dist/process_group.h"
-#include "ddp/parallel/fully_sharded.h"
+
+namespace torch::optim {
+class Optimizer;
+}
 
 namespace ddp {
 
@@ -44,6 +48,15 @@ struct FullyShardOptions {
   // true: a unit's parameters are freed after its forward and gathered again for its backward (ZeRO-3,
   // FSDP's FULL_SHARD); false: kept from its forward to its backward (ZeRO-2, SHARD_GRAD_OP).
   bool reshard_after_forward = true;
+};
+
+// Bytes this rank holds now, counted from the tensors.
+struct FSDPMemory {
+  int64_t parameter_bytes = 0;  // shards, plus full parameters gathered at the moment
+  int64_t gradient_bytes = 0;   // gradient shards, plus full gradients alive at the moment
+  // Shards plus the most full parameters (and gather buffers) held at once since construction or
+  // reset_peak_memory().
+  int64_t peak_parameter_bytes = 0;
 };
 
 class ShardedModel;
@@ -68,7 +81,8 @@ void tensors_of(const T&, std::vector<at::Tensor>&) {}  // none: the unit is kep
 class UnitForward {
  public:
   explicit UnitForward(const torch::nn::Module* module);
-  UnitForward(std::shared_ptr<FsdpState> state, size_t unit);  // the root's: a new forward starts
+  // Unit `unit` of `state` (the root's, unit 0, starts a new forward).
+  UnitForward(std::shared_ptr<FsdpState> state, size_t unit);
   void after(const std::vector<at::Tensor>& outputs);
 
  private:
@@ -100,7 +114,7 @@ class Sharded : public Holder {
   template <typename... Args>
   decltype(auto) operator()(Args&&... args) {
     detail::UnitForward unit(this->is_empty() ? nullptr : this->get());
-    return detail::after_forward(unit, Holder::operator()(std::forward<Args>(args)...));
+    return detail::after_forward(unit, this->get()->forward(std::forward<Args>(args)...));
   }
 
  private:
@@ -116,18 +130,26 @@ class Sharded : public Holder {
 class ShardedModel {
  public:
   ShardedModel(std::shared_ptr<torch::nn::Module> root, FullyShardOptions options = {});
+  // Units given as sets of submodules besides the marked ones (units 1..N in this order): what
+  // FullyShardedDataParallel's wrap policy makes of a Sequential's children. Run them with unit_scope().
+  ShardedModel(std::shared_ptr<torch::nn::Module> root, const std::vector<std::vector<torch::nn::Module*>>& units,
+               FullyShardOptions options = {});
   ~ShardedModel();
   ShardedModel(const ShardedModel&) = delete;
   ShardedModel& operator=(const ShardedModel&) = delete;
 
   // Around the root's forward: starts a forward and gathers the root's unit.
   detail::UnitForward forward_scope();
+  // Around a given unit's forward (1..N), inside forward_scope().
+  detail::UnitForward unit_scope(size_t unit);
 
   // This rank's shards, one per parameter (shared ones once), in the model's order: what the optimizer steps.
   std::vector<at::Tensor> parameters() const;
   // The same, named as the model names the parameters (a shared one by its first name).
   torch::OrderedDict<std::string, at::Tensor> named_parameters() const;
   void zero_grad();
+  // The shard of one of the model's parameters; InvalidArgument for another tensor.
+  at::Tensor shard_of(const at::Tensor& param) const;
 
   // Collective: every rank gets the full parameters (every name of a shared one) and buffers, named as the model.
   torch::OrderedDict<std::string, at::Tensor> full_state_dict();
@@ -137,14 +159,33 @@ class ShardedModel {
   // summon_full_params); with writeback, what was written into them becomes the shards when it ends.
   std::shared_ptr<void> summon_full_params(bool writeback = false);
 
+  // Collective: the state of `optimizer` (over parameters(), in any param groups) as PyTorch's
+  // optimizer.state_dict() of the same optimizer over the full parameters (a DDP run's), on rank dst; None
+  // elsewhere (FSDP's full_optim_state_dict(rank0_only=True)).
+  c10::IValue full_optimizer_state_dict(const torch::optim::Optimizer& optimizer, int dst = 0);
+  // Every rank: loads such a whole state (from a DDP, ZeRO or sharded run, any world size): each rank keeps
+  // its rows. InvalidArgument on another model.
+  void load_full_optimizer_state_dict(torch::optim::Optimizer& optimizer, const c10::IValue& full);
+  // Collective: each rank writes its rows of every parameter (with the full shape and the rows' offset),
+  // the buffers and `optimizer`'s state of them, if given, to dir/shard-<rank>-of-<world>.pt, atomically;
+  // returns when all are written.
+  void save_sharded(const std::string& dir, const torch::optim::Optimizer* optimizer = nullptr);
+  // Loads what save_sharded wrote, at any world size and from any units: each rank reads the files holding
+  // rows of its own, by parameter name. InvalidArgument names the file and the parameter.
+  void load_sharded(const std::string& dir, torch::optim::Optimizer* optimizer = nullptr);
+
+  // Units that hold parameters.
   size_t num_units() const;
-  // Each unit's parameter names (the root's first), a shared parameter by its first name.
+  // Each such unit's parameter names (the root's first), a shared parameter by its first name.
   std::vector<std::vector<std::string>> unit_parameter_names() const;
   FSDPMemory memory() const;
   void reset_peak_memory();
   GroupPtr group() const;
+  const std::shared_ptr<torch::nn::Module>& module() const { return root_; }
 
  private:
+  void build(const std::vector<std::vector<torch::nn::Module*>>& units, FullyShardOptions options);
+
   std::shared_ptr<torch::nn::Module> root_;
   std::shared_ptr<detail::FsdpState> state_;
 };
@@ -159,7 +200,7 @@ class FullyShard {
   template <typename... Args>
   decltype(auto) operator()(Args&&... args) {
     detail::UnitForward root = sharded_.forward_scope();
-    return detail::after_forward(root, model_(std::forward<Args>(args)...));
+    return detail::after_forward(root, model_->forward(std::forward<Args>(args)...));
   }
 
   std::vector<at::Tensor> parameters() const { return sharded_.parameters(); }

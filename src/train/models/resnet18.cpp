@@ -58,7 +58,7 @@ ResNet18Impl::ResNet18Impl(const ResNet18Options& options) : options_(options) {
 at::Tensor ResNet18Impl::forward(const at::Tensor& x) {
   at::Tensor h = at::relu(batch_norm_child(*this, "bn1", conv1(x)));
   if (!options_.cifar_stem) h = at::max_pool2d(h, 3, 2, 1);
-  h = layer4->forward(layer3->forward(layer2->forward(layer1->forward(h))));
+  h = layer4(layer3(layer2(layer1(h))));
   return fc(at::adaptive_avg_pool2d(h, {1, 1}).flatten(1));
 }
 

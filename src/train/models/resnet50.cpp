@@ -60,7 +60,7 @@ ResNet50Impl::ResNet50Impl(int64_t num_classes) {
 
 at::Tensor ResNet50Impl::forward(const at::Tensor& x) {
   at::Tensor h = at::max_pool2d(at::relu(batch_norm_child(*this, "bn1", conv1(x))), 3, 2, 1);
-  h = layer4->forward(layer3->forward(layer2->forward(layer1->forward(h))));
+  h = layer4(layer3(layer2(layer1(h))));
   return fc(at::adaptive_avg_pool2d(h, {1, 1}).flatten(1));
 }
 

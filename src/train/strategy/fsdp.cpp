@@ -1,13 +1,14 @@
-// --strategy fsdp-full | fsdp-grad: FullyShardedDataParallel, ZeRO-3 (parameters,
-// gradients and optimizer state sharded) or ZeRO-2 (parameters gathered once per
-// step), PyTorch's FSDP FULL_SHARD and SHARD_GRAD_OP. The model must be a
-// torch::nn::Sequential (ddp::models::SequentialNet in a Task); its children, one
-// unit each, are gathered around their forward and backward. Checkpoints hold the
-// full model and the optimizer's state in PyTorch's per-parameter format, as ddp's.
+// --strategy fsdp-full | fsdp-grad: the Task's model sharded as PyTorch's FSDP2 fully_shard, ZeRO-3
+// (parameters, gradients and optimizer state sharded) or ZeRO-2 (parameters gathered once per step), PyTorch's
+// FULL_SHARD and SHARD_GRAD_OP. Any model: a torch::nn::Sequential's children (ddp::models::SequentialNet) are
+// one unit each; elsewhere the submodules the model declares as ddp::Sharded are units, and the root's unit
+// holds the rest. The Task's optimizer steps each parameter's rows, in the Task's param groups. Checkpoints hold
+// the full model and the optimizer's state in PyTorch's per-parameter format, as ddp's.
 #include <ATen/ATen.h>
 
 #include "ddp/dist/collectives.h"
 #include "ddp/errors.h"
+#include "ddp/parallel/fully_shard.h"
 #include "ddp/parallel/fully_sharded.h"
 #include "ddp/parallel/optimizer_state.h"
 #include "ddp/parallel/zero.h"
@@ -16,18 +17,10 @@
 namespace ddp::train::detail {
 namespace {
 
-torch::nn::Sequential sequential_of(const StrategyParts& parts, const std::string& name) {
-  auto seq = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(parts.model.ptr());
-  if (!seq)
-    throw InvalidArgument("--strategy " + name + ": the " + parts.recipe + " model is a " + parts.model.ptr()->name() +
-                          ", and FSDP shards a torch::nn::Sequential (a Task's model can be a "
-                          "ddp::models::SequentialNet); use --strategy ddp or zero1, or the mlp recipe");
-  return torch::nn::Sequential(seq);
-}
-
 class FsdpStrategy : public Strategy {
  public:
-  FsdpStrategy(StrategyParts parts, ShardingStrategy sharding, std::string name) : name_(std::move(name)) {
+  FsdpStrategy(StrategyParts parts, ShardingStrategy sharding, std::string name)
+      : name_(std::move(name)), group_(parts.group) {
     if (parts.averaged)
       throw InvalidArgument("--strategy " + name_ + ": the " + parts.recipe +
                             " recipe keeps a weight average (EMA) of the whole model, which a sharded model does not "
@@ -36,78 +29,98 @@ class FsdpStrategy : public Strategy {
       throw InvalidArgument("--strategy " + name_ +
                             ": a comm hook compresses DDP's all_reduce; FSDP reduce-scatters its gradients itself. "
                             "Leave --comm-hook at allreduce, or use --strategy ddp or zero1");
-    FSDPOptions options;
-    options.group = parts.group;
-    options.sharding_strategy = sharding;
-    fsdp_ = std::make_unique<FullyShardedDataParallel>(sequential_of(parts, name_), options);  // rank 0's weights
-    group_ = parts.group;
-    // The Task's optimizer (its type and options) over the shards: one param group, as FSDP flattens each unit.
+    // Rank 0's weights, sharded.
+    if (auto seq = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(parts.model.ptr())) {
+      FSDPOptions options;
+      options.group = parts.group;
+      options.sharding_strategy = sharding;
+      sequential_ = std::make_unique<FullyShardedDataParallel>(torch::nn::Sequential(seq), options);
+      sharded_ = &sequential_->sharded();
+    } else {
+      FullyShardOptions options;
+      options.group = parts.group;
+      options.reshard_after_forward = sharding == ShardingStrategy::FullShard;
+      owned_ = std::make_unique<ShardedModel>(parts.model.ptr(), options);
+      sharded_ = owned_.get();
+    }
+    model_ = parts.model;
+    // The Task's optimizer (its type, groups and options) over the shards of its parameters.
     auto like = parts.make_optimizer();
-    if (like->param_groups().size() != 1)
-      throw InvalidArgument("--strategy " + name_ + ": the " + parts.recipe + " optimizer has " +
-                            std::to_string(like->param_groups().size()) +
-                            " param groups; FSDP flattens parameters of different groups into one shard, so every "
-                            "parameter needs the same options (use --strategy ddp or zero1)");
     std::vector<torch::optim::OptimizerParamGroup> groups;
-    groups.emplace_back(fsdp_->parameters(), like->param_groups()[0].options().clone());
+    for (const auto& group : like->param_groups()) {
+      std::vector<at::Tensor> shards;
+      for (const auto& p : group.params()) shards.push_back(sharded_->shard_of(p));
+      groups.emplace_back(std::move(shards), group.options().clone());
+    }
     opt_ = ZeroRedundancyOptimizer::factory_like(*like)(std::move(groups));
   }
 
-  at::Tensor forward(const at::Tensor& x) override { return (*fsdp_)(x); }
+  at::Tensor forward(const at::Tensor& x) override {
+    if (sequential_) return (*sequential_)(x);
+    ddp::detail::UnitForward root = sharded_->forward_scope();
+    at::Tensor y = model_.forward(x);
+    root.after({y});
+    return y;
+  }
   // Each micro-batch's gradients are reduce-scattered and added into the shards (no full gradients kept).
   std::shared_ptr<void> no_sync() override { return nullptr; }
   const DDPStats& stats() const override { return stats_; }
   torch::optim::Optimizer& optimizer() override { return *opt_; }
-  void zero_grad() override { fsdp_->zero_grad(); }
+  void zero_grad() override { sharded_->zero_grad(); }
   void step() override { opt_->step(); }
-  c10::IValue optimizer_state() override { return fsdp_->full_optimizer_state_dict(*opt_, 0); }
-  void load_optimizer_state(const c10::IValue& full) override { fsdp_->load_full_optimizer_state_dict(*opt_, full); }
+  c10::IValue optimizer_state() override { return sharded_->full_optimizer_state_dict(*opt_, 0); }
+  void load_optimizer_state(const c10::IValue& full) override { sharded_->load_full_optimizer_state_dict(*opt_, full); }
   int64_t optimizer_state_bytes() const override { return ddp::optimizer_state_bytes(*opt_); }
   std::string describe() const override { return name_; }
 
-  // Each rank holds its shards' gradients: the lowest rank with a non-finite one names it for all.
+  // Each rank holds its rows' gradients: the lowest rank with a non-finite one names it for all. One host
+  // read when all are finite.
   std::optional<std::string> non_finite_gradient() override {
+    std::vector<at::Tensor> finite;
+    for (const auto& p : sharded_->parameters())
+      if (p.grad().defined()) finite.push_back(at::isfinite(p.grad()).all());
+    const bool all_finite = finite.empty() || at::stack(finite).all().item<bool>();
     std::string bad;
-    const auto names = fsdp_->unit_parameter_names();
-    const auto shards = fsdp_->parameters();
-    for (size_t u = 0; u < shards.size() && bad.empty(); ++u) {
-      const at::Tensor& g = shards[u].grad();
-      if (!g.defined() || at::isfinite(g).all().item<bool>()) continue;
-      bad = "a gradient of FSDP unit " + std::to_string(u) + " (" + names[u].front() +
-            (names[u].size() > 1 ? ", ..." : "") + ") (" + (at::isnan(g).any().item<bool>() ? "nan" : "inf") +
-            ") in rank " + std::to_string(group_->rank()) + "'s shard";
+    for (const auto& p : sharded_->named_parameters()) {
+      const at::Tensor& g = p.value().grad();
+      if (all_finite || !g.defined() || at::isfinite(g).all().item<bool>()) continue;
+      bad = "a gradient of '" + p.key() + "' (" + (at::isnan(g).any().item<bool>() ? "nan" : "inf") + ") in rank " +
+            std::to_string(group_->rank()) + "'s rows";
+      break;
     }
     const int first = lowest_rank_where(!bad.empty(), group_);
     if (first < 0) return std::nullopt;
     return broadcast_bytes(bad, first, group_);
   }
 
-  std::shared_ptr<void> full_model(bool writeback) override { return fsdp_->summon_full_params(writeback); }
+  std::shared_ptr<void> full_model(bool writeback) override { return sharded_->summon_full_params(writeback); }
 
   // The trained weights stay in the model once the strategy is gone.
   void finish() override {
-    auto full = fsdp_->full_state_dict();
+    auto full = sharded_->full_state_dict();
     at::NoGradGuard no_grad;
-    for (auto& p : fsdp_->module()->named_parameters()) p.value().set_data(full[p.key()]);
+    for (auto& p : sharded_->module()->named_parameters()) p.value().set_data(full[p.key()]);
   }
 
  private:
   std::string name_;
-  std::unique_ptr<FullyShardedDataParallel> fsdp_;
   GroupPtr group_;
+  torch::nn::AnyModule model_;
+  std::unique_ptr<FullyShardedDataParallel> sequential_;  // a Sequential: its children are the units
+  std::unique_ptr<ShardedModel> owned_;                   // any other model
+  ShardedModel* sharded_ = nullptr;
   std::unique_ptr<torch::optim::Optimizer> opt_;
   DDPStats stats_;  // FSDP's collectives are not DDP's buckets: no numbers
 };
 
-[[maybe_unused]] const bool registered_full = register_strategy(
-    "fsdp-full", "FSDP FULL_SHARD (ZeRO-3): parameters, gradients and optimizer state sharded; Sequential models",
-    [](StrategyParts parts) {
-      return std::unique_ptr<Strategy>(
-          std::make_unique<FsdpStrategy>(std::move(parts), ShardingStrategy::FullShard, "fsdp-full"));
-    });
+[[maybe_unused]] const bool registered_full =
+    register_strategy("fsdp-full", "FSDP FULL_SHARD (ZeRO-3): parameters, gradients and optimizer state sharded",
+                      [](StrategyParts parts) {
+                        return std::unique_ptr<Strategy>(
+                            std::make_unique<FsdpStrategy>(std::move(parts), ShardingStrategy::FullShard, "fsdp-full"));
+                      });
 [[maybe_unused]] const bool registered_grad = register_strategy(
-    "fsdp-grad", "FSDP SHARD_GRAD_OP (ZeRO-2): gradients and optimizer state sharded; Sequential models",
-    [](StrategyParts parts) {
+    "fsdp-grad", "FSDP SHARD_GRAD_OP (ZeRO-2): gradients and optimizer state sharded", [](StrategyParts parts) {
       return std::unique_ptr<Strategy>(
           std::make_unique<FsdpStrategy>(std::move(parts), ShardingStrategy::ShardGradOp, "fsdp-grad"));
     });

@@ -22,6 +22,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include "ddp/parallel/fully_shard.h"
+
 namespace ddp::models {
 
 // ---- ResNet-18 -------------------------------------------------------------
@@ -50,7 +52,8 @@ class ResNet18Impl : public torch::nn::Module {
  private:
   ResNet18Options options_;
   torch::nn::Conv2d conv1{nullptr};
-  torch::nn::Sequential layer1{nullptr}, layer2{nullptr}, layer3{nullptr}, layer4{nullptr};
+  // Units of their own when the model is sharded (--strategy fsdp-*): gathered one at a time.
+  ddp::Sharded<torch::nn::Sequential> layer1{nullptr}, layer2{nullptr}, layer3{nullptr}, layer4{nullptr};
   torch::nn::Linear fc{nullptr};
 };
 TORCH_MODULE(ResNet18);

@@ -13,6 +13,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include "ddp/parallel/fully_shard.h"
+
 namespace ddp::models {
 
 class BottleneckImpl : public torch::nn::Module {
@@ -34,7 +36,8 @@ class ResNet50Impl : public torch::nn::Module {
 
  private:
   torch::nn::Conv2d conv1{nullptr};
-  torch::nn::Sequential layer1{nullptr}, layer2{nullptr}, layer3{nullptr}, layer4{nullptr};
+  // Units of their own when the model is sharded (--strategy fsdp-*): gathered one at a time.
+  ddp::Sharded<torch::nn::Sequential> layer1{nullptr}, layer2{nullptr}, layer3{nullptr}, layer4{nullptr};
   torch::nn::Linear fc{nullptr};
 };
 TORCH_MODULE(ResNet50);
