@@ -21,9 +21,10 @@ std::optional<size_t> neighbour(const std::vector<size_t>& order, size_t u, int 
 
 }  // namespace
 
-FsdpState::FsdpState(GroupPtr group, bool reshard_after_forward)
+FsdpState::FsdpState(GroupPtr group, bool reshard_after_forward, MixedPrecisionPolicy policy)
     : group_(std::move(group)),
       reshard_after_forward_(reshard_after_forward),
+      policy_(policy),
       bytes_(std::make_shared<GatheredBytes>()) {}
 
 FsdpState::~FsdpState() = default;
@@ -35,17 +36,14 @@ void FsdpState::add(std::shared_ptr<FsdpUnit> unit) {
 }
 
 void FsdpState::hook_gradients() {
-  std::vector<compat::AutogradNodePtr> accumulators;
-  std::vector<size_t> unit_of;  // accumulator -> its unit
-  for (size_t u = 0; u < units_.size(); ++u)
-    for (const auto& acc : units_[u]->accumulators()) {
-      accumulators.push_back(acc);
-      unit_of.push_back(u);
-    }
+  hooks_.resize(units_.size());
+  for (size_t u = 0; u < units_.size(); ++u) hook(u);
+}
+
+void FsdpState::hook(size_t u) {
   const std::string name =
       ErrorContext{group_->backend(), group_->rank(), group_->size(), "fully_shard's gradient hook"}.prefix();
-  hooks_ = std::make_unique<GradientHooks>(std::move(accumulators), name,
-                                           [this, unit_of](size_t i) { on_gradient(unit_of[i]); });
+  hooks_[u] = std::make_unique<GradientHooks>(units_[u]->accumulators(), name, [this, u](size_t) { on_gradient(u); });
 }
 
 void FsdpState::begin_forward() {
@@ -64,6 +62,7 @@ void FsdpState::pre_forward(size_t u) {
     gathered_for_[*next] = forward_;
   }
   units_[u]->finish_gather();
+  if (units_[u]->take_accumulators_changed()) hook(u);
 }
 
 void FsdpState::post_forward(size_t u, const std::vector<at::Tensor>& outputs) {
@@ -93,6 +92,7 @@ void FsdpState::pre_backward(size_t u) {
   unit.start_gather();
   if (auto before = neighbour(order_, u, -1); before && units_[*before]->released()) units_[*before]->start_gather();
   unit.finish_gather();
+  if (unit.take_accumulators_changed()) hook(u);
 }
 
 void FsdpState::on_gradient(size_t u) {

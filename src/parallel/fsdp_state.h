@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "ddp/parallel/fully_shard.h"
 #include "parallel/fsdp_unit.h"
 #include "parallel/gradient_hooks.h"
 
@@ -17,12 +18,13 @@ namespace ddp::detail {
 
 class FsdpState : public std::enable_shared_from_this<FsdpState> {
  public:
-  FsdpState(GroupPtr group, bool reshard_after_forward);
+  FsdpState(GroupPtr group, bool reshard_after_forward, MixedPrecisionPolicy policy);
   ~FsdpState();
 
   // Units in construction order, the root's first; then hooks() once, before the first backward.
   void add(std::shared_ptr<FsdpUnit> unit);
   void hook_gradients();
+  void hook(size_t u);  // (again) on unit u's accumulators
 
   void begin_forward();  // the root's forward starts
   void pre_forward(size_t u);
@@ -32,6 +34,7 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
   ProcessGroup& group() const { return *group_; }
   const GroupPtr& group_ptr() const { return group_; }
   const std::shared_ptr<GatheredBytes>& bytes() const { return bytes_; }
+  const MixedPrecisionPolicy& policy() const { return policy_; }
 
  private:
   void pre_backward(size_t u);
@@ -42,14 +45,15 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
 
   GroupPtr group_;
   bool reshard_after_forward_;
+  MixedPrecisionPolicy policy_;
   std::shared_ptr<GatheredBytes> bytes_;
   std::vector<std::shared_ptr<FsdpUnit>> units_;
-  std::unique_ptr<GradientHooks> hooks_;
-  std::vector<size_t> order_, last_order_;  // units as they first ran in this forward, and in the last one
-  uint64_t forward_ = 0;                    // forwards begun
-  std::vector<uint64_t> gathered_for_;      // per unit: the forward it was last gathered for
-  std::vector<size_t> arrived_;             // per unit, gradients in this backward
-  std::vector<size_t> launch_order_;        // this backward's reduction order
+  std::vector<std::unique_ptr<GradientHooks>> hooks_;  // per unit
+  std::vector<size_t> order_, last_order_;             // units as they first ran in this forward, and in the last one
+  uint64_t forward_ = 0;                               // forwards begun
+  std::vector<uint64_t> gathered_for_;                 // per unit: the forward it was last gathered for
+  std::vector<size_t> arrived_;                        // per unit, gradients in this backward
+  std::vector<size_t> launch_order_;                   // this backward's reduction order
   size_t launched_ = 0;
   bool in_backward_ = false;
 };

@@ -22,8 +22,12 @@ std::vector<int64_t> local_shape(const ShardedParam& p) {
 }  // namespace
 
 FsdpUnit::FsdpUnit(std::string name, std::vector<ShardedParam> params, ProcessGroup& group,
-                   std::shared_ptr<GatheredBytes> bytes)
-    : name_(std::move(name)), params_(std::move(params)), group_(group), bytes_(std::move(bytes)) {
+                   std::shared_ptr<GatheredBytes> bytes, UnitPrecision precision)
+    : name_(std::move(name)),
+      params_(std::move(params)),
+      group_(group),
+      bytes_(std::move(bytes)),
+      precision_(precision) {
   const int w = group_.size(), r = group_.rank();
   if (params_.empty()) return;
   const at::Tensor& first = params_[0].param;
@@ -67,6 +71,22 @@ FsdpUnit::FsdpUnit(std::string name, std::vector<ShardedParam> params, ProcessGr
   state_ = kGathered;
   bind();
   rest();
+  set_full_precision(false);
+}
+
+// At rest: the full buffer in another dtype (its memory freed).
+void FsdpUnit::make_full(at::ScalarType dtype) {
+  track(-full_bytes_now());
+  full_ = at::empty({full_numel_}, packed_.options().dtype(dtype));
+  full_.storage().unsafeGetStorageImpl()->reset();
+}
+
+void FsdpUnit::set_full_precision(bool on) {
+  if (params_.empty()) return;
+  const at::ScalarType dtype = on ? packed_.scalar_type() : precision_.param.value_or(packed_.scalar_type());
+  if (full_.scalar_type() == dtype) return;
+  rest();
+  make_full(dtype);
 }
 
 void FsdpUnit::track(int64_t bytes) {
@@ -81,12 +101,16 @@ void FsdpUnit::start_gather(bool stale) {
   if (w == 1 || packed_numel_ == 0) return;  // copied from the shards themselves
   at::NoGradGuard no_grad;
   DeviceScope on(packed_);
-  incoming_ = at::empty({w * packed_numel_}, packed_.options());
+  if (full_.scalar_type() != packed_.scalar_type()) {  // mixed precision: gathered in the compute dtype
+    outgoing_ = packed_.to(full_.scalar_type());
+    track(outgoing_.nbytes());
+  }
+  incoming_ = at::empty({w * packed_numel_}, full_.options());
   track(incoming_.nbytes());
   std::vector<at::Tensor> blocks = incoming_.view({w, packed_numel_}).unbind(0);
   CollectiveOptions o;
   o.async_op = true;
-  gather_work_ = group_.all_gather(blocks, packed_, o);
+  gather_work_ = group_.all_gather(blocks, outgoing_.defined() ? outgoing_ : packed_, o);
 }
 
 void FsdpUnit::finish_gather() {
@@ -97,8 +121,7 @@ void FsdpUnit::finish_gather() {
     at::NoGradGuard no_grad;
     allocate_full();
     copy_out(incoming_.defined() ? incoming_ : packed_, full_);
-    if (incoming_.defined()) track(-incoming_.nbytes());
-    incoming_ = at::Tensor();
+    drop_gather_buffers();
     state_ = kGathered;
   }
   bind();
@@ -119,6 +142,13 @@ void FsdpUnit::copy_out(const at::Tensor& gathered, at::Tensor& full) const {
   }
 }
 
+void FsdpUnit::drop_gather_buffers() {
+  for (at::Tensor* t : {&outgoing_, &incoming_}) {
+    if (t->defined()) track(-int64_t(t->nbytes()));
+    *t = at::Tensor();
+  }
+}
+
 // Shares the full buffer's storage, whose memory comes and goes.
 void FsdpUnit::allocate_full() {
   c10::StorageImpl* storage = full_.storage().unsafeGetStorageImpl();
@@ -134,10 +164,15 @@ void FsdpUnit::allocate_full() {
 void FsdpUnit::bind() {
   if (bound_) return;
   at::NoGradGuard no_grad;
+  size_t j = 0;
   for (auto& p : params_) {
     at::Tensor view = at::empty({0}, full_.options());
     view.set_(full_.storage(), p.full_offset, p.shape);
     p.param.set_data(view);
+    if (!p.trainable) continue;
+    compat::AutogradNodePtr acc = torch::autograd::impl::grad_accumulator(p.param);
+    if (acc != accumulators_[j]) accumulators_changed_ = true;
+    accumulators_[j++] = std::move(acc);
   }
   bound_ = true;
 }
@@ -147,8 +182,7 @@ void FsdpUnit::release() {
   if (state_ == kGathering) {  // prefetched, not used: the gather must end before its buffer goes
     gather_work_.wait();
     gather_work_ = Work();
-    if (incoming_.defined()) track(-incoming_.nbytes());
-    incoming_ = at::Tensor();
+    drop_gather_buffers();
   }
   track(-full_bytes_now());
   full_.storage().unsafeGetStorageImpl()->reset();
@@ -159,6 +193,7 @@ void FsdpUnit::rest() {
   if (params_.empty()) return;
   release();
   at::NoGradGuard no_grad;
+  // Empty, in the dtype the parameters are bound in (a new dtype would make autograd drop their accumulators).
   for (auto& p : params_) p.param.set_data(at::empty({0}, full_.options()));
   bound_ = false;
   state_ = kRest;
@@ -169,7 +204,8 @@ void FsdpUnit::reduce_gradients() {
   const int w = group_.size();
   at::NoGradGuard no_grad;
   DeviceScope on(packed_);
-  flat_grad_ = at::zeros({w * packed_numel_}, packed_.options());
+  const at::ScalarType reduce = precision_.reduce.value_or(full_.scalar_type());
+  flat_grad_ = at::zeros({w * packed_numel_}, packed_.options().dtype(reduce));
   at::Tensor by_rank = flat_grad_.view({w, packed_numel_});
   for (auto& p : params_) {
     if (!p.trainable) continue;
@@ -180,11 +216,13 @@ void FsdpUnit::reduce_gradients() {
       const int64_t n = rows_of_rank(p, k);
       if (n == 0) continue;
       at::Tensor out = by_rank[k].narrow(0, p.packed_offset, n * p.row_numel).view({n, p.row_numel});
-      // Divided while copied, as DDP does: the sum of W averages' parts is the average.
-      if (w > 1)
+      // Divided while copied, as DDP does: the sum of W averages' parts is the average (in the reduce dtype).
+      if (w > 1 && rows.scalar_type() == reduce) {
         at::div_out(out, rows.narrow(0, k * p.chunk, n), w);
-      else
-        out.copy_(rows);
+      } else {
+        out.copy_(rows.narrow(0, k * p.chunk, n));
+        if (w > 1) out.div_(w);
+      }
     }
     grad.reset();
   }
@@ -193,7 +231,7 @@ void FsdpUnit::reduce_gradients() {
     work_ = Work::ready(reduced_);
     return;
   }
-  reduced_ = at::empty({packed_numel_}, packed_.options());
+  reduced_ = at::empty({packed_numel_}, flat_grad_.options());
   std::vector<at::Tensor> blocks = by_rank.unbind(0);
   ReduceScatterOptions o;
   o.async_op = true;
@@ -207,8 +245,13 @@ void FsdpUnit::finish_gradients() {
   for (auto& p : params_) {
     if (!p.trainable) continue;
     at::Tensor& grad = p.shard.mutable_grad();
+    at::Tensor part = reduced_.narrow(0, p.packed_offset, p.local_rows * p.row_numel).view(p.shard.sizes());
     if (grad.defined()) {
-      grad.add_(reduced_.narrow(0, p.packed_offset, p.local_rows * p.row_numel).view(p.shard.sizes()));
+      grad.add_(part);
+      continue;
+    }
+    if (part.scalar_type() != p.shard.scalar_type()) {  // reduced in another dtype: the shard's own
+      grad = part.to(p.shard.scalar_type());
       continue;
     }
     // The reduced buffer's memory, as a tensor of its own (not a view: optimizers detach_() gradients).

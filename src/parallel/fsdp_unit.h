@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ddp/dist/process_group.h"
@@ -37,6 +39,12 @@ struct ShardedParam {
   bool trainable = true;
 };
 
+// The dtypes a unit computes in (its gathered parameters) and reduces its gradients in: MixedPrecisionPolicy's
+// param_dtype and reduce_dtype (unset: the parameters' own; reduce unset: the compute dtype, as FSDP2).
+struct UnitPrecision {
+  std::optional<at::ScalarType> param, reduce;
+};
+
 // Rows of rank k's shard of a parameter (torch.chunk's: ceil(rows / W) each, the last ones fewer or none).
 inline int64_t rows_of_rank(const ShardedParam& p, int64_t k) {
   return std::max<int64_t>(0, std::min(p.chunk, p.rows - k * p.chunk));
@@ -47,7 +55,7 @@ class FsdpUnit {
   // Takes rank 0's values of the parameters (broadcast), keeps this rank's rows and leaves them at rest.
   // Every rank calls it, in the same unit order. The parameters must share a dtype and a device.
   FsdpUnit(std::string name, std::vector<ShardedParam> params, ProcessGroup& group,
-           std::shared_ptr<GatheredBytes> bytes);
+           std::shared_ptr<GatheredBytes> bytes, UnitPrecision precision = {});
 
   // Starts the all_gather unless gathered or in flight (prefetch); stale: the shards changed since.
   void start_gather(bool stale = false);
@@ -55,6 +63,8 @@ class FsdpUnit {
   void finish_gather();
   void release();  // frees the full values; the parameters keep viewing their storage
   void rest();     // frees them and empties the parameters
+  // Gathers the shards' own dtype (true: to read the model, summon_full_params) or the compute dtype; rests.
+  void set_full_precision(bool on);
   bool gathered() const { return state_ == kGathered; }
   bool released() const { return state_ == kReleased; }
   bool awaits_backward() const { return state_ == kReleased || (state_ == kGathering && bound_); }
@@ -77,7 +87,11 @@ class FsdpUnit {
   const std::vector<ShardedParam>& params() const { return params_; }
   size_t trainable_count() const { return trainable_; }
   bool has_frozen() const { return trainable_ < params_.size(); }
-  const std::vector<compat::AutogradNodePtr>& accumulators() const { return accumulators_; }  // trainable ones
+  // The trainable parameters' gradient accumulators. Made while a parameter has its real shape (autograd
+  // checks gradients against the shape and dtype recorded then); a new dtype (mixed precision, or the
+  // master weights summoned) makes new ones when bound: true once after that.
+  const std::vector<compat::AutogradNodePtr>& accumulators() const { return accumulators_; }
+  bool take_accumulators_changed() { return std::exchange(accumulators_changed_, false); }
   const ProcessGroup& group() const { return group_; }
   int64_t packed_bytes() const { return packed_.defined() ? int64_t(packed_.nbytes()) : 0; }
   int64_t shard_gradient_bytes() const;  // the shards' gradients (their distinct storages)
@@ -86,6 +100,8 @@ class FsdpUnit {
 
  private:
   enum State { kRest, kGathering, kGathered, kReleased };
+  void make_full(at::ScalarType dtype);
+  void drop_gather_buffers();
   void allocate_full();
   void copy_out(const at::Tensor& gathered, at::Tensor& full) const;
   void bind();
@@ -100,10 +116,12 @@ class FsdpUnit {
   int64_t packed_numel_ = 0, full_numel_ = 0;
   at::Tensor packed_;    // this rank's shards, padded
   at::Tensor full_;      // the full values; storage freed while not gathered
+  at::Tensor outgoing_;  // the shards cast to the compute dtype while in flight (mixed precision)
   at::Tensor incoming_;  // the all_gather's output while in flight
+  UnitPrecision precision_;
   Work gather_work_;
   State state_ = kRest;
-  bool bound_ = false, stale_ = false;
+  bool bound_ = false, stale_ = false, accumulators_changed_ = false;
   at::Tensor flat_grad_, reduced_;
   Work work_;
 };

@@ -130,12 +130,26 @@ UnitForward::UnitForward(const torch::nn::Module* module) {
     state_ = it->second.state.lock();
     unit_ = it->second.unit;
   }
-  if (state_) state_->pre_forward(unit_);
+  if (!state_) return;
+  set_dtypes();
+  state_->pre_forward(unit_);
 }
 
 UnitForward::UnitForward(std::shared_ptr<FsdpState> state, size_t unit) : state_(std::move(state)), unit_(unit) {
+  set_dtypes();
   if (unit_ == 0) state_->begin_forward();
   state_->pre_forward(unit_);
+}
+
+void UnitForward::set_dtypes() {
+  const MixedPrecisionPolicy& mp = state_->policy();
+  if (mp.cast_forward_inputs) input_dtype_ = mp.param_dtype;
+  if (unit_ == 0) output_dtype_ = mp.output_dtype;
+}
+
+at::Tensor UnitForward::cast(const at::Tensor& t, std::optional<at::ScalarType> dtype) {
+  if (!dtype || !t.defined() || !t.is_floating_point() || t.scalar_type() == *dtype) return t;
+  return t.to(*dtype);
 }
 
 void UnitForward::after(const std::vector<at::Tensor>& outputs) {
@@ -160,13 +174,14 @@ void ShardedModel::build(const std::vector<std::vector<torch::nn::Module*>>& uni
   GroupPtr group = options.group ? options.group : default_group();
   detail::Walk walk(ErrorContext{group->backend(), group->rank(), group->size(), "fully_shard"}, units);
   walk.visit(*root_, "", 0);
-  state_ = std::make_shared<detail::FsdpState>(group, options.reshard_after_forward);
+  state_ = std::make_shared<detail::FsdpState>(group, options.reshard_after_forward, options.mp_policy);
   // Rank 0's buffers everywhere (parameters travel with their units).
   std::vector<at::Tensor> buffers = root_->buffers();
   if (group->size() > 1 && !buffers.empty()) broadcast_coalesced(buffers, 0, group);
   for (size_t u = 0; u < walk.params.size(); ++u)
-    state_->add(std::make_shared<detail::FsdpUnit>(walk.names[u].empty() ? "(root)" : walk.names[u],
-                                                   std::move(walk.params[u]), *group, state_->bytes()));
+    state_->add(std::make_shared<detail::FsdpUnit>(
+        walk.names[u].empty() ? "(root)" : walk.names[u], std::move(walk.params[u]), *group, state_->bytes(),
+        detail::UnitPrecision{options.mp_policy.param_dtype, options.mp_policy.reduce_dtype}));
   detail::claim(walk, state_);
   state_->hook_gradients();
   reset_peak_memory();
@@ -261,6 +276,7 @@ struct Summoned {
       if (writeback)
         for (size_t i = 0; i < unit->params().size(); ++i) unit->load_full(i, unit->params()[i].param.detach());
       unit->rest();
+      unit->set_full_precision(false);
     }
   }
 };
@@ -269,6 +285,7 @@ struct Summoned {
 
 std::shared_ptr<void> ShardedModel::summon_full_params(bool writeback) {
   for (const auto& unit : state_->units()) {
+    unit->set_full_precision(true);  // the master weights, whatever the policy's param_dtype
     unit->start_gather(/*stale=*/true);
     unit->finish_gather();
   }

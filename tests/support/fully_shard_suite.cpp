@@ -32,9 +32,11 @@ struct BlockImpl : torch::nn::Module {
     if (nested) inner = register_module("inner", Sharded<Linear>(LinearOptions(kDim, kDim).bias(false)));
   }
   at::Tensor forward(at::Tensor x) {
+    seen = {x.scalar_type(), fc1->weight.scalar_type()};
     at::Tensor h = x + fc2(torch::tanh(fc1(ln(x))));
     return inner.is_empty() ? h : inner(h);
   }
+  std::pair<at::ScalarType, at::ScalarType> seen;  // the last forward's input and weight dtypes
 };
 TORCH_MODULE(Block);
 
@@ -211,12 +213,78 @@ void fully_shard_state_and_errors(ProcessGroup& g) {
   }
 }
 
+// MixedPrecisionPolicy(param_dtype bf16, reduce_dtype float32, output_dtype float32): each unit runs in bf16
+// (its gathered weights and its inputs), the shards and their gradients stay float32, and the root's output is
+// float32. Against the same training in float32: bf16 keeps 8 bits (relative rounding 2^-9 = 0.2%), and a
+// gradient passes some 10 rounded operations (forward and back through two blocks), so each tensor's update
+// (the model's change over the 4 steps) is the float32 one within ~2% of its norm, and no weight's update is
+// off by more than that of the largest update; 10% leaves 5x, while a wrong average (1/W missing or doubled) is
+// off by 50% or more. It must differ from float32's by more than rounding (bf16 ran).
+void fully_shard_mixed_precision(ProcessGroup& g) {
+  const int r = g.rank(), w = g.size();
+  const std::string what = tag(g, "fully_shard bf16");
+  std::vector<torch::OrderedDict<std::string, at::Tensor>> results;
+  torch::OrderedDict<std::string, at::Tensor> initial;
+  for (bool bf16 : {false, true}) {
+    Net net = seeded_net(5);
+    net->to(g.device());
+    FullyShardOptions o;
+    o.group = handle(g);
+    if (bf16) {
+      o.mp_policy.param_dtype = at::kBFloat16;
+      o.mp_policy.reduce_dtype = at::kFloat;
+      o.mp_policy.output_dtype = at::kFloat;
+    }
+    FullyShard<Net> model(net, o);
+    if (!bf16) initial = model.sharded().full_state_dict();
+    torch::optim::SGD opt(model.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(17);
+    for (int step = 0; step < 4; ++step) {
+      at::Tensor idx = at::randint(kVocab, {w, 3}, gen), y = at::randint(kVocab, {w, 3}, gen);
+      opt.zero_grad();
+      at::Tensor logits = model(idx[r].to(g.device()));
+      EXPECT_EQ(logits.scalar_type(), at::kFloat) << what << ": the root's output";
+      torch::cross_entropy_loss(logits, y[r].to(g.device())).backward();
+      const auto want = bf16 ? at::kBFloat16 : at::kFloat;
+      EXPECT_EQ(net->b0->seen, std::make_pair(want, want)) << what << ": a unit's input and weights in its forward";
+      for (const auto& p : model.named_parameters()) {
+        EXPECT_EQ(p.value().scalar_type(), at::kFloat) << what << ": shard " << p.key();
+        if (p.value().requires_grad())
+          EXPECT_EQ(p.value().grad().scalar_type(), at::kFloat) << what << ": the gradient of shard " << p.key();
+      }
+      opt.step();
+    }
+    {
+      auto full = model.sharded().summon_full_params();
+      EXPECT_EQ(net->b0->fc1->weight.scalar_type(), at::kFloat) << what << ": summoned, the master weights";
+    }
+    results.push_back(model.sharded().full_state_dict());
+  }
+  std::vector<at::Tensor> updates32, updates16;
+  for (const auto& item : initial) {
+    if (item.key() == "scale" || item.key() == "shift") continue;  // frozen, a buffer
+    const at::Tensor start = item.value().cpu();
+    updates32.push_back((results[0][item.key()].cpu() - start).reshape({-1}));
+    updates16.push_back((results[1][item.key()].cpu() - start).reshape({-1}));
+  }
+  const at::Tensor a = at::cat(updates32), b = at::cat(updates16);
+  const double rel = (a - b).norm().item<double>() / a.norm().item<double>();
+  const double largest = (a - b).abs().max().item<double>();
+  EXPECT_LE(rel, 0.1) << what << ": the model's update differs from float32's by " << rel << " of its norm";
+  EXPECT_LE(largest, 0.1 * a.abs().max().item<double>())
+      << what << ": a weight's update differs from float32's by " << largest << ", the largest update is "
+      << a.abs().max().item<double>();
+  EXPECT_GT(largest, 1e-4) << what << ": no weight differs from the float32 run (was bf16 used?)";
+  (void)r;
+}
+
 }  // namespace
 
 const std::vector<SuiteCase>& fully_shard_suite() {
   static const std::vector<SuiteCase> cases = {
       {"FullyShardEqualsOneProcess", fully_shard_equals_one_process},
       {"FullyShardStateAndErrors", fully_shard_state_and_errors},
+      {"FullyShardMixedPrecision", fully_shard_mixed_precision},
   };
   return cases;
 }

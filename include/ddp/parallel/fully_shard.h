@@ -30,8 +30,10 @@
 #include <torch/ordered_dict.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -43,8 +45,17 @@ class Optimizer;
 
 namespace ddp {
 
+// PyTorch's MixedPrecisionPolicy: the shards (the optimizer's master weights) keep the parameters' dtype.
+struct MixedPrecisionPolicy {
+  std::optional<at::ScalarType> param_dtype;   // units gathered in it and run in it (bf16, fp16); unset: as they are
+  std::optional<at::ScalarType> reduce_dtype;  // gradients reduce-scattered in it; unset: param_dtype
+  std::optional<at::ScalarType> output_dtype;  // the root's floating-point tensor output cast to it
+  bool cast_forward_inputs = true;             // each unit's floating-point tensor arguments cast to param_dtype
+};
+
 struct FullyShardOptions {
   GroupPtr group;  // null: the default group
+  MixedPrecisionPolicy mp_policy;
   // true: a unit's parameters are freed after its forward and gathered again for its backward (ZeRO-3,
   // FSDP's FULL_SHARD); false: kept from its forward to its backward (ZeRO-2, SHARD_GRAD_OP).
   bool reshard_after_forward = true;
@@ -85,9 +96,23 @@ class UnitForward {
   UnitForward(std::shared_ptr<FsdpState> state, size_t unit);
   void after(const std::vector<at::Tensor>& outputs);
 
+  // An argument for the unit's forward: a floating-point tensor cast to the policy's param_dtype.
+  template <typename T>
+  decltype(auto) input(T&& arg) const {
+    if constexpr (std::is_same_v<std::decay_t<T>, at::Tensor>)
+      return cast(arg, input_dtype_);
+    else
+      return std::forward<T>(arg);
+  }
+  at::Tensor output(const at::Tensor& out) const { return cast(out, output_dtype_); }
+
  private:
+  static at::Tensor cast(const at::Tensor& t, std::optional<at::ScalarType> dtype);
+  void set_dtypes();
+
   std::shared_ptr<FsdpState> state_;
   size_t unit_ = 0;
+  std::optional<at::ScalarType> input_dtype_, output_dtype_;
 };
 
 // Records that `module` is a unit (Sharded's constructors); ShardedModel finds the marks in its tree.
@@ -96,6 +121,7 @@ bool is_marked_unit(const torch::nn::Module* module);
 
 template <typename Result>
 Result after_forward(UnitForward& unit, Result out) {
+  if constexpr (std::is_same_v<Result, at::Tensor>) out = unit.output(out);
   std::vector<at::Tensor> tensors;
   tensors_of(out, tensors);
   unit.after(tensors);
@@ -114,7 +140,7 @@ class Sharded : public Holder {
   template <typename... Args>
   decltype(auto) operator()(Args&&... args) {
     detail::UnitForward unit(this->is_empty() ? nullptr : this->get());
-    return detail::after_forward(unit, this->get()->forward(std::forward<Args>(args)...));
+    return detail::after_forward(unit, this->get()->forward(unit.input(std::forward<Args>(args))...));
   }
 
  private:
@@ -200,7 +226,7 @@ class FullyShard {
   template <typename... Args>
   decltype(auto) operator()(Args&&... args) {
     detail::UnitForward root = sharded_.forward_scope();
-    return detail::after_forward(root, model_->forward(std::forward<Args>(args)...));
+    return detail::after_forward(root, model_->forward(root.input(std::forward<Args>(args))...));
   }
 
   std::vector<at::Tensor> parameters() const { return sharded_.parameters(); }

@@ -58,7 +58,7 @@ class FsdpStrategy : public Strategy {
   at::Tensor forward(const at::Tensor& x) override {
     if (sequential_) return (*sequential_)(x);
     ddp::detail::UnitForward root = sharded_->forward_scope();
-    at::Tensor y = model_.forward(x);
+    at::Tensor y = root.output(model_.forward(root.input(x)));
     root.after({y});
     return y;
   }
