@@ -122,15 +122,19 @@ void ShardedModel::save_sharded(const std::string& dir, const torch::optim::Opti
     opt.insert("param_groups", groups);
     top.insert("optimizer", opt);
   }
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  const std::vector<char> bytes = torch::jit::pickle_save(top);
-  try {  // whole or not at all
-    ddp::detail::write_file_atomic(shard_file(dir, r, w), bytes.data(), bytes.size());
-  } catch (const Error& e) {
-    throw Error(ctx.prefix() + e.what());
+  const GroupPtr& replicate = state_->replicate_group();
+  if (!replicate || replicate->rank() == 0) {  // HSDP: replica 0 writes (the others hold the same rows)
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    const std::vector<char> bytes = torch::jit::pickle_save(top);
+    try {  // whole or not at all
+      ddp::detail::write_file_atomic(shard_file(dir, r, w), bytes.data(), bytes.size());
+    } catch (const Error& e) {
+      throw Error(ctx.prefix() + e.what());
+    }
   }
   barrier({}, state_->group_ptr());  // every rank's file is complete
+  if (replicate) barrier({}, replicate);
 }
 
 void ShardedModel::load_sharded(const std::string& dir, torch::optim::Optimizer* optimizer) {

@@ -35,6 +35,8 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
   const GroupPtr& group_ptr() const { return group_; }
   const std::shared_ptr<GatheredBytes>& bytes() const { return bytes_; }
   const MixedPrecisionPolicy& policy() const { return policy_; }
+  void set_replicate_group(GroupPtr g) { replicate_ = std::move(g); }
+  const GroupPtr& replicate_group() const { return replicate_; }  // HSDP's; null without
 
  private:
   void pre_backward(size_t u);
@@ -43,7 +45,7 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
   void finalize();
   void reset();
 
-  GroupPtr group_;
+  GroupPtr group_, replicate_;
   bool reshard_after_forward_;
   MixedPrecisionPolicy policy_;
   std::shared_ptr<GatheredBytes> bytes_;

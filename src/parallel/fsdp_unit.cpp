@@ -22,10 +22,11 @@ std::vector<int64_t> local_shape(const ShardedParam& p) {
 }  // namespace
 
 FsdpUnit::FsdpUnit(std::string name, std::vector<ShardedParam> params, ProcessGroup& group,
-                   std::shared_ptr<GatheredBytes> bytes, UnitPrecision precision)
+                   std::shared_ptr<GatheredBytes> bytes, UnitPrecision precision, ProcessGroup* replicate)
     : name_(std::move(name)),
       params_(std::move(params)),
       group_(group),
+      replicate_(replicate),
       bytes_(std::move(bytes)),
       precision_(precision) {
   const int w = group_.size(), r = group_.rank();
@@ -60,6 +61,8 @@ FsdpUnit::FsdpUnit(std::string name, std::vector<ShardedParam> params, ProcessGr
   full_ = at::empty({full_numel_}, first.options().requires_grad(false));
   track(full_.nbytes());
   for (const auto& p : params_) full_.narrow(0, p.full_offset, p.rows * p.row_numel).copy_(p.param.reshape({-1}));
+  // (HSDP: each replica's from replica 0, then within the shard group: world rank 0's.)
+  if (replicate_ && replicate_->size() > 1) replicate_->broadcast(full_);
   if (w > 1) group_.broadcast(full_);
   packed_ = at::zeros({packed_numel_}, full_.options());
   for (auto& p : params_) {
@@ -201,7 +204,7 @@ void FsdpUnit::rest() {
 
 void FsdpUnit::reduce_gradients() {
   if (trainable_ == 0) return;
-  const int w = group_.size();
+  const int w = group_.size(), replicas = replicate_ ? replicate_->size() : 1, all = w * replicas;
   at::NoGradGuard no_grad;
   DeviceScope on(packed_);
   const at::ScalarType reduce = precision_.reduce.value_or(full_.scalar_type());
@@ -216,12 +219,13 @@ void FsdpUnit::reduce_gradients() {
       const int64_t n = rows_of_rank(p, k);
       if (n == 0) continue;
       at::Tensor out = by_rank[k].narrow(0, p.packed_offset, n * p.row_numel).view({n, p.row_numel});
-      // Divided while copied, as DDP does: the sum of W averages' parts is the average (in the reduce dtype).
-      if (w > 1 && rows.scalar_type() == reduce) {
-        at::div_out(out, rows.narrow(0, k * p.chunk, n), w);
+      // Divided while copied, as DDP does: the sum of the ranks' averages' parts is the average (in the reduce
+      // dtype; with HSDP, over every replica's ranks).
+      if (all > 1 && rows.scalar_type() == reduce) {
+        at::div_out(out, rows.narrow(0, k * p.chunk, n), all);
       } else {
         out.copy_(rows.narrow(0, k * p.chunk, n));
-        if (w > 1) out.div_(w);
+        if (all > 1) out.div_(all);
       }
     }
     grad.reset();
@@ -229,13 +233,27 @@ void FsdpUnit::reduce_gradients() {
   if (w == 1 || packed_numel_ == 0) {
     reduced_ = flat_grad_.narrow(0, 0, packed_numel_);
     work_ = Work::ready(reduced_);
+  } else {
+    reduced_ = at::empty({packed_numel_}, flat_grad_.options());
+    std::vector<at::Tensor> blocks = by_rank.unbind(0);
+    ReduceScatterOptions o;
+    o.async_op = true;
+    work_ = group_.reduce_scatter(reduced_, blocks, o);
+  }
+  if (replicas == 1 || packed_numel_ == 0) return;
+  // HSDP: each replica's sum of the shard, summed over the replicas.
+  AllReduceOptions o;
+  o.async_op = true;
+  if (w == 1) {
+    work_ = replicate_->all_reduce(reduced_, o);
     return;
   }
-  reduced_ = at::empty({packed_numel_}, flat_grad_.options());
-  std::vector<at::Tensor> blocks = by_rank.unbind(0);
-  ReduceScatterOptions o;
-  o.async_op = true;
-  work_ = group_.reduce_scatter(reduced_, blocks, o);
+  ProcessGroup* replicate = replicate_;
+  at::Tensor reduced = reduced_;
+  work_ = work_.then([replicate, reduced](const at::Tensor&) mutable {
+    replicate->all_reduce(reduced);  // on the shard group's sequencer, once its reduce-scatter is done
+    return reduced;
+  });
 }
 
 void FsdpUnit::finish_gradients() {

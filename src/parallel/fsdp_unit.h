@@ -54,8 +54,9 @@ class FsdpUnit {
  public:
   // Takes rank 0's values of the parameters (broadcast), keeps this rank's rows and leaves them at rest.
   // Every rank calls it, in the same unit order. The parameters must share a dtype and a device.
+  // replicate: HSDP's group of the ranks holding the same rows in the other replicas (null: none).
   FsdpUnit(std::string name, std::vector<ShardedParam> params, ProcessGroup& group,
-           std::shared_ptr<GatheredBytes> bytes, UnitPrecision precision = {});
+           std::shared_ptr<GatheredBytes> bytes, UnitPrecision precision = {}, ProcessGroup* replicate = nullptr);
 
   // Starts the all_gather unless gathered or in flight (prefetch); stale: the shards changed since.
   void start_gather(bool stale = false);
@@ -69,8 +70,8 @@ class FsdpUnit {
   bool released() const { return state_ == kReleased; }
   bool awaits_backward() const { return state_ == kReleased || (state_ == kGathering && bound_); }
 
-  // Each trainable parameter's gradient (zero where missing) / W, reduce-scattered asynchronously; the
-  // parameters' gradients are freed.
+  // Each trainable parameter's gradient (zero where missing) / W, reduce-scattered asynchronously (HSDP: / all
+  // ranks, then all-reduced over the replicas); the parameters' gradients are freed.
   void reduce_gradients();
   // Waits for reduce_gradients() and adds the result into the shards' gradients (nothing if none in flight).
   void finish_gradients();
@@ -112,6 +113,7 @@ class FsdpUnit {
   std::vector<compat::AutogradNodePtr> accumulators_;
   size_t trainable_ = 0;
   ProcessGroup& group_;
+  ProcessGroup* replicate_ = nullptr;
   std::shared_ptr<GatheredBytes> bytes_;
   int64_t packed_numel_ = 0, full_numel_ = 0;
   at::Tensor packed_;    // this rank's shards, padded

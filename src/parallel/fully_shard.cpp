@@ -158,6 +158,26 @@ void UnitForward::after(const std::vector<at::Tensor>& outputs) {
 
 }  // namespace detail
 
+HsdpMesh hsdp_mesh(int shard_size, GroupPtr world) {
+  if (!world) world = default_group();
+  const int n = world->size();
+  if (shard_size < 1 || n % shard_size != 0)
+    throw InvalidArgument("hsdp_mesh: a shard group of " + std::to_string(shard_size) + " ranks does not divide " +
+                          "the world of " + std::to_string(n) + "; give a divisor of " + std::to_string(n));
+  HsdpMesh mesh;
+  for (int replica = 0; replica < n / shard_size; ++replica) {  // every rank makes every group, in one order
+    std::vector<int> ranks;
+    for (int k = 0; k < shard_size; ++k) ranks.push_back(replica * shard_size + k);
+    if (GroupPtr g = world->new_group(ranks)) mesh.shard = g;
+  }
+  for (int k = 0; k < shard_size; ++k) {
+    std::vector<int> ranks;
+    for (int replica = 0; replica < n / shard_size; ++replica) ranks.push_back(replica * shard_size + k);
+    if (GroupPtr g = world->new_group(ranks)) mesh.replicate = g;
+  }
+  return mesh;
+}
+
 ShardedModel::ShardedModel(std::shared_ptr<torch::nn::Module> root, FullyShardOptions options)
     : root_(std::move(root)) {
   build({}, std::move(options));
@@ -175,13 +195,16 @@ void ShardedModel::build(const std::vector<std::vector<torch::nn::Module*>>& uni
   detail::Walk walk(ErrorContext{group->backend(), group->rank(), group->size(), "fully_shard"}, units);
   walk.visit(*root_, "", 0);
   state_ = std::make_shared<detail::FsdpState>(group, options.reshard_after_forward, options.mp_policy);
-  // Rank 0's buffers everywhere (parameters travel with their units).
+  state_->set_replicate_group(options.replicate_group);
+  // Rank 0's buffers everywhere (parameters travel with their units); HSDP: replica 0's first.
   std::vector<at::Tensor> buffers = root_->buffers();
+  GroupPtr replicate = options.replicate_group;
+  if (replicate && replicate->size() > 1 && !buffers.empty()) broadcast_coalesced(buffers, 0, replicate);
   if (group->size() > 1 && !buffers.empty()) broadcast_coalesced(buffers, 0, group);
   for (size_t u = 0; u < walk.params.size(); ++u)
     state_->add(std::make_shared<detail::FsdpUnit>(
         walk.names[u].empty() ? "(root)" : walk.names[u], std::move(walk.params[u]), *group, state_->bytes(),
-        detail::UnitPrecision{options.mp_policy.param_dtype, options.mp_policy.reduce_dtype}));
+        detail::UnitPrecision{options.mp_policy.param_dtype, options.mp_policy.reduce_dtype}, replicate.get()));
   detail::claim(walk, state_);
   state_->hook_gradients();
   reset_peak_memory();

@@ -45,6 +45,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(torch::nn::Sequential module,
   }
   FullyShardOptions o;
   o.group = options_.group;
+  o.replicate_group = options_.replicate_group;
   o.reshard_after_forward = options_.sharding_strategy == ShardingStrategy::FullShard;
   sharded_ = std::make_unique<ShardedModel>(module_.ptr(), units, o);
 }

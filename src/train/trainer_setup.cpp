@@ -80,8 +80,9 @@ std::unique_ptr<torch::optim::Optimizer> task_optimizer(Job& j) {
 void set_up_strategy(Job& j) {
   Task& t = j.task;
   const bool averaged = Averager::wanted(t.average, *j.cfg.ema_every);
-  j.strategy = make_strategy(j.cfg.strategy,
-                             {t.model, j.group, j.hook, [&j] { return task_optimizer(j); }, averaged, j.cfg.recipe});
+  StrategyParts parts{t.model, j.group, j.hook, [&j] { return task_optimizer(j); }, averaged, {}, j.cfg.recipe};
+  parts.hsdp_shard_size = j.cfg.hsdp_shard_size;
+  j.strategy = make_strategy(j.cfg.strategy, std::move(parts));
   torch::optim::Optimizer& opt = j.strategy->optimizer();
   std::vector<int64_t> train_epochs;  // the built-in optimizer's groups are the Task's
   if (!t.make_optimizer)

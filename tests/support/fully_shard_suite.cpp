@@ -103,16 +103,26 @@ int64_t shard_bytes(torch::nn::Module& m, int w) {
 // per-sample terms in float32: 2 gamma_8 S ~ 1e-6 S, S the terms' magnitudes (O(1) here), a few 1e-6 after four
 // steps of lr 0.1 with momentum; so ddp_suite's bound (rtol 1.3e-6, atol 5e-5) holds, while a wrong average,
 // a missed unit or a stale gather moves a weight by a whole update (>= 1e-3, checked below).
-void train_against_one_process(ProcessGroup& g, bool reshard, int micro) {
+// HSDP (shard_size < W): replicas of shard_size ranks each, the same bound (the W terms of a gradient are summed
+// in two stages, reduce-scatter then all_reduce, instead of one).
+void train_against_one_process(ProcessGroup& g, bool reshard, int micro, int shard_size) {
   const int r = g.rank(), w = g.size();
-  const std::string what = tag(g, std::string("fully_shard reshard_after_forward=") + (reshard ? "true" : "false") +
-                                      " micro-batches " + std::to_string(micro));
+  const std::string what =
+      tag(g, std::string("fully_shard reshard_after_forward=") + (reshard ? "true" : "false") + " micro-batches " +
+                 std::to_string(micro) + " shard group " + std::to_string(shard_size));
   Net ref = seeded_net(5);
   Net net = seeded_net(r == 0 ? 5 : 50 + r);  // rank 0's weights and buffers (the reference's) must win
   net->to(g.device());
-  const int64_t shards = shard_bytes(*ref, w);
+  const int64_t shards = shard_bytes(*ref, shard_size);
   FullyShardOptions o;
   o.group = handle(g);
+  if (shard_size < w) {
+    HsdpMesh mesh = hsdp_mesh(shard_size, handle(g));
+    o.group = mesh.shard;
+    o.replicate_group = mesh.replicate;
+    EXPECT_EQ(mesh.shard->size(), shard_size) << what;
+    EXPECT_EQ(mesh.replicate->size(), w / shard_size) << what;
+  }
   o.reshard_after_forward = reshard;
   FullyShard<Net> model(net, o);
   {
@@ -170,7 +180,16 @@ void train_against_one_process(ProcessGroup& g, bool reshard, int micro) {
 
 void fully_shard_equals_one_process(ProcessGroup& g) {
   for (bool reshard : {true, false})
-    for (int micro : {1, 2}) train_against_one_process(g, reshard, micro);
+    for (int micro : {1, 2}) train_against_one_process(g, reshard, micro, g.size());
+}
+
+// HSDP at every shard group size that divides the world into several replicas (world 2: 2 x 1; 3: 3 x 1;
+// 4: 2 x 2 and 4 x 1), and refused where it does not divide.
+void hsdp_equals_one_process(ProcessGroup& g) {
+  for (int s = 1; s < g.size(); ++s)
+    if (g.size() % s == 0)
+      for (bool reshard : {true, false}) train_against_one_process(g, reshard, reshard ? 1 : 2, s);
+  if (g.size() > 2) EXPECT_THROW(hsdp_mesh(g.size() - 1, handle(g)), InvalidArgument) << tag(g, "hsdp_mesh");
 }
 
 // Round trips of the full state (any world size keeps its own rows), the gathered view and bad input.
@@ -283,6 +302,7 @@ void fully_shard_mixed_precision(ProcessGroup& g) {
 const std::vector<SuiteCase>& fully_shard_suite() {
   static const std::vector<SuiteCase> cases = {
       {"FullyShardEqualsOneProcess", fully_shard_equals_one_process},
+      {"HsdpEqualsOneProcess", hsdp_equals_one_process},
       {"FullyShardStateAndErrors", fully_shard_state_and_errors},
       {"FullyShardMixedPrecision", fully_shard_mixed_precision},
   };

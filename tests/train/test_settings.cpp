@@ -188,6 +188,7 @@ TEST(Settings, EverySettingIsAFlagAKeyAndReadsBack) {
                                            "--timeline=t.json",
                                            "--timeout=30.5",
                                            "--strategy=zero1",
+                                           "--hsdp-shard-size=2",
                                            "--comm-hook=powersgd:rank=2",
                                            "--sync-bn",
                                            "--no-progress",

@@ -54,7 +54,10 @@ struct MixedPrecisionPolicy {
 };
 
 struct FullyShardOptions {
-  GroupPtr group;  // null: the default group
+  GroupPtr group;  // the ranks that shard the parameters; null: the default group
+  // HSDP (PyTorch's 2-D mesh): the ranks holding the same rows in the other replicas. Gradients are
+  // reduce-scattered within `group`, then all-reduced across these. hsdp_mesh() makes both.
+  GroupPtr replicate_group;
   MixedPrecisionPolicy mp_policy;
   // true: a unit's parameters are freed after its forward and gathered again for its backward (ZeRO-3,
   // FSDP's FULL_SHARD); false: kept from its forward to its backward (ZeRO-2, SHARD_GRAD_OP).
@@ -69,6 +72,14 @@ struct FSDPMemory {
   // reset_peak_memory().
   int64_t peak_parameter_bytes = 0;
 };
+
+// HSDP's groups on a world of R x S ranks (PyTorch's init_device_mesh(..., (R, S))): rank = replica * S + k shards
+// with the ranks of its replica and replicates with the ranks of the same k. Collective over `world` (null: the
+// default group); InvalidArgument when shard_size does not divide its size.
+struct HsdpMesh {
+  GroupPtr shard, replicate;
+};
+HsdpMesh hsdp_mesh(int shard_size, GroupPtr world = nullptr);
 
 class ShardedModel;
 

@@ -39,7 +39,8 @@ enum class ShardingStrategy {
 };
 
 struct FSDPOptions {
-  GroupPtr group;  // null: the default group
+  GroupPtr group;            // the ranks that shard the model; null: the default group
+  GroupPtr replicate_group;  // HYBRID_SHARD (HSDP): replicas of `group` (hsdp_mesh() makes both); null: none
   ShardingStrategy sharding_strategy = ShardingStrategy::FullShard;
   // The wrap policy. 0: every child with parameters is a unit of its own;
   // N > 0: consecutive children join a unit until it holds >= N parameters

@@ -53,10 +53,11 @@ struct TrainConfig {
   std::string precision;              // fp32 | bf16 | auto (bf16 where the CPU has it natively; see precision.h)
   bool progress = true;               // rank 0's progress line
   std::string strategy =
-      "ddp";  // how a step is spread over the ranks: ddp | zero1 | fsdp-full | fsdp-grad (Lightning's strategy=)
-  std::string comm_hook = "allreduce";  // how DDP reduces buckets: allreduce | fp16 | bf16 (comm_hook.h)
-  bool sync_bn = false;                 // BatchNorm statistics over all ranks (SyncBatchNorm, sync_batch_norm.h)
-  bool nan_check = true;                // stop when the reduced gradients hold NaN or inf, before the step
+      "ddp";  // how a step is spread over the ranks: ddp | zero1 | fsdp-full | fsdp-grad | hsdp (Lightning's strategy=)
+  std::optional<int64_t> hsdp_shard_size;  // --strategy hsdp: ranks that shard the model together (unset: a node's)
+  std::string comm_hook = "allreduce";     // how DDP reduces buckets: allreduce | fp16 | bf16 (comm_hook.h)
+  bool sync_bn = false;                    // BatchNorm statistics over all ranks (SyncBatchNorm, sync_batch_norm.h)
+  bool nan_check = true;                   // stop when the reduced gradients hold NaN or inf, before the step
 };
 
 // What the command line asks for: train, print the help, or print the settings.

@@ -123,6 +123,11 @@ std::vector<Setting> make_table() {
           .unset("DDP_TIMEOUT, else 600"),
       set("strategy", &C::strategy, "how a step is spread over the ranks (Lightning's strategy=)")
           .choices_from(strategy_names),
+      set("hsdp-shard-size", &C::hsdp_shard_size,
+          "--strategy hsdp: the ranks that shard the model together; the world is replicas of them, which "
+          "all-reduce their gradients (PyTorch's 2-D mesh); a divisor of the world size")
+          .positive()
+          .unset("the ranks on a node"),
       set("comm-hook", &C::comm_hook,
           "how DDP reduces gradient buckets: allreduce (float32) | fp16 | bf16 (half the bytes, 16-bit rounding) | "
           "powersgd[:rank=R,start=S,...] | batched_powersgd[:...] (low-rank, docs/ddp.md)")

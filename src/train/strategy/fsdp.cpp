@@ -1,12 +1,14 @@
-// --strategy fsdp-full | fsdp-grad: the Task's model sharded as PyTorch's FSDP2 fully_shard, ZeRO-3
+// --strategy fsdp-full | fsdp-grad | hsdp: the Task's model sharded as PyTorch's FSDP2 fully_shard, ZeRO-3
 // (parameters, gradients and optimizer state sharded) or ZeRO-2 (parameters gathered once per step), PyTorch's
-// FULL_SHARD and SHARD_GRAD_OP. Any model: a torch::nn::Sequential's children (ddp::models::SequentialNet) are
-// one unit each; elsewhere the submodules the model declares as ddp::Sharded are units, and the root's unit
-// holds the rest. The Task's optimizer steps each parameter's rows, in the Task's param groups. Checkpoints hold
-// the full model and the optimizer's state in PyTorch's per-parameter format, as ddp's.
+// FULL_SHARD and SHARD_GRAD_OP; hsdp: FULL_SHARD within groups of --hsdp-shard-size ranks (a node's by
+// default), replicated across them (HYBRID_SHARD, a 2-D mesh). Any model: a torch::nn::Sequential's children
+// (ddp::models::SequentialNet) are one unit each; elsewhere the submodules the model declares as ddp::Sharded are
+// units, and the root's unit holds the rest. The Task's optimizer steps each parameter's rows, in the Task's param
+// groups. Checkpoints hold the full model and the optimizer's state in PyTorch's per-parameter format, as ddp's.
 #include <ATen/ATen.h>
 
 #include "ddp/dist/collectives.h"
+#include "ddp/dist/launch_env.h"
 #include "ddp/errors.h"
 #include "ddp/parallel/fully_shard.h"
 #include "ddp/parallel/fully_sharded.h"
@@ -17,9 +19,19 @@
 namespace ddp::train::detail {
 namespace {
 
+// HSDP's groups: shards of --hsdp-shard-size ranks (a node's when unset), replicas of them across the world.
+HsdpMesh hsdp_groups(const StrategyParts& parts) {
+  const int world = parts.group->size();
+  const int64_t size = parts.hsdp_shard_size.value_or(launch_env::count(launch_env::kLocalWorldSize).value_or(world));
+  if (size > world || world % size != 0)
+    throw InvalidArgument("--strategy hsdp: --hsdp-shard-size " + std::to_string(size) + " does not divide the " +
+                          std::to_string(world) + " ranks into replicas; give a divisor of " + std::to_string(world));
+  return hsdp_mesh(int(size), parts.group);
+}
+
 class FsdpStrategy : public Strategy {
  public:
-  FsdpStrategy(StrategyParts parts, ShardingStrategy sharding, std::string name)
+  FsdpStrategy(StrategyParts parts, ShardingStrategy sharding, std::string name, bool hybrid = false)
       : name_(std::move(name)), group_(parts.group) {
     if (parts.averaged)
       throw InvalidArgument("--strategy " + name_ + ": the " + parts.recipe +
@@ -30,15 +42,19 @@ class FsdpStrategy : public Strategy {
                             ": a comm hook compresses DDP's all_reduce; FSDP reduce-scatters its gradients itself. "
                             "Leave --comm-hook at allreduce, or use --strategy ddp or zero1");
     // Rank 0's weights, sharded.
+    HsdpMesh mesh{parts.group, nullptr};
+    if (hybrid) mesh = hsdp_groups(parts);
     if (auto seq = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(parts.model.ptr())) {
       FSDPOptions options;
-      options.group = parts.group;
+      options.group = mesh.shard;
+      options.replicate_group = mesh.replicate;
       options.sharding_strategy = sharding;
       sequential_ = std::make_unique<FullyShardedDataParallel>(torch::nn::Sequential(seq), options);
       sharded_ = &sequential_->sharded();
     } else {
       FullyShardOptions options;
-      options.group = parts.group;
+      options.group = mesh.shard;
+      options.replicate_group = mesh.replicate;
       options.reshard_after_forward = sharding == ShardingStrategy::FullShard;
       owned_ = std::make_unique<ShardedModel>(parts.model.ptr(), options);
       sharded_ = owned_.get();
@@ -119,6 +135,14 @@ class FsdpStrategy : public Strategy {
                         return std::unique_ptr<Strategy>(
                             std::make_unique<FsdpStrategy>(std::move(parts), ShardingStrategy::FullShard, "fsdp-full"));
                       });
+[[maybe_unused]] const bool registered_hybrid = register_strategy(
+    "hsdp",
+    "FSDP HYBRID_SHARD (HSDP): FULL_SHARD within groups of --hsdp-shard-size ranks (a node's), replicated across "
+    "them",
+    [](StrategyParts parts) {
+      return std::unique_ptr<Strategy>(
+          std::make_unique<FsdpStrategy>(std::move(parts), ShardingStrategy::FullShard, "hsdp", /*hybrid=*/true));
+    });
 [[maybe_unused]] const bool registered_grad = register_strategy(
     "fsdp-grad", "FSDP SHARD_GRAD_OP (ZeRO-2): gradients and optimizer state sharded", [](StrategyParts parts) {
       return std::unique_ptr<Strategy>(

@@ -34,8 +34,9 @@ struct StrategyParts {
   GroupPtr group;
   std::shared_ptr<CommHook> hook;
   std::function<std::unique_ptr<torch::optim::Optimizer>()> make_optimizer;
-  bool averaged = false;  // the Task keeps a weight average of the model (EMA, lookahead)
-  std::string recipe;     // for messages: the recipe or Task whose model it is
+  bool averaged = false;                   // the Task keeps a weight average of the model (EMA, lookahead)
+  std::optional<int64_t> hsdp_shard_size;  // --hsdp-shard-size (unset: a node's ranks)
+  std::string recipe;                      // for messages: the recipe or Task whose model it is
 };
 
 class Strategy {
