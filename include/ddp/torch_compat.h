@@ -3,9 +3,11 @@
 #include <torch/version.h>
 
 #include <ATen/ATen.h>
+#include <ATen/Version.h>
 #include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <cmath>
 #include <string>
 #include <utility>
 #if TORCH_VERSION_MAJOR < 2
@@ -51,5 +53,24 @@ inline void set_autocast_dtype(at::DeviceType d, at::ScalarType t) {
   d == at::kCPU ? at::autocast::set_autocast_cpu_dtype(t) : at::autocast::set_autocast_gpu_dtype(t);
 }
 #endif
+
+// Causal scaled dot-product attention of q, k, v [B, H, T, D] (dropout on the weights, 0 in evaluation):
+// 2.x's fused kernel; its composition (a masked softmax of q k^T / sqrt(D), times v) on 1.13, which has none,
+// and for 16-bit CPU tensors when ATen runs below AVX-512 (ATEN_CPU_CAPABILITY=avx2), where 2.x's fused
+// kernel refuses them ("pack_vnni2 is only supported when avx512 is supported").
+inline at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout) {
+#if TORCH_VERSION_MAJOR >= 2
+  const bool is_16bit = q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf;
+  static const bool below_avx512 = at::get_cpu_capability() != "AVX512";
+  if (!(q.is_cpu() && is_16bit && below_avx512))
+    return at::scaled_dot_product_attention(q, k, v, {}, dropout, /*is_causal=*/true);
+#endif
+  const int64_t t = q.size(-2);
+  at::Tensor att = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(q.size(-1))));
+  att = att.masked_fill(at::ones({t, t}, q.options().dtype(at::kBool)).triu(1), -INFINITY);
+  att = at::softmax(att, -1);
+  if (dropout > 0) att = at::dropout(att, dropout, /*train=*/true);
+  return at::matmul(att, v);
+}
 
 }  // namespace ddp::compat

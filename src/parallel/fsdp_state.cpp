@@ -57,11 +57,13 @@ void FsdpState::pre_forward(size_t u) {
   // Values gathered for an earlier forward may be stale (the optimizer stepped the shards since).
   units_[u]->start_gather(/*stale=*/gathered_for_[u] != forward_);
   gathered_for_[u] = forward_;
+  units_[u]->finish_gather();
+  // The next unit's gather overlaps this unit's forward; started once this one's buffer is copied out and gone,
+  // so that at most one all_gather buffer is held besides the full units (FSDP2's order).
   if (auto next = neighbour(last_order_, u, +1); next && gathered_for_[*next] != forward_) {
-    units_[*next]->start_gather(/*stale=*/true);  // overlaps this unit's forward
+    units_[*next]->start_gather(/*stale=*/true);
     gathered_for_[*next] = forward_;
   }
-  units_[u]->finish_gather();
   if (units_[u]->take_accumulators_changed()) hook(u);
 }
 
@@ -89,9 +91,8 @@ void FsdpState::post_forward(size_t u, const std::vector<at::Tensor>& outputs) {
 void FsdpState::pre_backward(size_t u) {
   FsdpUnit& unit = *units_[u];
   if (!unit.awaits_backward()) return;  // gathered (kept, or reached by an earlier hook), or done
-  unit.start_gather();
-  if (auto before = neighbour(order_, u, -1); before && units_[*before]->released()) units_[*before]->start_gather();
   unit.finish_gather();
+  if (auto before = neighbour(order_, u, -1); before && units_[*before]->released()) units_[*before]->start_gather();
   if (unit.take_accumulators_changed()) hook(u);
 }
 

@@ -55,6 +55,7 @@ FsdpUnit::FsdpUnit(std::string name, std::vector<ShardedParam> params, ProcessGr
       accumulators_.push_back(torch::autograd::impl::grad_accumulator(p.param));
     }
   }
+  direct_ = w > 1 && params_.size() == 1 && params_[0].rows % w == 0;
   at::NoGradGuard no_grad;
   DeviceScope on(first);
   // Rank 0's values everywhere; this rank keeps its rows.
@@ -108,9 +109,13 @@ void FsdpUnit::start_gather(bool stale) {
     outgoing_ = packed_.to(full_.scalar_type());
     track(outgoing_.nbytes());
   }
-  incoming_ = at::empty({w * packed_numel_}, full_.options());
-  track(incoming_.nbytes());
-  std::vector<at::Tensor> blocks = incoming_.view({w, packed_numel_}).unbind(0);
+  if (direct_) {
+    allocate_full();
+  } else {
+    incoming_ = at::empty({w * packed_numel_}, full_.options());
+    track(incoming_.nbytes());
+  }
+  std::vector<at::Tensor> blocks = (direct_ ? full_ : incoming_).view({w, packed_numel_}).unbind(0);
   CollectiveOptions o;
   o.async_op = true;
   gather_work_ = group_.all_gather(blocks, outgoing_.defined() ? outgoing_ : packed_, o);
@@ -123,7 +128,7 @@ void FsdpUnit::finish_gather() {
     gather_work_ = Work();
     at::NoGradGuard no_grad;
     allocate_full();
-    copy_out(incoming_.defined() ? incoming_ : packed_, full_);
+    if (!direct_) copy_out(incoming_.defined() ? incoming_ : packed_, full_);
     drop_gather_buffers();
     state_ = kGathered;
   }

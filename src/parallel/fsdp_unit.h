@@ -2,8 +2,9 @@
 // rows [r*C, r*C + n_r) of a parameter of R rows, C = ceil(R / W) (torch.chunk's), as a leaf tensor of shape
 // [n_r, ...] that the optimizer steps. The shards of a unit live packed in one buffer, each padded to C rows,
 // so one all_gather of it brings every rank's rows; they are copied out into the full buffer, whose views are
-// the module's parameters while gathered. Gradients travel the other way: packed rank-major (each rank's rows
-// of every parameter, padded), divided by W, reduce-scattered; each shard's gradient is a view of the result.
+// the module's parameters while gathered (or land there directly: a single parameter that divides evenly). Gradients
+// travel the other way: packed rank-major (each rank's rows of every parameter, padded), divided by W,
+// reduce-scattered; each shard's gradient is a view of the result.
 //
 // States: at rest (parameters are empty tensors), gathering (all_gather in flight), gathered (parameters are
 // views of the full buffer), released (views kept, memory freed: autograd's saved tensors see it again once
@@ -124,6 +125,9 @@ class FsdpUnit {
   Work gather_work_;
   State state_ = kRest;
   bool bound_ = false, stale_ = false, accumulators_changed_ = false;
+  // One parameter whose rows divide evenly over the ranks: the all_gather's rank-major blocks are the full
+  // layout, so it lands in the full buffer itself (no all_gather buffer, no copy-out).
+  bool direct_ = false;
   at::Tensor flat_grad_, reduced_;
   Work work_;
 };

@@ -103,6 +103,7 @@ class EpochRun {
   // The optimizer step, once the gradients are known finite (--nan-check), and the weight average's update.
   void step() {
     check_finite_step(j_, s_, running_, window_);
+    if (*j_.cfg.clip_grad > 0) j_.strategy->clip_grad_norm(*j_.cfg.clip_grad);
     {
       timeline::Span span("compute", "optimizer step");
       j_.strategy->step();

@@ -37,7 +37,7 @@ std::unique_ptr<torch::optim::Optimizer> builtin_optimizer(const TrainConfig& cf
   std::vector<OptimizerParamGroup> groups;
   for (const auto& g : task.groups) {
     const double lr = *cfg.lr * g.lr_scale;
-    const auto betas = std::make_tuple(cfg.betas.first, cfg.betas.second);
+    const auto betas = std::make_tuple(cfg.betas->first, cfg.betas->second);
     std::unique_ptr<OptimizerOptions> o;
     if (cfg.optimizer == "adam")
       o = std::make_unique<AdamOptions>(AdamOptions(lr).betas(betas).eps(cfg.eps).weight_decay(g.weight_decay));
@@ -184,6 +184,9 @@ void fill_task_defaults(TrainConfig& cfg, const Task& task) {
   if (cfg.out_dir.empty()) cfg.out_dir = "runs/" + cfg.recipe;
   fill<int64_t>(cfg.epochs, 1);
   fill<int64_t>(cfg.batch_size, 32);
+  if (cfg.optimizer.empty()) cfg.optimizer = "sgd";
+  fill(cfg.betas, std::make_pair(0.9, 0.999));
+  fill(cfg.clip_grad, 0.0);
   if (!task.make_optimizer) fill(cfg.lr, cfg.optimizer == "sgd" ? 0.01 : 1e-3);
   fill(cfg.momentum, 0.0);
   fill(cfg.weight_decay, 0.0);

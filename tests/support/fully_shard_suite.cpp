@@ -5,6 +5,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/nn.h>
+#include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/sgd.h>
 
 #include <mutex>
@@ -149,9 +150,18 @@ void train_against_one_process(ProcessGroup& g, bool reshard, int micro, int sha
     // Between backward and step: the shards of parameters and of gradients only.
     EXPECT_EQ(model.sharded().memory().parameter_bytes, shards) << what << " step " << step;
     EXPECT_EQ(model.sharded().memory().gradient_bytes, shards) << what << " step " << step;
-    opt.step();
     ref_opt.zero_grad();
     torch::cross_entropy_loss(ref(idx.reshape({-1})), y.reshape({-1})).backward();
+    // From the third step on, clipped far below the norm (so that it clips): the norm over every rank's rows is
+    // the whole model's (float32 sums of squares in another order: 1e-5 relative), and the clipped rows step
+    // as the reference's clipped gradients.
+    if (step >= 2) {
+      const double norm = model.sharded().clip_grad_norm_(0.05);
+      const double want = torch::nn::utils::clip_grad_norm_(unique_parameters(*ref), 0.05);
+      EXPECT_GT(want, 0.05) << what << " step " << step << ": nothing to clip";
+      EXPECT_NEAR(norm, want, 1e-5 * want) << what << " step " << step << ": clip_grad_norm_";
+    }
+    opt.step();
     ref_opt.step();
   }
   auto full = model.sharded().full_state_dict();

@@ -94,8 +94,12 @@ int64_t compressed_bytes(const std::vector<std::vector<at::Tensor>>& buckets, co
   return numel * element_size;
 }
 
+// The relative rounding unit of a dtype.
+double ulp(at::ScalarType dtype) { return dtype == at::kDouble ? 0x1p-52 : 0x1p-23; }
+
 // One configuration for `steps` steps: before start_powerSGD_iter the hook
-// averages exactly as DDP's built-in path; after, every rank gets the same
+// averages as DDP's built-in path (to a few ulps: each model's local
+// gradients are their own computation); after, every rank gets the same
 // gradients, the bytes sent are the closed form's, and, with full rank, the
 // gradients are the exact average up to rounding: PQ^T with P square
 // orthogonal is the projection of the summed gradient onto all of its columns.
@@ -133,7 +137,14 @@ void run_config(ProcessGroup& g, const std::string& spec, at::ScalarType dtype, 
     for (size_t i = 0; i < params.size(); ++i) {
       const at::Tensor& got = params[i].grad();
       EXPECT_TRUE(same_everywhere(g, got)) << at_step << ": parameter " << i << " differs between ranks";
-      if (!compressed) EXPECT_TRUE(at::equal(got, plain_params[i].grad())) << at_step << ": parameter " << i;
+      if (!compressed) {
+        // The same arithmetic as the built-in path, on local gradients of a second model: equal but for their
+        // last bits (every gradient but the last bias, a plain sum, differed once in ~450 runs under load at
+        // world 3 on LibTorch 2.x); an element is 4 layers of 16-term sums: 64 roundings of its scale.
+        const at::Tensor& want = plain_params[i].grad();
+        const double off = (got - want).abs().max().item<double>(), scale = want.abs().max().item<double>();
+        EXPECT_LE(off, 64 * ulp(dtype) * scale) << at_step << ": parameter " << i << " off by " << off;
+      }
       if (compressed && full_rank) {
         const double err = (got.to(at::kDouble) - avg[i]).abs().max().item<double>();
         EXPECT_LE(err, 1e-9 * avg[i].abs().max().item<double>()) << at_step << ": parameter " << i;

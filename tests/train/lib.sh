@@ -8,6 +8,7 @@ ${DDP_PYTHON:-/usr/bin/python3} "$here/make_tiny_data.py" "$work/data"
 case $recipe in
   fashion-mnist|fashion-mnist-fast) data=(--data-dir "$work/data/fashion") ;;
   cifar10-*) data=(--data-dir "$work/data/cifar10") ;;
+  shakespeare-char*) data=(--data-dir "$work/data/tinyshakespeare") ;;
   *) data=() ;;
 esac
 # DATA_VIA_ENV=1: no --data-dir; the recipe finds $DDP_DATA_DIR/<dataset> instead.

@@ -8,13 +8,16 @@ shift 4
 source "$(dirname "$0")/lib.sh"
 "$ddprun" --nproc-per-node "$np" --standalone "$train" "$recipe" "${data[@]}" --epochs 1 \
   --out-dir "$work/out" --no-progress "$@" | tee "$work/log"
-grep -q "^\[rank 0\] done: acc1" "$work/log" || { echo "FAIL: no final line"; exit 1; }
+grep -qE "^\[rank 0\] done: (acc1|val_loss)" "$work/log" || { echo "FAIL: no final line"; exit 1; }
 # The tiny data (192 Fashion-MNIST or 240 CIFAR-10 training images, or a limit of 32), not a real data set found elsewhere.
-[ "$recipe" = mlp ] || grep -qE "^\[rank 0\] ddp-train $recipe: .* (192|240|32) training samples" "$work/log" ||
+# shakespeare-char: the tiny text's last 10% (2,000 characters) is 31 windows of 64.
+tiny="(192|240|32) training samples"
+case $recipe in shakespeare-char) tiny="training samples \(sampler\), 31 test samples" ;; esac
+[ "$recipe" = mlp ] || grep -qE "^\[rank 0\] ddp-train $recipe: .* $tiny" "$work/log" ||
   { echo "FAIL: the run did not train on the tiny data in ${DDP_DATA_DIR:-its --data-dir}"; exit 1; }
 # The first line says which precision runs and why; the CIFAR-10 and Fashion-MNIST recipes choose it by the CPU.
 want="(as asked|the recipe's default)"
-case "$recipe $*" in *--precision*) ;; cifar10-*|fashion-mnist*) want="auto: .+" ;; esac
+case "$recipe $*" in *--precision*) ;; cifar10-*|fashion-mnist*|shakespeare-char*) want="auto: .+" ;; esac
 grep -qE "^\[rank 0\] ddp-train $recipe: .*, (fp32|bf16) \($want\)\$" "$work/log" ||
   { echo "FAIL: the first line does not name the precision and why ($want)"; exit 1; }
 grep -qE "^\[rank 0\]   cpu: .+ cores? \(" "$work/log" || { echo "FAIL: no cpu line"; exit 1; }
@@ -28,6 +31,18 @@ case " $* " in *" --eval-every 1 "*)
   done
   [ "$(grep -c '"kind":"eval"' "$work/out/metrics.jsonl")" = $((steps - 1)) ] ||
     { echo "FAIL: not $((steps - 1)) eval records"; exit 1; } ;;
+esac
+# shakespeare-char: text sampled from the checkpoint continues the prompt with 50 characters of the text's own.
+case $recipe in shakespeare-char*)
+  "$train" sample "$work/out" --prompt "Abc" --tokens 50 --seed 1 > "$work/sample"
+  ${DDP_PYTHON:-/usr/bin/python3} - "$work/sample" "${data[1]}/input.txt" <<'PY'
+import sys
+out = open(sys.argv[1]).read()[:-1]  # without the line's end
+vocab = set(open(sys.argv[2]).read())
+assert out.startswith("Abc") and len(out) == 53 and set(out) <= vocab, repr(out)
+print("sample ok:", repr(out))
+PY
+  ;;
 esac
 ls "$work"/out/tb/events.out.tfevents.* > /dev/null
 test -s "$work/out/metrics.jsonl"

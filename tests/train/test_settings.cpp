@@ -159,6 +159,7 @@ TEST(Settings, EverySettingIsAFlagAKeyAndReadsBack) {
                                            "--optimizer=adamw",
                                            "--momentum=0.5",
                                            "--betas=0.8,0.98",
+                                           "--clip-grad=0.5",
                                            "--eps=1e-6",
                                            "--weight-decay=0.25",
                                            "--label-smoothing=0.1",

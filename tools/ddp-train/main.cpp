@@ -38,20 +38,22 @@ std::string rank_label() { return std::to_string(std::max(0, ddp::error_rank()))
 int launcher_world_size() {
   return std::max(1, ddp::launch_env::first_valid_count({&ddp::launch_env::kWorldSize}).value_or(1));
 }
-// `ddp-train report ...`: no ranks, so its errors are "ddp-train report: <what>" (exit 2 for bad arguments).
-int report(int argc, char** argv) {
-  auto text = [](const char* what) {
-    for (const char* prefix : {"ddp-train report: ", "report: "})
-      if (std::strncmp(what, prefix, std::strlen(prefix)) == 0) return what + std::strlen(prefix);
+// `ddp-train report|sample ...`: no ranks, so their errors are "ddp-train <name>: <what>" (exit 2 for bad
+// arguments).
+int subcommand(int (*run)(int, char**), const char* name, int argc, char** argv) {
+  const std::string tool = std::string("ddp-train ") + name + ": ";
+  auto text = [&](const char* what) {
+    for (const std::string& prefix : {tool, std::string(name) + ": "})
+      if (std::strncmp(what, prefix.c_str(), prefix.size()) == 0) return what + prefix.size();
     return what;
   };
   try {
-    return ddp_train_tool::report_main(argc, argv);
+    return run(argc, argv);
   } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "ddp-train report: %s\n", text(e.what()));
+    std::fprintf(stderr, "%s%s\n", tool.c_str(), text(e.what()));
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ddp-train report: %s\n", text(e.what()));
+    std::fprintf(stderr, "%s%s\n", tool.c_str(), text(e.what()));
     return 1;
   }
 }
@@ -59,7 +61,10 @@ int report(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   try {
-    if (argc >= 2 && std::strcmp(argv[1], "report") == 0) return report(argc - 1, argv + 1);
+    if (argc >= 2 && std::strcmp(argv[1], "report") == 0)
+      return subcommand(ddp_train_tool::report_main, "report", argc - 1, argv + 1);
+    if (argc >= 2 && std::strcmp(argv[1], "sample") == 0)
+      return subcommand(ddp_train_tool::sample_main, "sample", argc - 1, argv + 1);
     ddp::train::keep_freed_memory();  // before the first tensors; the Trainer reports it
     auto command = ddp::train::parse_command_line(argc, argv);
     auto& cfg = command.config;

@@ -19,11 +19,12 @@ struct TrainConfig {
   std::optional<int64_t> epochs;
   std::optional<int64_t> batch_size;               // per rank
   std::optional<double> lr;                        // base learning rate (for the mean loss over the global batch)
-  std::string optimizer = "sgd";                   // sgd | adam | adamw
+  std::string optimizer;                           // sgd | adam | adamw (empty: the recipe's, else sgd)
   std::optional<double> momentum;                  // sgd's
-  std::pair<double, double> betas = {0.9, 0.999};  // adam's and adamw's
+  std::optional<std::pair<double, double>> betas;  // adam's and adamw's (unset: the recipe's, else 0.9,0.999)
   double eps = 1e-8;                               // adam's and adamw's
   std::optional<double> weight_decay;
+  std::optional<double> clip_grad;  // the gradients' total norm clipped to this before each step (0: off)
   std::optional<double> label_smoothing;
   std::string schedule;           // see schedule.h
   std::optional<int64_t> warmup;  // warm-up steps

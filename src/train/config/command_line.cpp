@@ -20,7 +20,7 @@ std::string type_name(const Setting& s) {
         using T = std::decay_t<decltype(TrainConfig{}.*member)>;
         if constexpr (std::is_same_v<T, std::string>)
           return "TEXT";
-        else if constexpr (std::is_same_v<T, std::pair<double, double>>)
+        else if constexpr (std::is_same_v<T, std::optional<std::pair<double, double>>>)
           return "B1,B2";
         else if constexpr (std::is_same_v<T, double> || std::is_same_v<T, std::optional<double>>)
           return "X";

@@ -41,11 +41,11 @@ void set_from_node(const Setting& s, TrainConfig& c, const toml::node& n) {
         } else if constexpr (std::is_same_v<T, bool>) {
           if (!n.is_boolean()) wrong("true or false");
           v = *n.value<bool>();
-        } else if constexpr (std::is_same_v<T, std::pair<double, double>>) {
+        } else if constexpr (std::is_same_v<T, std::optional<std::pair<double, double>>>) {
           if (n.is_string()) return set_from_text(s, c, *n.value<std::string>());  // "B1,B2", as flags and old files
           const toml::array* a = n.as_array();
           if (!a || a->size() != 2 || !(*a)[0].is_number() || !(*a)[1].is_number()) wrong("two numbers, [B1, B2]");
-          v = {*(*a)[0].value<double>(), *(*a)[1].value<double>()};
+          v = std::make_pair(*(*a)[0].value<double>(), *(*a)[1].value<double>());
         } else if constexpr (std::is_same_v<T, double> || std::is_same_v<T, std::optional<double>>) {
           if (!n.is_number() || !std::isfinite(*n.value<double>())) wrong("a finite number");
           v = *n.value<double>();
@@ -104,8 +104,9 @@ std::string toml_text(const Setting& s, const TrainConfig& c) {
     // A basic string ("..."), as people write them, escaped where needed.
     o << toml::toml_formatter(toml::value<std::string>(c.**text),
                               toml::toml_formatter::default_flags & ~toml::format_flags::allow_literal_strings);
-  } else if (auto pair = std::get_if<std::pair<double, double> TrainConfig::*>(&s.field)) {
-    o << "[" << shortest((c.**pair).first) << ", " << shortest((c.**pair).second) << "]";
+  } else if (auto pair = std::get_if<std::optional<std::pair<double, double>> TrainConfig::*>(&s.field);
+             pair && (c.**pair)) {
+    o << "[" << shortest((c.**pair)->first) << ", " << shortest((c.**pair)->second) << "]";
   } else {
     o << value_text(s, c);
   }

@@ -63,9 +63,13 @@ std::vector<Setting> make_table() {
       set("batch-size", &C::batch_size, "samples per rank per micro-batch").positive().unset(kRecipe),
       set("lr", &C::lr, "base learning rate (for the mean loss over the global batch)").positive().unset(kRecipe),
       set("optimizer", &C::optimizer, "sgd | adam | adamw (with adam/adamw, --lr defaults to 1e-3)")
+          .unset("the recipe's, else sgd")
           .choices({"sgd", "adam", "adamw"}),
       set("momentum", &C::momentum, "sgd's momentum").non_negative().unset(kRecipe),
-      set("betas", &C::betas, "adam's and adamw's B1,B2").unit(),
+      set("betas", &C::betas, "adam's and adamw's B1,B2").unit().unset("the recipe's, else 0.9,0.999"),
+      set("clip-grad", &C::clip_grad, "clip the gradients' total norm to this before each step (0: off)")
+          .non_negative()
+          .unset(kRecipe),
       set("eps", &C::eps, "adam's and adamw's epsilon").positive(),
       set("weight-decay", &C::weight_decay, "L2 weight decay").non_negative().unset(kRecipe),
       set("label-smoothing", &C::label_smoothing, "label smoothing of the loss").non_negative().unset(kRecipe),
@@ -239,8 +243,8 @@ std::string value_text(const Setting& s, const TrainConfig& c) {
           return v ? "true" : "false";
         else if constexpr (std::is_same_v<T, std::string>)
           return v;
-        else if constexpr (std::is_same_v<T, std::pair<double, double>>)
-          return shortest(v.first) + "," + shortest(v.second);
+        else if constexpr (std::is_same_v<T, std::optional<std::pair<double, double>>>)
+          return shortest(v->first) + "," + shortest(v->second);
         else
           return std::to_string(v);
       },
@@ -262,12 +266,12 @@ void set_from_text(const Setting& s, TrainConfig& c, const std::string& text) {
           v = static_cast<uint64_t>(n);
         } else if constexpr (std::is_same_v<T, std::string>) {
           v = text;
-        } else if constexpr (std::is_same_v<T, std::pair<double, double>>) {
+        } else if constexpr (std::is_same_v<T, std::optional<std::pair<double, double>>>) {
           const auto comma = text.find(',');
           if (comma == std::string::npos)
             throw InvalidArgument("ddp-train: " + flag_of(s) + " expects two numbers as B1,B2 (e.g. 0.9,0.999), got '" +
                                   text + "'");
-          v = {convert<double>(s, text.substr(0, comma)), convert<double>(s, text.substr(comma + 1))};
+          v = std::make_pair(convert<double>(s, text.substr(0, comma)), convert<double>(s, text.substr(comma + 1)));
         } else if constexpr (std::is_same_v<T, bool>) {
           if (text != "true" && text != "false")
             throw InvalidArgument("ddp-train: " + flag_of(s) + " expects true or false, got '" + text + "'");
@@ -289,10 +293,10 @@ void check_value(const Setting& s, const TrainConfig& c) {
       [&](auto member) {
         using T = std::decay_t<decltype(c.*member)>;
         const auto& v = c.*member;
-        if constexpr (Optional<T>::value)
+        if constexpr (std::is_same_v<T, std::optional<std::pair<double, double>>>)
+          check_number(s, v->first), check_number(s, v->second);
+        else if constexpr (Optional<T>::value)
           check_number(s, double(*v));
-        else if constexpr (std::is_same_v<T, std::pair<double, double>>)
-          check_number(s, v.first), check_number(s, v.second);
         else if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>)
           check_number(s, double(v));
         else if constexpr (std::is_same_v<T, std::string>) {

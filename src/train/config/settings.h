@@ -28,7 +28,8 @@ enum Role : unsigned {
 
 using Field = std::variant<std::optional<int64_t> TrainConfig::*, int64_t TrainConfig::*, int TrainConfig::*,
                            uint64_t TrainConfig::*, std::optional<double> TrainConfig::*, double TrainConfig::*,
-                           std::string TrainConfig::*, bool TrainConfig::*, std::pair<double, double> TrainConfig::*>;
+                           std::string TrainConfig::*, bool TrainConfig::*,
+                           std::optional<std::pair<double, double>> TrainConfig::*>;
 
 struct Setting {
   std::string name;  // the flag without "--" and the TOML key; describe()'s key has '_' for '-'

@@ -2,6 +2,8 @@
 // holding the whole optimizer state (PyTorch's DDP).
 #include "ddp.h"
 
+#include <torch/nn/utils/clip_grad.h>
+
 #include "ddp/parallel/optimizer_state.h"
 #include "train/finite_check.h"
 
@@ -38,6 +40,10 @@ std::optional<std::string> DdpStrategy::non_finite_gradient() {
   const torch::nn::Module& m = *model_->module().ptr();
   if (gradients_finite(m)) return std::nullopt;
   return first_non_finite(m, /*gradients=*/true);
+}
+
+double DdpStrategy::clip_grad_norm(double max_norm) {
+  return torch::nn::utils::clip_grad_norm_(model_->module().ptr()->parameters(), max_norm);
 }
 
 namespace {

@@ -91,6 +91,7 @@ class FsdpStrategy : public Strategy {
 
   // Each rank holds its rows' gradients: the lowest rank with a non-finite one names it for all. One host
   // read when all are finite.
+  double clip_grad_norm(double max_norm) override { return sharded_->clip_grad_norm_(max_norm); }
   std::optional<std::string> non_finite_gradient() override {
     std::vector<at::Tensor> finite;
     for (const auto& p : sharded_->parameters())
