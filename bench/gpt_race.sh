@@ -6,7 +6,8 @@
 # and the training tokens per second (over the training time, evaluations left out). nanoGPT runs in float32 on a CPU (its train.py has no CPU autocast); ddp's
 # recipe takes bf16 where the CPU has it natively. Both precisions of both are run, so that the table says which
 # part of the lead is the precision's. Rows in the order run, each peer right after ddp.
-# usage: bench/gpt_race.sh [BUILD_DIR [DATA_DIR [WORLDS]]]   (BUILD_DIR with the venv of torch 2.x: build-torch2)
+# usage: [PRECISIONS="bf16 fp32"] bench/gpt_race.sh [BUILD_DIR [DATA_DIR [WORLDS]]]   (BUILD_DIR with the venv of
+# torch 2.x: build-torch2)
 set -euo pipefail
 build=${1:-build-torch2} data=${2:-../shared/data/tinyshakespeare} worlds=${3:-"1 2"}
 out=${OUT:-/tmp/gpt_race} target=1.90
@@ -47,7 +48,7 @@ PY
 }
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; torch $("$python" -c 'import torch; print(torch.__version__)')"
 for w in $worlds; do
-  for p in bf16 fp32; do
+  for p in ${PRECISIONS:-bf16 fp32}; do
     ddp "$w" "$p"
     py "$w" "$p"
   done

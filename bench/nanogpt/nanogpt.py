@@ -155,7 +155,7 @@ def train(a):
     if a.threads:
         torch.set_num_threads(a.threads)
     vocab, train_data, val = load_text(a.data_dir)
-    torch.manual_seed(1337 + rank)
+    torch.manual_seed(a.seed + rank)
     c = Config(vocab_size=len(vocab))
     model = GPT(c)
     if distributed:  # every rank starts from rank 0's weights
@@ -230,6 +230,7 @@ def main():
     t.add_argument("--warmup", type=int, default=100)
     t.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     t.add_argument("--threads", type=int, default=0)
+    t.add_argument("--seed", type=int, default=1337, help="nanoGPT's; rank r draws from seed + r")
     t.add_argument("--target", type=float, default=0.0, help="stop at the first evaluation at or below this loss")
     e = sub.add_parser("eval")
     e.add_argument("data_dir")

@@ -3,7 +3,6 @@
 // also tells a Sharded holder its unit while a ShardedModel holds it.
 #include <ATen/core/grad_mode.h>
 
-#include <cmath>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -11,6 +10,7 @@
 #include "ddp/dist/collectives.h"
 #include "ddp/dist/init.h"
 #include "ddp/errors.h"
+#include "ddp/parallel/clip_grad.h"
 #include "ddp/parallel/fully_shard.h"
 #include "dist/error_context.h"
 #include "parallel/fsdp_state.h"
@@ -249,15 +249,7 @@ double ShardedModel::clip_grad_norm_(double max_norm) {
   std::vector<at::Tensor> grads;
   for (const auto& p : parameters())
     if (p.grad().defined()) grads.push_back(p.grad());
-  // Each rank's sum of squares (float32, as PyTorch's norms of float32 gradients), summed over the shard group.
-  at::Tensor squares = at::zeros({1}, parameters().at(0).options().dtype(at::kFloat));
-  for (const auto& g : grads) squares += g.to(at::kFloat).pow(2).sum();
-  group()->all_reduce(squares);
-  const double norm = std::sqrt(squares.item<double>());
-  const double coef = max_norm / (norm + 1e-6);
-  if (coef < 1)
-    for (auto& g : grads) g.mul_(coef);
-  return norm;
+  return clip_grad_norm(grads, max_norm, group().get());  // each rank's rows: squares summed over the shards
 }
 
 torch::OrderedDict<std::string, at::Tensor> ShardedModel::full_state_dict() {

@@ -2,6 +2,7 @@
 #include <ATen/ATen.h>
 
 #include <atomic>
+#include <cmath>
 #include <optional>
 
 #include "ddp/dist/device.h"
@@ -102,8 +103,9 @@ class EpochRun {
 
   // The optimizer step, once the gradients are known finite (--nan-check), and the weight average's update.
   void step() {
-    check_finite_step(j_, s_, running_, window_);
-    if (*j_.cfg.clip_grad > 0) j_.strategy->clip_grad_norm(*j_.cfg.clip_grad);
+    // With clipping, its norm is the non-finite check (one pass over the gradients): finite, so are they all.
+    if (*j_.cfg.clip_grad <= 0 || !std::isfinite(j_.strategy->clip_grad_norm(*j_.cfg.clip_grad)))
+      check_finite_step(j_, s_, running_, window_);
     {
       timeline::Span span("compute", "optimizer step");
       j_.strategy->step();

@@ -1,5 +1,6 @@
 #include "ddp/train/schedule.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -105,9 +106,10 @@ LrSchedule LrSchedule::parse(const std::string& spec) {
 LrSchedule LrSchedule::with_warmup(int64_t steps) const {
   if (steps <= 0) return *this;
   auto inner = f_;
+  // The ramp, then this schedule over the steps left (HuggingFace's get_cosine_schedule_with_warmup, nanoGPT).
   return LrSchedule(spec_ + "+warmup:" + std::to_string(steps), [inner, steps](int64_t s, int64_t total) {
-    double ramp = s < steps ? double(s + 1) / double(steps) : 1.0;
-    return ramp * inner(s, total);
+    if (s < steps) return double(s + 1) / double(steps) * inner(0, std::max<int64_t>(1, total - steps));
+    return inner(s - steps, std::max<int64_t>(1, total - steps));
   });
 }
 

@@ -8,6 +8,7 @@
 
 #include <torch/nn/modules/linear.h>
 #include "ddp/errors.h"
+#include "ddp/parallel/clip_grad.h"
 #include "ddp/train/config.h"
 #include "ddp/train/ema.h"
 #include "ddp/train/evaluate.h"
@@ -22,6 +23,22 @@
 
 namespace ddp::train {
 namespace {
+
+// --clip-grad's norm: the whole set's 2-norm, scaled only above max_norm; a non-finite norm scales nothing, so
+// that the non-finite check that follows names the gradient at fault.
+TEST(ClipGradNorm, ScalesToTheNormAndLeavesNonFiniteAlone) {
+  at::Tensor a = at::tensor({3.0f}), b = at::tensor({0.0f, 4.0f});
+  EXPECT_DOUBLE_EQ(ddp::clip_grad_norm({a, b}, 10), 5);
+  EXPECT_TRUE(at::equal(b, at::tensor({0.0f, 4.0f}))) << "scaled below max_norm";
+  EXPECT_DOUBLE_EQ(ddp::clip_grad_norm({a, b}, 1), 5);
+  // Scaled by 1 / (5 + 1e-6): float32's rounding of 0.6 and 0.8.
+  EXPECT_NEAR(a.item<float>(), 0.6, 2e-7);
+  EXPECT_NEAR(b[1].item<float>(), 0.8, 2e-7);
+  at::Tensor bad = at::tensor({1.0f, NAN}), fine = at::tensor({100.0f});
+  EXPECT_TRUE(std::isnan(ddp::clip_grad_norm({fine, bad}, 1)));
+  EXPECT_EQ(fine.item<float>(), 100.0f) << "scaled by a NaN norm";
+  EXPECT_EQ(ddp::clip_grad_norm({}, 1), 0);
+}
 
 TEST(LabelSmoothing, ClosedForm) {
   // Two classes with p = (1/4, 3/4), target 1: NLL = ln(4/3), mean -log p = (ln 4 + ln(4/3)) / 2.
@@ -73,6 +90,14 @@ TEST(Schedule, Shapes) {
   EXPECT_DOUBLE_EQ(warm(0, T), 0.25);
   EXPECT_DOUBLE_EQ(warm(3, T), 1);
   EXPECT_DOUBLE_EQ(warm(50, T), 1);
+  // After the ramp, the schedule runs over the steps left: nanoGPT's cosine of 2000 steps with 100 of warm-up
+  // is 1 at step 100, 0.1 + 0.9 (1 + cos(pi / 3)) / 2 = 0.775 a third of the way (633 of the 1899 steps to the
+  // last) and 0.1 at the last step.
+  auto nano = LrSchedule::parse("cosine:0.1").with_warmup(100);
+  EXPECT_DOUBLE_EQ(nano(49, 2000), 0.5);
+  EXPECT_DOUBLE_EQ(nano(100, 2000), 1);
+  EXPECT_NEAR(nano(733, 2000), 0.775, 1e-15);
+  EXPECT_NEAR(nano(1999, 2000), 0.1, 1e-15);
 }
 
 TEST(Schedule, BadSpecsNameTheSpecAndTheValidForms) {

@@ -187,7 +187,8 @@ class ShardedModel {
   void zero_grad();
   // Collective, after backward: the total 2-norm of the whole model's gradients (every rank's rows), and every
   // rank's rows scaled by max_norm / (norm + 1e-6) when that is below 1: torch.nn.utils.clip_grad_norm_ of the
-  // full model (FSDP's clip_grad_norm_). Returns the norm before clipping, the same on every rank.
+  // full model (FSDP's clip_grad_norm_; nothing scaled where the norm is not finite). Returns the norm before
+  // clipping, the same on every rank.
   double clip_grad_norm_(double max_norm);
   // The shard of one of the model's parameters; InvalidArgument for another tensor.
   at::Tensor shard_of(const at::Tensor& param) const;

@@ -31,7 +31,8 @@ class LrSchedule {
   // InvalidArgument naming the spec and listing the valid forms.
   static LrSchedule parse(const std::string& spec);
 
-  // Linear ramp from 0 over the first `steps` steps, multiplied into this schedule.
+  // A linear ramp over the first `steps` steps up to this schedule's start, then this schedule over the steps
+  // left (step - steps of total - steps): nanoGPT's and HuggingFace's warm-up.
   LrSchedule with_warmup(int64_t steps) const;
 
   // Multiplier at optimizer step `step` (0-based) of a run of `total` steps.

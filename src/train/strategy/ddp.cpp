@@ -2,8 +2,7 @@
 // holding the whole optimizer state (PyTorch's DDP).
 #include "ddp.h"
 
-#include <torch/nn/utils/clip_grad.h>
-
+#include "ddp/parallel/clip_grad.h"
 #include "ddp/parallel/optimizer_state.h"
 #include "train/finite_check.h"
 
@@ -43,7 +42,10 @@ std::optional<std::string> DdpStrategy::non_finite_gradient() {
 }
 
 double DdpStrategy::clip_grad_norm(double max_norm) {
-  return torch::nn::utils::clip_grad_norm_(model_->module().ptr()->parameters(), max_norm);
+  std::vector<at::Tensor> grads;
+  for (const auto& p : model_->module().ptr()->parameters())
+    if (p.grad().defined()) grads.push_back(p.grad());
+  return ddp::clip_grad_norm(grads, max_norm);
 }
 
 namespace {
