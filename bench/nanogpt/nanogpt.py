@@ -174,6 +174,10 @@ def train(a):
         return a.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (a.lr - a.min_lr)
 
     world = torch.distributed.get_world_size() if distributed else 1
+    fixed = None
+    if a.fixed_windows:  # ddp's recipe: every window of the run drawn once up front, then shuffled into batches
+        offsets = torch.randint(len(train_data) - c.block_size, (a.iters * a.batch,))
+        fixed = offsets[torch.randperm(len(offsets))].view(a.iters, a.batch)
     start, tokens, evaluating = time.perf_counter(), 0, 0.0
     for it in range(a.iters + 1):
         if it % a.eval_every == 0 or it == a.iters:
@@ -190,7 +194,7 @@ def train(a):
             break
         for g in opt.param_groups:
             g["lr"] = lr_at(it)
-        ix = torch.randint(len(train_data) - c.block_size, (a.batch,))
+        ix = fixed[it] if fixed is not None else torch.randint(len(train_data) - c.block_size, (a.batch,))
         x = torch.stack([train_data[i : i + c.block_size] for i in ix])
         y = torch.stack([train_data[i + 1 : i + 1 + c.block_size] for i in ix])
         with autocast or torch.autocast("cpu", enabled=False):
@@ -231,6 +235,8 @@ def main():
     t.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     t.add_argument("--threads", type=int, default=0)
     t.add_argument("--seed", type=int, default=1337, help="nanoGPT's; rank r draws from seed + r")
+    t.add_argument("--fixed-windows", action="store_true",
+                   help="draw all the run's windows up front and shuffle them, as ddp's recipe, not per batch")
     t.add_argument("--target", type=float, default=0.0, help="stop at the first evaluation at or below this loss")
     e = sub.add_parser("eval")
     e.add_argument("data_dir")
