@@ -54,6 +54,16 @@ inline void set_autocast_dtype(at::DeviceType d, at::ScalarType t) {
 }
 #endif
 
+// c10::Allocator: allocate() is const up to 2.2; 2.3 made it non-const and added copy_data(), pure virtual.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define DDP_ALLOCATE_CONST
+#define DDP_ALLOCATOR_COPY_DATA \
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
+#else
+#define DDP_ALLOCATE_CONST const
+#define DDP_ALLOCATOR_COPY_DATA
+#endif
+
 // Causal scaled dot-product attention of q, k, v [B, H, T, D] (dropout on the weights, 0 in evaluation):
 // 2.x's fused kernel; its composition (a masked softmax of q k^T / sqrt(D), times v) on 1.13, which has none,
 // and for 16-bit CPU tensors when ATen runs below AVX-512 (ATEN_CPU_CAPABILITY=avx2), where 2.x's fused

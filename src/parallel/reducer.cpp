@@ -61,10 +61,15 @@ void Reducer::set_comm_hook(std::shared_ptr<CommHook> hook) {
   hook_ = std::move(hook);
   // As PyTorch: a registered hook runs in a world of one too (PowerSGD and the
   // 16-bit hooks change the gradients even there).
+  if (!world_of_one_) return;
   world_of_one_ = false;
+  std::vector<size_t> order;  // the buckets as they are, now with buffers
+  for (const auto& bucket : bucket_params_) order.insert(order.end(), bucket.begin(), bucket.end());
+  build(order);
 }
 
-// Buckets hold a flat buffer each; every parameter has a view into one.
+// Buckets hold a flat buffer each; every parameter has a view into one. A world of one without a hook reduces
+// nothing: its buckets keep their parameters only (no buffer, a model's worth of memory saved).
 void Reducer::build(const std::vector<size_t>& order) {
   bucket_params_ = assign_buckets(params_, order, opts_.first_bucket_cap_bytes, opts_.bucket_cap_bytes);
   buckets_.clear();
@@ -73,6 +78,12 @@ void Reducer::build(const std::vector<size_t>& order) {
   for (size_t b = 0; b < bucket_params_.size(); ++b) {
     Bucket bucket;
     bucket.params = bucket_params_[b];
+    for (size_t slot = 0; slot < bucket.params.size(); ++slot) bucket_slot_[bucket.params[slot]] = {b, slot};
+    bucket.pending = bucket.params.size();
+    if (world_of_one_) {
+      buckets_.push_back(std::move(bucket));
+      continue;
+    }
     int64_t total = 0;
     for (size_t i : bucket.params) total += params_[i].numel();
     bucket.flat = at::zeros({total}, params_[bucket.params[0]].options().requires_grad(false));
@@ -84,10 +95,8 @@ void Reducer::build(const std::vector<size_t>& order) {
       at::Tensor alias = at::empty({0}, bucket.flat.options());
       alias.set_(bucket.flat.storage(), bucket.flat.storage_offset() + offset, p.sizes());
       bucket.views.push_back(alias);
-      bucket_slot_[bucket.params[slot]] = {b, slot};
       offset += p.numel();
     }
-    bucket.pending = bucket.params.size();
     buckets_.push_back(std::move(bucket));
   }
   if (opts_.gradient_as_bucket_view && !world_of_one_) {

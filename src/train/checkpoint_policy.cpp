@@ -11,12 +11,16 @@
 namespace ddp::train::detail {
 
 Checkpoints::Checkpoints(const TrainConfig& cfg, GroupPtr group, int64_t micro_per_epoch)
-    : every_(cfg.checkpoint_every), micro_per_epoch_(micro_per_epoch) {
+    : every_(cfg.checkpoint_every), micro_per_epoch_(micro_per_epoch), async_(cfg.async_save) {
   CheckpointManagerOptions co;
   co.dir = cfg.out_dir + "/checkpoints";
   co.keep_last = cfg.keep_last;
   co.group = std::move(group);
   manager_ = std::make_unique<CheckpointManager>(co);
+}
+
+std::string Checkpoints::save(int64_t epoch, int64_t step, const std::function<c10::IValue()>& make) {
+  return async_ ? manager_->save_async(epoch, step, make) : manager_->save(epoch, step, make);
 }
 
 bool Checkpoints::due(const LoopState& s, Moment moment) const {
@@ -51,7 +55,7 @@ void save_checkpoint(Job& j, const LoopState& s) {
   std::vector<c10::IValue> hook_states;
   if (j.hook) hook_states = gather_object(j.hook->state_dict(), 0, j.group);
   const c10::IValue optimizer = j.strategy->optimizer_state();  // rank 0's: the whole state
-  j.checkpoints.set_last(j.checkpoints.manager().save(s.epoch, s.step, [&] {
+  j.checkpoints.set_last(j.checkpoints.save(s.epoch, s.step, [&] {
     c10::IValue c = make_checkpoint(j.cfg, s, *j.task.model.ptr(), optimizer, j.average.average(), rng, loss_sums,
                                     j.group->size(), j.data.total_steps());
     add_comm_hook_state(c, j.cfg.comm_hook, hook_states);

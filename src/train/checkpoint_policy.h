@@ -1,6 +1,7 @@
 // The Trainer's checkpoints: when the state is saved (the policy), where (the manager), and the last one
 // written. Saving and resuming need the whole Job: save_checkpoint (fit_parts.h), resume_or_start (trainer_job.h).
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,6 +28,14 @@ class Checkpoints {
   // --checkpoint-every steps unless the epoch ends with that step (its end saves).
   bool due(const LoopState& s, Moment moment) const;
 
+  // Rank 0 writes the state make() gives: in the background with --async-save (a save in flight is waited
+  // for first), else before returning. Every rank; returns the file.
+  std::string save(int64_t epoch, int64_t step, const std::function<c10::IValue()>& make);
+  // Every rank: the save in flight finished (its failure thrown on every rank); nothing if none is in flight.
+  void wait() { manager_->wait(); }
+  // Rank 0, without waiting: whether the save in flight failed (wait() then throws its error).
+  bool failed() const { return manager_->failed(); }
+
   CheckpointManager& manager() { return *manager_; }
   const std::string& last() const { return last_; }  // "" before the first save or resume
   void set_last(std::string path) { last_ = std::move(path); }
@@ -34,6 +43,7 @@ class Checkpoints {
  private:
   std::unique_ptr<CheckpointManager> manager_;
   int64_t every_ = 0, micro_per_epoch_ = 0;
+  bool async_ = false;
   std::string last_;
 };
 

@@ -92,7 +92,7 @@ class EpochRun {
     lr_ = j_.lr.apply(j_.strategy->optimizer(), s_.step);
     if (s_.micro % accumulate == 0) {
       j_.strategy->zero_grad();
-      stop_.begin(s_.step, g_stop_signal.load());
+      stop_.begin(s_.step, g_stop_signal.load(), j_.checkpoints.failed());
     }
     classification_ = forward_backward(j_, *batch, sync, running_) && classification_;
     ++s_.micro;
@@ -141,6 +141,7 @@ class EpochRun {
   // A checkpoint when the policy says (a SIGTERM's stops the epoch: false), and --eval-every's evaluation.
   bool after_step() {
     const Moment moment = stop_.requested() ? Moment::kPreempted : Moment::kStep;
+    if (stop_.save_failed()) j_.checkpoints.wait();  // throws rank 0's error, on every rank
     if (j_.checkpoints.due(s_, moment)) {
       flush();
       save_checkpoint(j_, s_);

@@ -1,5 +1,6 @@
-// Whether any rank asked to stop (SIGTERM: preemption), agreed by every rank at the same step without a
-// blocking collective. On a check step a MAX all_reduce of {signal, -proposed interval} starts before the step
+// Whether any rank asked to stop (SIGTERM: preemption), or rank 0's background checkpoint write failed, agreed by
+// every rank at the same step without a blocking collective. On a check step a MAX all_reduce of {signal, -proposed
+// interval, write failed} starts before the step
 // and is read after it, while the step computes. Checks are spaced so they cost little: each rank proposes the
 // number of its steps that take about `target_s` (measured since the last check), the smallest proposal wins
 // (MAX of the negatives), so a stop is seen within about target_s plus one step. ddp-bench ddp --pair --guards
@@ -27,7 +28,7 @@ class StopSchedule {
       : group_(group), target_s_(target_s), max_interval_(max_interval) {}
 
   // Before step `step` (every rank calls it for the same steps, in order): on a check step, starts the check.
-  void begin(int64_t step, int local_signal) {
+  void begin(int64_t step, int local_signal, bool save_failed = false) {
     if (next_ >= 0 && step < next_) return;
     const auto now = Clock::now();
     int64_t propose = 1;
@@ -38,7 +39,7 @@ class StopSchedule {
     }
     last_step_ = step;
     last_time_ = now;
-    flag_ = at::tensor({int64_t(local_signal), -propose}, at::kLong);
+    flag_ = at::tensor({int64_t(local_signal), -propose, int64_t(save_failed)}, at::kLong);
     AllReduceOptions o = op(ReduceOp::MAX);
     o.async_op = true;
     work_ = group_.all_reduce(flag_, o);
@@ -51,8 +52,12 @@ class StopSchedule {
     work_.reset();
     const int64_t* f = ddp::detail::host_data<int64_t>(flag_, "the stop check's flags");  // a CPU tensor
     next_ = last_step_ + std::max<int64_t>(1, -f[1]);
+    save_failed_ = f[2] != 0;
     return f[0] != 0;
   }
+
+  // Whether the last check read by requested() found rank 0's background checkpoint write failed.
+  bool save_failed() const { return save_failed_; }
 
   // The check in flight, if any, for a step begun but not finished: waited so the ranks stay in step.
   void drain() {
@@ -70,6 +75,7 @@ class StopSchedule {
   int64_t next_ = -1;       // the next check step (-1: the first step begun)
   int64_t last_step_ = -1;  // the last check step
   Clock::time_point last_time_;
+  bool save_failed_ = false;
   at::Tensor flag_;
   std::optional<Work> work_;
 };

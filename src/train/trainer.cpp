@@ -6,8 +6,10 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <iomanip>
 #include <optional>
 #include <sstream>
 
@@ -16,6 +18,7 @@
 #include "ddp/dist/collectives.h"
 #include "ddp/dist/init.h"
 #include "ddp/dist/launch_env.h"
+#include "ddp/dist/tensor_memory.h"
 #include "ddp/dist/timeline.h"
 #include "ddp/errors.h"
 #include "ddp/train/recipe.h"
@@ -52,17 +55,32 @@ void finish_timeline(Job& j) {
 }
 
 // The epoch's scalars (TensorBoard, metrics.jsonl) and its line on rank 0.
+// Each rank's peak tensor memory (MB, from the allocator) over an epoch's training steps; empty where nothing
+// counts it (the CPU without count_tensor_memory()). Every rank.
+std::vector<double> peak_memory_mb(Job& j) {
+  const TensorMemory m = tensor_memory(j.device);
+  if (!m.counted) return {};
+  std::vector<double> mb;
+  for (const auto& v : all_gather_object(c10::IValue(m.peak), j.group)) mb.push_back(double(v.toInt()) / 1e6);
+  return mb;
+}
+
 void log_epoch(Job& j, int64_t epoch, int64_t step, double train_loss, double throughput, double train_s,
-               const EvalResult& eval, double wall_s) {
+               const EvalResult& eval, double wall_s, const std::vector<double>& peak_mb) {
   std::vector<std::pair<std::string, double>> values = eval_values(eval);
   values.insert(values.end(),
                 {{"throughput", throughput}, {"epoch", double(epoch + 1)}, {"Loss/train_epoch", train_loss}});
-  j.logs.scalars("epoch", step, values,
-                 {{"train_seconds", train_s}, {"wall_seconds", wall_s}, {"unix_time", unix_time()}});
+  std::vector<std::pair<std::string, double>> extra = {
+      {"train_seconds", train_s}, {"wall_seconds", wall_s}, {"unix_time", unix_time()}};
+  const double peak = peak_mb.empty() ? 0 : *std::max_element(peak_mb.begin(), peak_mb.end());
+  if (!peak_mb.empty()) extra.emplace_back("peak_tensor_mb", peak);
+  for (size_t r = 0; r < peak_mb.size(); ++r) extra.emplace_back("peak_tensor_mb_rank" + std::to_string(r), peak_mb[r]);
+  j.logs.scalars("epoch", step, values, extra);
   j.logs.flush();
   std::ostringstream line;
   line << "epoch " << epoch + 1 << "/" << *j.cfg.epochs << " | train_loss " << train_loss << " | " << eval_text(eval);
   line << " | " << int64_t(throughput) << " samples/s | " << train_s << " s";
+  if (!peak_mb.empty()) line << " | peak tensors " << std::fixed << std::setprecision(1) << peak << " MB";
   j.logs.end_epoch(line.str());
 }
 
@@ -150,8 +168,11 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
     const auto t0 = Clock::now();
     const int64_t micro0 = s.micro;
     j.eval_seconds = 0;
+    reset_peak_tensor_memory(j.device);
     const double train_loss = train_epoch(j, s);
+    const std::vector<double> peak_mb = peak_memory_mb(j);  // the training steps' (and --eval-every's)
     if (s.preempted) {
+      j.checkpoints.wait();  // the preemption's checkpoint on disk before anything says so
       j.logs.console().line("preempted (SIGTERM): stopped after step " + std::to_string(s.step) + " of epoch " +
                             std::to_string(s.epoch + 1) + ", checkpoint " + j.checkpoints.last() +
                             "; exiting with code " + std::to_string(kExitPreempted) +
@@ -162,7 +183,7 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
     const double train_s = seconds_since(t0) - j.eval_seconds;
     const double throughput = double((s.micro - micro0) * *cfg.batch_size * world) / train_s;
     summary.eval = evaluate_model(j, /*last=*/s.epoch + 1 == *cfg.epochs);
-    log_epoch(j, s.epoch, s.step, train_loss, throughput, train_s, summary.eval, seconds_since(start));
+    log_epoch(j, s.epoch, s.step, train_loss, throughput, train_s, summary.eval, seconds_since(start), peak_mb);
     std::optional<std::string> asked_stop;
     {
       const auto full = j.callbacks.empty() ? nullptr : j.strategy->full_model(/*writeback=*/false);
@@ -184,6 +205,7 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
       break;
     }
   }
+  if (j.checkpoints.manager().wait()) j.logs.write_report();  // the last save written, and on the page
   summary.epochs_done = s.epoch;
   summary.steps = s.step;
   summary.checkpoint = j.checkpoints.last();

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "config/defaults.h"
 #include "ddp/dist/collectives.h"
 #include "ddp/dist/device.h"
 #include "ddp/errors.h"
@@ -25,11 +26,6 @@
 
 namespace ddp::train::detail {
 namespace {
-
-template <typename T>
-void fill(std::optional<T>& field, T value) {
-  if (!field) field = value;
-}
 
 // The built-in optimizer (cfg.optimizer) over the task's parameter groups, each with its lr scale and decay.
 std::unique_ptr<torch::optim::Optimizer> builtin_optimizer(const TrainConfig& cfg, const Task& task) {
@@ -181,17 +177,14 @@ void log_start(Job& j) {
 
 void fill_task_defaults(TrainConfig& cfg, const Task& task) {
   if (cfg.recipe.empty()) cfg.recipe = task.name.empty() ? "custom" : task.name;
-  if (cfg.out_dir.empty()) cfg.out_dir = "runs/" + cfg.recipe;
   fill<int64_t>(cfg.epochs, 1);
   fill<int64_t>(cfg.batch_size, 32);
-  if (cfg.optimizer.empty()) cfg.optimizer = "sgd";
-  fill(cfg.betas, std::make_pair(0.9, 0.999));
-  fill(cfg.clip_grad, 0.0);
+  fill_general_defaults(cfg);
   if (!task.make_optimizer) fill(cfg.lr, cfg.optimizer == "sgd" ? 0.01 : 1e-3);
   fill(cfg.momentum, 0.0);
   fill(cfg.weight_decay, 0.0);
   fill(cfg.label_smoothing, 0.0);
-  if (cfg.schedule.empty()) cfg.schedule = "constant";
+  fill(cfg.schedule, "constant");
   fill<int64_t>(cfg.warmup, 0);
   if (cfg.data_mode.empty()) {
     const auto* tensors = std::get_if<TensorData>(&task.train);
@@ -199,8 +192,7 @@ void fill_task_defaults(TrainConfig& cfg, const Task& task) {
   }
   fill<int64_t>(cfg.cutout, 0);
   fill<int64_t>(cfg.ema_every, 0);
-  fill<int64_t>(cfg.eval_every, 0);
-  if (cfg.precision.empty()) cfg.precision = "fp32";
+  fill(cfg.precision, "fp32");
 }
 
 at::Device resolve_job_device(const std::string& spec, ProcessGroup& group) {

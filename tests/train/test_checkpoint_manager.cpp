@@ -154,6 +154,138 @@ void ranks_save(const std::string& backend, int world) {
             (std::vector<std::string>{"checkpoint-e0002-s00000102.pt", "checkpoint-e0003-s00000103.pt", "latest"}));
 }
 
+// save_async: what is written is the state at the call, whatever happens to the tensors afterwards.
+TEST(CheckpointManager, SaveAsyncWritesTheStateAtTheCall) {
+  TempDir dir;
+  train::CheckpointManager mgr({dir.file("ckpt"), /*keep_last=*/2});
+  at::Tensor w = at::full({3}, 1.0);
+  EXPECT_FALSE(mgr.wait().has_value());  // nothing in flight
+  const std::string p = mgr.save_async(0, 5, [&] {
+    train::CheckpointContents c;
+    c.model = {{"w", w}};
+    c.step = 5;
+    return train::to_ivalue(c);
+  });
+  w.fill_(2.0);  // the next step, while the write may still run
+  EXPECT_EQ(mgr.wait(), std::optional<std::string>(p));
+  EXPECT_FALSE(mgr.failed());
+  EXPECT_EQ(*mgr.latest(), p);
+  const auto c = train::checkpoint_from_ivalue(train::load_checkpoint(p), p);
+  EXPECT_TRUE(c.model[0].second.equal(at::full({3}, 1.0)));
+  EXPECT_EQ(c.step, 5);
+  // Saves in turn: each waits for the one before; keep_last prunes as save does.
+  for (int64_t e = 1; e <= 3; ++e) mgr.save_async(e, 5 + e, [&] { return contents(e, 5 + e); });
+  mgr.save(4, 9, [] { return contents(4, 9); });  // a blocking save waits for the one in flight
+  EXPECT_EQ(listing(dir.file("ckpt")),
+            (std::vector<std::string>{"checkpoint-e0003-s00000008.pt", "checkpoint-e0004-s00000009.pt", "latest"}));
+}
+
+// A manager destroyed with a save in flight finishes writing it.
+TEST(CheckpointManager, DestructionFinishesTheSaveInFlight) {
+  TempDir dir;
+  std::string p;
+  {
+    train::CheckpointManager mgr({dir.path()});
+    p = mgr.save_async(2, 7, [] { return contents(2, 7); });
+  }
+  EXPECT_EQ(train::checkpoint_from_ivalue(train::load_checkpoint(p), p).epoch, 2);
+  EXPECT_EQ(read_text(dir.file("latest")), "checkpoint-e0002-s00000007.pt\n");
+}
+
+// A snapshot holds host copies: values, dtypes, offsets and strides kept; views of one storage share one copy.
+TEST(CheckpointManager, HostSnapshotCopiesEachStorageOnce) {
+  const at::Tensor base = at::arange(12, at::kFloat).reshape({3, 4});
+  const at::Tensor row = base[1], col = base.select(1, 2), t = base.t();
+  auto d = train::plain_dict();
+  auto inner = train::plain_dict();
+  inner.insert("t", t);
+  inner.insert("n", int64_t(3));
+  d.insert("base", base);
+  d.insert("row", row);
+  d.insert("inner", inner);
+  d.insert("list", c10::List<at::Tensor>({col, at::ones({2}, at::kBFloat16)}));
+  d.insert("tuple", c10::ivalue::Tuple::create({c10::IValue(base), c10::IValue("x")}));
+  const auto snap = train::host_snapshot(d).toGenericDict();
+  const at::Tensor s_base = snap.at("base").toTensor(), s_row = snap.at("row").toTensor();
+  const at::Tensor s_t = snap.at("inner").toGenericDict().at("t").toTensor();
+  const auto s_list = snap.at("list").toTensorList().vec();
+  EXPECT_TRUE(s_base.equal(base));
+  EXPECT_NE(s_base.data_ptr(), base.data_ptr());  // a copy
+  base.add_(100);                                 // not seen by the snapshot
+  EXPECT_TRUE(s_base.equal(at::arange(12, at::kFloat).reshape({3, 4})));
+  // One copy of the storage: the views keep their offsets and strides into it.
+  EXPECT_EQ(s_row.storage().unsafeGetStorageImpl(), s_base.storage().unsafeGetStorageImpl());
+  EXPECT_EQ(s_row.storage_offset(), 4);
+  EXPECT_EQ(s_t.strides(), t.strides());
+  EXPECT_EQ(s_t.storage().unsafeGetStorageImpl(), s_base.storage().unsafeGetStorageImpl());
+  EXPECT_EQ(s_list[0].storage_offset(), 2);
+  EXPECT_EQ(s_list[0].strides(), col.strides());
+  EXPECT_EQ(s_list[1].scalar_type(), at::kBFloat16);
+  EXPECT_TRUE(s_list[1].equal(at::ones({2}, at::kBFloat16)));
+  const auto tuple = snap.at("tuple").toTupleRef().elements();
+  EXPECT_EQ(tuple[0].toTensor().storage().unsafeGetStorageImpl(), s_base.storage().unsafeGetStorageImpl());
+  EXPECT_EQ(tuple[1].toStringRef(), "x");
+  EXPECT_EQ(snap.at("inner").toGenericDict().at("n").toInt(), 3);
+  // A tensor that the host must not read (meta: no memory at all) is refused by the copy, not read.
+  auto bad = train::plain_dict();
+  bad.insert("w", at::empty({2}, at::TensorOptions().device(at::kMeta)));
+  EXPECT_THROW(train::host_snapshot(bad), c10::Error);
+}
+
+// save_async on rank threads: rank 0 alone makes and writes, every rank waits alike; failures of make and of the
+// write itself reach every rank at wait().
+void ranks_save_async(const std::string& backend, int world) {
+  TempDir dir;
+  std::mutex mu;
+  std::vector<int> makes(static_cast<size_t>(world), 0);
+  run_ranks(backend, world, [&](ProcessGroup& pg) {
+    const GroupPtr group(GroupPtr(), &pg);  // non-owning
+    train::CheckpointManager mgr({dir.file("ok"), /*keep_last=*/2, group});
+    std::string p;
+    for (int64_t e = 0; e < 3; ++e)
+      p = mgr.save_async(e, e, [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        ++makes[static_cast<size_t>(pg.rank())];
+        return contents(e, e);
+      });
+    EXPECT_EQ(mgr.wait(), std::optional<std::string>(p));
+    EXPECT_TRUE(fs::exists(p));
+    const auto expect_failure = [&](train::CheckpointManager& m, const std::string& file, const std::string& own) {
+      std::string msg;
+      try {
+        m.wait();
+      } catch (const Error& e) {
+        msg = e.what();
+      }
+      if (pg.rank() == 0)
+        EXPECT_NE(msg.find(own), std::string::npos) << msg;
+      else
+        EXPECT_NE(msg.find("rank 0 failed to save " + file), std::string::npos) << msg;
+    };
+    // make() throws: save_async returns, rank 0 knows at once, every rank at wait().
+    mgr.save_async(9, 9, []() -> c10::IValue { throw Error("disk on fire"); });
+    EXPECT_EQ(mgr.failed(), pg.rank() == 0);
+    expect_failure(mgr, dir.file("ok/checkpoint-e0009-s00000009.pt"), "disk on fire");
+    // The write fails on the background thread: the directory is a file.
+    std::ofstream(dir.file("a-file")).close();
+    train::CheckpointManager blocked({dir.file("a-file/ckpt"), 2, group});
+    blocked.save_async(1, 1, [] { return contents(1, 1); });
+    expect_failure(blocked, dir.file("a-file/ckpt/checkpoint-e0001-s00000001.pt"), "cannot create the directory");
+    EXPECT_FALSE(blocked.wait().has_value());  // reported once
+  });
+  EXPECT_EQ(makes[0], 3);
+  for (int r = 1; r < world; ++r) EXPECT_EQ(makes[static_cast<size_t>(r)], 0) << "rank " << r;
+  EXPECT_EQ(listing(dir.file("ok")),
+            (std::vector<std::string>{"checkpoint-e0001-s00000001.pt", "checkpoint-e0002-s00000002.pt", "latest"}));
+}
+
+TEST(CheckpointManager, SaveAsyncOnThreadRanksGloo) {
+  if (!is_backend_available("gloo")) GTEST_SKIP() << "gloo backend not built";
+  for (int world : {2, 4}) ranks_save_async("gloo", world);
+}
+
+TEST(CheckpointManager, SaveAsyncWorldOfOneLocal) { ranks_save_async("local", 1); }
+
 TEST(CheckpointManager, RankZeroWritesOnThreadRanksGloo) {
   if (!is_backend_available("gloo")) GTEST_SKIP() << "gloo backend not built";
   ranks_save("gloo", 3);

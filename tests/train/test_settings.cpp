@@ -182,6 +182,7 @@ TEST(Settings, EverySettingIsAFlagAKeyAndReadsBack) {
                                            "--resume",
                                            "--checkpoint-every=10",
                                            "--keep-last=2",
+                                           "--no-async-save",
                                            "--stop-after=1",
                                            "--log-every=3",
                                            "--backend=mpi",

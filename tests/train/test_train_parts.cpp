@@ -240,6 +240,29 @@ TEST(StopSchedule, EveryRankStopsAtTheSameCheckStep) {
   }
 }
 
+// A failed background checkpoint write on rank 0 travels with the stop check: every rank learns it at the same
+// check step (the first at or after the failure), without a stop being asked.
+TEST(StopSchedule, RankZerosFailedSaveReachesEveryRankAtTheSameStep) {
+  constexpr int64_t kFailAt = 21, kMaxInterval = 4;
+  for (int world : {1, 2, 4}) {
+    std::vector<int64_t> seen(world, -1);
+    ddp::testing::run_ranks(is_backend_available("gloo") ? "gloo" : "local", world, [&](ProcessGroup& g) {
+      detail::StopSchedule stop(g, /*target_s=*/0.5, kMaxInterval);
+      for (int64_t step = 0; step < 100; ++step) {
+        stop.begin(step, 0, g.rank() == 0 && step >= kFailAt);
+        EXPECT_FALSE(stop.requested());
+        if (stop.save_failed()) {
+          seen[g.rank()] = step;
+          break;
+        }
+      }
+    });
+    for (int r = 1; r < world; ++r) EXPECT_EQ(seen[r], seen[0]) << "world " << world << " rank " << r;
+    EXPECT_GE(seen[0], kFailAt) << "world " << world;
+    EXPECT_LT(seen[0], kFailAt + kMaxInterval) << "world " << world;
+  }
+}
+
 // --nan-check's test of the reduced gradients: exact, also where a fast float32 sum overflows.
 TEST(FiniteCheck, GradientsNonFiniteOnlyWhenAnElementIs) {
   torch::nn::Linear model(1000, 10);

@@ -20,6 +20,7 @@
 #include "ddp/dist/error_file.h"
 #include "ddp/dist/init.h"
 #include "ddp/dist/launch_env.h"
+#include "ddp/dist/tensor_memory.h"
 #include "ddp/train/allocator.h"
 #include "ddp/train/recipe.h"
 #include "ddp/train/trainer.h"
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
     if (argc >= 2 && std::strcmp(argv[1], "sample") == 0)
       return subcommand(ddp_train_tool::sample_main, "sample", argc - 1, argv + 1);
     ddp::train::keep_freed_memory();  // before the first tensors; the Trainer reports it
+    ddp::count_tensor_memory();       // each epoch's peak tensor memory in its line and metrics.jsonl
     auto command = ddp::train::parse_command_line(argc, argv);
     auto& cfg = command.config;
     using Action = ddp::train::CommandLine::Action;

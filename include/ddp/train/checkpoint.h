@@ -1,7 +1,8 @@
 // Checkpoints: one file per save, a pickled dict with string keys in PyTorch's
 // convention, that Python's torch.load() reads ("model" loads into a plain
 // module, "optimizer" into torch.optim.SGD, Adam or AdamW). Rank 0 writes it atomically; the
-// last K are kept; every rank meets at a barrier.
+// last K are kept; every rank meets at a barrier. save_async writes it in the background instead
+// (PyTorch's dcp.async_save): the state is copied to host memory at the call, training goes on.
 //
 //   ddp::train::CheckpointManager ckpt({"runs/a", /*keep_last=*/3});
 //   if (auto path = ckpt.latest()) {                       // --resume
@@ -28,6 +29,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -64,7 +66,21 @@ class CheckpointManager {
   // file naming the newest checkpoint, itself written atomically), prunes to keep_last; then every rank meets at a
   // barrier. Returns the path. `make` is called on rank 0 only. If rank 0 fails, it rethrows its error and the other
   // ranks throw ddp::Error.
+  // A save in flight (save_async) is waited for first.
   std::string save(int64_t epoch, int64_t step, const std::function<c10::IValue()>& make);
+  // As save, without waiting for the disk: rank 0 calls make(), copies the result's tensors to host memory
+  // (host_snapshot) and returns while a background thread (at a lower priority) writes, updates latest and prunes.
+  // At most one save is in flight: a save in flight is waited for first (wait(): every rank). No other collective.
+  std::string save_async(int64_t epoch, int64_t step, const std::function<c10::IValue()>& make);
+  // Every rank: waits for the save in flight and agrees on its outcome: rank 0's failure is rethrown on rank 0,
+  // the other ranks throw ddp::Error naming the file. Returns the file written, nullopt if none was in flight.
+  std::optional<std::string> wait();
+  // Rank 0, without waiting: whether the save in flight has failed (its error then comes from wait()). Others: false.
+  bool failed() const;
+  // Waits for a save in flight (its error, if any, printed to stderr: wait() was not called).
+  ~CheckpointManager();
+  CheckpointManager(const CheckpointManager&) = delete;
+  CheckpointManager& operator=(const CheckpointManager&) = delete;
   // The newest complete checkpoint (from latest, else the highest-numbered file), or nullopt if none.
   std::optional<std::string> latest() const;
   // Every checkpoint file, newest first: latest's file, then the others by (epoch, step) descending. Resuming
@@ -80,8 +96,16 @@ class CheckpointManager {
 
  private:
   void write_and_prune(int64_t epoch, int64_t step, const std::function<c10::IValue()>& make);
+  GroupPtr group() const;
   CheckpointManagerOptions opts_;
+  std::optional<std::string> pending_;  // the file save_async is writing, on every rank
+  struct InFlight;                      // rank 0's background write (checkpoint_manager.cpp)
+  std::unique_ptr<InFlight> in_flight_;
 };
+
+// A deep copy of a checkpoint whose tensors live in host memory: each storage copied once (views and tied
+// tensors stay views of one copy, with their offsets and strides), containers rebuilt; what save_async writes.
+c10::IValue host_snapshot(const c10::IValue& checkpoint);
 
 // --- Additions: the checkpoint dict, typed ---
 

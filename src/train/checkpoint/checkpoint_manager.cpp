@@ -1,8 +1,13 @@
-// CheckpointManager: numbered checkpoint files, a "latest" pointer, pruning, and the rank-0-writes protocol.
+// CheckpointManager: numbered checkpoint files, a "latest" pointer, pruning, and the rank-0-writes protocol, in the
+// caller's thread (save) or a background one (save_async).
 #include <ATen/ATen.h>
 
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
@@ -10,9 +15,12 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "ddp/dist/timeline.h"
 #include "ddp/errors.h"
 #include "ddp/train/checkpoint.h"
 #include "dist/atomic_file.h"
@@ -59,7 +67,56 @@ std::vector<Numbered> list_checkpoints(const std::string& dir) {
   return out;
 }
 
+void check_save_arguments(const char* fn, int64_t epoch, int64_t step, const std::function<c10::IValue()>& make) {
+  const std::string where = std::string("CheckpointManager::") + fn + ": ";
+  if (epoch < 0 || step < 0)
+    throw InvalidArgument(where + "epoch " + std::to_string(epoch) + " and step " + std::to_string(step) +
+                          " must be >= 0");
+  if (!make) throw InvalidArgument(where + "make is empty");
+}
+
+// Rank 0 tells everyone whether `error` is empty; a failure is rethrown on rank 0, PeerFailed elsewhere.
+void agree_on_outcome(const GroupPtr& group, const std::exception_ptr& error, const std::string& path) {
+  const int rank = group ? group->rank() : 0;
+  if (group && group->size() > 1) {
+    at::Tensor ok = at::full({1}, rank == 0 && !error ? 1 : 0, at::kLong);
+    group->broadcast(ok);
+    if (ok.item<int64_t>() != 1 && !error)
+      throw PeerFailed<Error>("CheckpointManager: rank 0 failed to save " + path + " (its error is reported on rank 0)",
+                              0);
+  }
+  if (error) std::rethrow_exception(error);
+}
+
 }  // namespace
+
+// One save being written by a thread of its own.
+struct CheckpointManager::InFlight {
+  std::string path;
+  std::thread thread;
+  std::atomic<bool> finished{false};
+  std::exception_ptr error;  // set before `finished`
+
+  std::exception_ptr join() {
+    if (thread.joinable()) thread.join();
+    return error;
+  }
+};
+
+CheckpointManager::~CheckpointManager() {
+  if (!in_flight_) return;
+  if (const std::exception_ptr error = in_flight_->join()) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      std::cerr << "ddp: the checkpoint " << in_flight_->path << " was not written: " << e.what() << std::endl;
+    }
+  }
+}
+
+GroupPtr CheckpointManager::group() const {
+  return opts_.group ? opts_.group : (is_initialized() ? default_group() : nullptr);
+}
 
 CheckpointManager::CheckpointManager(CheckpointManagerOptions options) : opts_(std::move(options)) {
   if (opts_.dir.empty()) throw InvalidArgument("CheckpointManager: dir is empty; give the directory for checkpoints");
@@ -98,34 +155,68 @@ void CheckpointManager::write_and_prune(int64_t epoch, int64_t step, const std::
 }
 
 std::string CheckpointManager::save(int64_t epoch, int64_t step, const std::function<c10::IValue()>& make) {
-  if (epoch < 0 || step < 0)
-    throw InvalidArgument("CheckpointManager::save: epoch " + std::to_string(epoch) + " and step " +
-                          std::to_string(step) + " must be >= 0");
-  if (!make) throw InvalidArgument("CheckpointManager::save: make is empty");
-  const GroupPtr group = opts_.group ? opts_.group : (is_initialized() ? default_group() : nullptr);
-  const int rank = group ? group->rank() : 0;
+  check_save_arguments("save", epoch, step, make);
+  wait();
+  const GroupPtr group = this->group();
   const std::string path = path_for(epoch, step);
   std::exception_ptr error;
-  if (rank == 0) {
+  if (!group || group->rank() == 0) {
     try {
       write_and_prune(epoch, step, make);
     } catch (...) {
       error = std::current_exception();
     }
   }
-  if (group && group->size() > 1) {
-    // Rank 0 tells everyone whether it succeeded; then all meet at the barrier.
-    at::Tensor ok = at::full({1}, rank == 0 && !error ? 1 : 0, at::kLong);
-    group->broadcast(ok);
-    if (ok.item<int64_t>() != 1) {
-      if (error) std::rethrow_exception(error);
-      throw PeerFailed<Error>("CheckpointManager: rank 0 failed to save " + path + " (its error is reported on rank 0)",
-                              0);
-    }
-    group->barrier();
-  }
-  if (error) std::rethrow_exception(error);
+  agree_on_outcome(group, error, path);  // rank 0 tells everyone whether it succeeded; then all meet at the barrier
+  if (group && group->size() > 1) group->barrier();
   return path;
+}
+
+std::string CheckpointManager::save_async(int64_t epoch, int64_t step, const std::function<c10::IValue()>& make) {
+  check_save_arguments("save_async", epoch, step, make);
+  wait();
+  const GroupPtr group = this->group();
+  const std::string path = path_for(epoch, step);
+  pending_ = path;
+  if (group && group->rank() != 0) return path;
+  auto job = std::make_unique<InFlight>();
+  job->path = path;
+  try {
+    c10::IValue snapshot = host_snapshot(make());
+    InFlight* raw = job.get();
+    job->thread = std::thread([this, raw, epoch, step, snapshot = std::move(snapshot)] {
+      ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);  // this thread only: below training
+      timeline::Span span("checkpoint write", "write");
+      try {
+        write_and_prune(epoch, step, [&] { return snapshot; });
+      } catch (...) {
+        raw->error = std::current_exception();
+      }
+      raw->finished.store(true, std::memory_order_release);
+    });
+  } catch (...) {  // make() or the copy failed: reported by the next wait(), as a failed write
+    job->error = std::current_exception();
+    job->finished.store(true, std::memory_order_release);
+  }
+  in_flight_ = std::move(job);
+  return path;
+}
+
+std::optional<std::string> CheckpointManager::wait() {
+  if (!pending_) return std::nullopt;  // every rank knows: all of them called save_async and wait alike
+  const std::string path = *pending_;
+  pending_.reset();
+  std::exception_ptr error;
+  if (in_flight_) {  // rank 0
+    error = in_flight_->join();
+    in_flight_.reset();
+  }
+  agree_on_outcome(group(), error, path);
+  return path;
+}
+
+bool CheckpointManager::failed() const {
+  return in_flight_ && in_flight_->finished.load(std::memory_order_acquire) && in_flight_->error;
 }
 
 std::vector<std::string> CheckpointManager::candidates() const {

@@ -106,6 +106,11 @@ std::vector<Setting> make_table() {
           .non_negative()
           .role(kAgreed),
       set("keep-last", &C::keep_last, "checkpoints kept").positive().role(kAgreed),
+      set("async-save", &C::async_save,
+          "write checkpoints in the background: the state is copied to host memory at the step and a thread writes "
+          "it while training goes on (one save in flight; a failed write stops the run at a later step and at the "
+          "end); --no-async-save: every rank waits for the file")
+          .role(kAgreed),
       set("stop-after", &C::stop_after, "stop (as if interrupted) after N epochs (0: never)")
           .non_negative()
           .role(kAgreed),

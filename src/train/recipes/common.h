@@ -8,19 +8,11 @@
 #include <utility>
 
 #include "ddp/train/recipe.h"
+#include "train/config/defaults.h"  // fill: a recipe's default for a setting left unset
 
 namespace ddp::train::detail {
 
 using Source = std::function<std::pair<at::Tensor, at::Tensor>()>;
-
-// A recipe's default for a setting the user left unset (an empty optional or string).
-template <typename T>
-void fill(std::optional<T>& field, T value) {
-  if (!field) field = value;
-}
-inline void fill(std::string& field, const std::string& value) {
-  if (field.empty()) field = value;
-}
 
 // Sets r.train. shards: rank 0 writes per-rank shard files of
 // `load()`'s samples under <out_dir>/shards once (again when source_id

@@ -58,13 +58,9 @@ static const RecipeInfo& recipe_of(const TrainConfig& cfg) {
 
 void fill_recipe_defaults(TrainConfig& cfg, int world_size) {
   const RecipeInfo& recipe = recipe_of(cfg);
-  if (cfg.out_dir.empty()) cfg.out_dir = "runs/" + cfg.recipe;
   if (!cfg.optimizer.empty() && cfg.optimizer != "sgd") detail::fill(cfg.lr, 1e-3);  // the recipes' rates are SGD's
   recipe.defaults(cfg, world_size);
-  detail::fill(cfg.optimizer, "sgd");  // the settings no recipe need set
-  detail::fill(cfg.betas, std::make_pair(0.9, 0.999));
-  detail::fill(cfg.clip_grad, 0.0);
-  detail::fill<int64_t>(cfg.eval_every, 0);  // after each epoch only, unless the recipe said otherwise
+  detail::fill_general_defaults(cfg);
 }
 
 Recipe make_recipe(TrainConfig& cfg, ProcessGroup& group) {
