@@ -46,7 +46,7 @@ def model_state(recipe):
     units = {}
     for k, v in sd.items():
         if not v.is_floating_point() or "running_" in k: continue  # buffers: not parameters
-        m = re.match(r"(h\d+|layer\d)\.", k)
+        m = re.match(r"(h\d+|layer\d\.\d+)\.", k)
         units[m.group(1) if m else "root"] = units.get(m.group(1) if m else "root", 0) + v.numel() * 4
     p = sum(units.values())
     o = sum(t.numel() * 4 for s in opt.values() for n, t in s.items() if torch.is_tensor(t) and t.dim() > 0)

@@ -1,6 +1,8 @@
 // The models: shapes, parameter names and counts, patch whitening, FashionNet's layers.
 #include <gtest/gtest.h>
 
+#include "ddp/dist/backend.h"
+#include "ddp/parallel/fully_shard.h"
 #include "ddp/train/models/airbench.h"
 #include "ddp/train/models/fashion_cnn.h"
 #include "ddp/train/models/fashion_net.h"
@@ -82,6 +84,38 @@ TEST(ResNet50, TorchvisionLayoutAndSize) {
   EXPECT_EQ(params["fc.weight"].sizes(), (std::vector<int64_t>{10, 2048}));
   net->eval();
   EXPECT_EQ(net->forward(at::randn({2, 3, 64, 64})).sizes(), (std::vector<int64_t>{2, 10}));
+}
+
+// Sharded (--strategy fsdp-*), each residual block is a unit of its own: the root (stem, fc) and one unit per
+// block, named as torchvision names them, and the sharded forward equals the plain one.
+TEST(ResNets, EachBlockIsAUnitWhenSharded) {
+  const auto units_of = [](const std::shared_ptr<torch::nn::Module>& net) {
+    FullyShardOptions o;
+    o.group = create_backend("local", {});
+    ShardedModel sharded(net, o);
+    std::vector<std::string> firsts;  // each unit's first parameter, the root's too
+    for (const auto& names : sharded.unit_parameter_names()) firsts.push_back(names.front());
+    return firsts;
+  };
+  EXPECT_EQ(units_of(ResNet18(ResNet18Options{10, true}).ptr()),
+            (std::vector<std::string>{"conv1.weight", "layer1.0.conv1.weight", "layer1.1.conv1.weight",
+                                      "layer2.0.conv1.weight", "layer2.1.conv1.weight", "layer3.0.conv1.weight",
+                                      "layer3.1.conv1.weight", "layer4.0.conv1.weight", "layer4.1.conv1.weight"}));
+  ResNet18 r18(ResNet18Options{10, true});
+  r18->eval();
+  const at::Tensor x = at::randn({2, 3, 32, 32});
+  const at::Tensor plain = r18->forward(x);
+  {
+    FullyShardOptions o;
+    o.group = create_backend("local", {});
+    FullyShard<ResNet18> sharded(r18, o);
+    EXPECT_TRUE(at::equal(sharded(x), plain));
+  }
+  ResNet50 r50(10);
+  const auto units50 = units_of(r50.ptr());
+  ASSERT_EQ(units50.size(), 1u + 3 + 4 + 6 + 3);
+  EXPECT_EQ(units50[1], "layer1.0.conv1.weight");
+  EXPECT_EQ(units50.back(), "layer4.2.conv1.weight");
 }
 
 // The covariance of whitened patches is diag(lambda / (lambda + 0.01)).

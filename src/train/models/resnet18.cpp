@@ -47,6 +47,8 @@ ResNet18Impl::ResNet18Impl(const ResNet18Options& options) : options_(options) {
   layer2 = register_module("layer2", make_layer(64, 128, 2));
   layer3 = register_module("layer3", make_layer(128, 256, 2));
   layer4 = register_module("layer4", make_layer(256, 512, 2));
+  for (const auto& layer : {layer1, layer2, layer3, layer4})
+    for (size_t i = 0; i < layer->size(); ++i) blocks_.emplace_back(BasicBlock(layer->ptr<BasicBlockImpl>(i)));
   fc = register_module("fc", torch::nn::Linear(512, options.num_classes));
   // torchvision's initialisation: He-normal (fan_out) convolutions, BN scale 1 and shift 0.
   for (auto& m : modules(/*include_self=*/false)) {
@@ -58,7 +60,7 @@ ResNet18Impl::ResNet18Impl(const ResNet18Options& options) : options_(options) {
 at::Tensor ResNet18Impl::forward(const at::Tensor& x) {
   at::Tensor h = at::relu(batch_norm_child(*this, "bn1", conv1(x)));
   if (!options_.cifar_stem) h = at::max_pool2d(h, 3, 2, 1);
-  h = layer4(layer3(layer2(layer1(h))));
+  for (auto& block : blocks_) h = block(h);
   return fc(at::adaptive_avg_pool2d(h, {1, 1}).flatten(1));
 }
 

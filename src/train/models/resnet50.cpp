@@ -52,6 +52,8 @@ ResNet50Impl::ResNet50Impl(int64_t num_classes) {
   layer2 = register_module("layer2", make_layer(in, 128, 4, 2));
   layer3 = register_module("layer3", make_layer(in, 256, 6, 2));
   layer4 = register_module("layer4", make_layer(in, 512, 3, 2));
+  for (const auto& layer : {layer1, layer2, layer3, layer4})
+    for (size_t i = 0; i < layer->size(); ++i) blocks_.emplace_back(Bottleneck(layer->ptr<BottleneckImpl>(i)));
   fc = register_module("fc", torch::nn::Linear(512 * BottleneckImpl::kExpansion, num_classes));
   for (auto& m : modules(/*include_self=*/false))
     if (auto* c = m->as<torch::nn::Conv2d>())
@@ -60,7 +62,7 @@ ResNet50Impl::ResNet50Impl(int64_t num_classes) {
 
 at::Tensor ResNet50Impl::forward(const at::Tensor& x) {
   at::Tensor h = at::max_pool2d(at::relu(batch_norm_child(*this, "bn1", conv1(x))), 3, 2, 1);
-  h = layer4(layer3(layer2(layer1(h))));
+  for (auto& block : blocks_) h = block(h);
   return fc(at::adaptive_avg_pool2d(h, {1, 1}).flatten(1));
 }
 

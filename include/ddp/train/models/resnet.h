@@ -22,6 +22,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include <vector>
+
 #include "ddp/parallel/fully_shard.h"
 
 namespace ddp::models {
@@ -52,8 +54,10 @@ class ResNet18Impl : public torch::nn::Module {
  private:
   ResNet18Options options_;
   torch::nn::Conv2d conv1{nullptr};
-  // Units of their own when the model is sharded (--strategy fsdp-*): gathered one at a time.
-  ddp::Sharded<torch::nn::Sequential> layer1{nullptr}, layer2{nullptr}, layer3{nullptr}, layer4{nullptr};
+  torch::nn::Sequential layer1{nullptr}, layer2{nullptr}, layer3{nullptr}, layer4{nullptr};  // their names
+  // layer1.0 ... layer4.1: each residual block a unit of its own when the model is sharded (--strategy fsdp-*),
+  // gathered one at a time (a stage would be: layer4 alone is 75% of the model).
+  std::vector<ddp::Sharded<BasicBlock>> blocks_;
   torch::nn::Linear fc{nullptr};
 };
 TORCH_MODULE(ResNet18);

@@ -13,6 +13,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include <vector>
+
 #include "ddp/parallel/fully_shard.h"
 
 namespace ddp::models {
@@ -36,8 +38,9 @@ class ResNet50Impl : public torch::nn::Module {
 
  private:
   torch::nn::Conv2d conv1{nullptr};
-  // Units of their own when the model is sharded (--strategy fsdp-*): gathered one at a time.
-  ddp::Sharded<torch::nn::Sequential> layer1{nullptr}, layer2{nullptr}, layer3{nullptr}, layer4{nullptr};
+  torch::nn::Sequential layer1{nullptr}, layer2{nullptr}, layer3{nullptr}, layer4{nullptr};  // their names
+  // Each bottleneck block a unit of its own when the model is sharded (--strategy fsdp-*), gathered one at a time.
+  std::vector<ddp::Sharded<Bottleneck>> blocks_;
   torch::nn::Linear fc{nullptr};
 };
 TORCH_MODULE(ResNet50);
