@@ -64,23 +64,41 @@ inline void set_autocast_dtype(at::DeviceType d, at::ScalarType t) {
 #define DDP_ALLOCATOR_COPY_DATA
 #endif
 
-// Causal scaled dot-product attention of q, k, v [B, H, T, D] (dropout on the weights, 0 in evaluation):
-// 2.x's fused kernel; its composition (a masked softmax of q k^T / sqrt(D), times v) on 1.13, which has none,
-// and for 16-bit CPU tensors when ATen runs below AVX-512 (ATEN_CPU_CAPABILITY=avx2), where 2.x's fused
-// kernel refuses them ("pack_vnni2 is only supported when avx512 is supported").
+// Whether causal attention over q [B, H, T, D] runs 2.x's fused kernel. On a GPU always. On a CPU the fused
+// (flash) kernel pays only for long sequences: in bfloat16 a whole step of nanoGPT's CPU configuration (T = 64)
+// takes 24 ms through it and 14 through the composition below, in float32 as long either way; the composition
+// alone is faster up to T = 512 in 16-bit and T = 128 in float32 (docs/benchmarks.md, "Attention on a CPU").
+// Below AVX-512, 2.x's kernel refuses 16-bit tensors ("pack_vnni2 is only supported when avx512 is
+// supported"). 1.13 has no fused kernel.
+inline bool fused_attention(const at::Tensor& q) {
+#if TORCH_VERSION_MAJOR >= 2
+  if (!q.is_cpu()) return true;
+  if (q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf) {
+    static const bool below_avx512 = at::get_cpu_capability() != "AVX512";
+    return !below_avx512 && q.size(-2) > 512;
+  }
+  return q.size(-2) > 128;
+#else
+  (void)q;
+  return false;
+#endif
+}
+
+// Causal scaled dot-product attention of q, k, v [B, H, T, D] (dropout on the weights, 0 in evaluation): the
+// fused kernel where fused_attention(q), else its composition (a masked softmax of q k^T / sqrt(D), times v).
 inline at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout) {
 #if TORCH_VERSION_MAJOR >= 2
-  const bool is_16bit = q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf;
-  static const bool below_avx512 = at::get_cpu_capability() != "AVX512";
-  if (!(q.is_cpu() && is_16bit && below_avx512))
-    return at::scaled_dot_product_attention(q, k, v, {}, dropout, /*is_causal=*/true);
+  if (fused_attention(q)) return at::scaled_dot_product_attention(q, k, v, {}, dropout, /*is_causal=*/true);
 #endif
-  const int64_t t = q.size(-2);
-  at::Tensor att = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(q.size(-1))));
-  att = att.masked_fill(at::ones({t, t}, q.options().dtype(at::kBool)).triu(1), -INFINITY);
+  // One batched GEMM adds the causal mask (-inf above the diagonal) to q k^T / sqrt(D): no pass of its own for
+  // the scale and the mask.
+  const int64_t b = q.size(0), h = q.size(1), t = q.size(2), d = q.size(3);
+  at::Tensor mask = at::full({t, t}, -INFINITY, q.options()).triu(1);
+  at::Tensor att = at::baddbmm(mask, q.reshape({b * h, t, d}), k.reshape({b * h, t, d}).transpose(1, 2), 1.0,
+                               1.0 / std::sqrt(double(d)));
   att = at::softmax(att, -1);
   if (dropout > 0) att = at::dropout(att, dropout, /*train=*/true);
-  return at::matmul(att, v);
+  return at::bmm(att, v.reshape({b * h, t, d})).view({b, h, t, d});
 }
 
 }  // namespace ddp::compat

@@ -49,15 +49,19 @@ TEST(Gpt, LogitsAreCausal) {
 }
 
 TEST(Gpt, AttentionEqualsItsComposition) {
-  // The fused kernel (2.x) against softmax(q k^T / sqrt(D) + causal mask) v in float64: sums of D = 16 and T = 12
-  // products, so a few ulps of float64.
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
-  at::Tensor q = at::randn({2, 3, 12, 16}, gen).to(at::kDouble), k = at::randn({2, 3, 12, 16}, gen).to(at::kDouble),
-             v = at::randn({2, 3, 12, 16}, gen).to(at::kDouble);
-  at::Tensor att = at::matmul(q, k.transpose(-2, -1)) / 4.0;
-  att = at::softmax(att.masked_fill(at::ones({12, 12}, at::kBool).triu(1), -INFINITY), -1);
-  at::Tensor want = at::matmul(att, v);
-  EXPECT_LE((ddp::compat::causal_attention(q, k, v, 0) - want).abs().max().item<double>(), 1e-13);
+  // softmax(q k^T / sqrt(D) + causal mask) v in float64 against causal_attention: at T = 12 its own composition,
+  // at T = 136 (past fused_attention's bound for a CPU) 2.x's fused kernel; sums of D = 16 and T products, so a
+  // few ulps of float64.
+  for (const int64_t t : {12, 136}) {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+    at::Tensor q = at::randn({2, 3, t, 16}, gen).to(at::kDouble), k = at::randn({2, 3, t, 16}, gen).to(at::kDouble),
+               v = at::randn({2, 3, t, 16}, gen).to(at::kDouble);
+    EXPECT_EQ(ddp::compat::fused_attention(q), TORCH_VERSION_MAJOR >= 2 && t > 128) << "T " << t;
+    at::Tensor att = at::matmul(q, k.transpose(-2, -1)) / 4.0;
+    att = at::softmax(att.masked_fill(at::ones({t, t}, at::kBool).triu(1), -INFINITY), -1);
+    at::Tensor want = at::matmul(att, v);
+    EXPECT_LE((ddp::compat::causal_attention(q, k, v, 0) - want).abs().max().item<double>(), 1e-13) << "T " << t;
+  }
 }
 
 TEST(Gpt, TheOutputProjectionIsTheTokenEmbedding) {
