@@ -54,7 +54,6 @@ void finish_timeline(Job& j) {
                         " rank(s); open it in https://ui.perfetto.dev or chrome://tracing)");
 }
 
-// The epoch's scalars (TensorBoard, metrics.jsonl) and its line on rank 0.
 // Each rank's peak tensor memory (MB, from the allocator) over an epoch's training steps; empty where nothing
 // counts it (the CPU without count_tensor_memory()). Every rank.
 std::vector<double> peak_memory_mb(Job& j) {
@@ -65,6 +64,7 @@ std::vector<double> peak_memory_mb(Job& j) {
   return mb;
 }
 
+// The epoch's scalars (TensorBoard, metrics.jsonl) and its line on rank 0.
 void log_epoch(Job& j, int64_t epoch, int64_t step, double train_loss, double throughput, double train_s,
                const EvalResult& eval, double wall_s, const std::vector<double>& peak_mb) {
   std::vector<std::pair<std::string, double>> values = eval_values(eval);
