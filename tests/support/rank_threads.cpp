@@ -20,6 +20,9 @@ void run_ranks(const std::string& backend, int world, const std::function<void(P
   std::condition_variable cv;
   std::vector<char> done(world, 0);
   int finished = 0;
+  // Every group lives until all ranks are done: a rank whose case needs no communication (an
+  // op the backend refuses) must not close its connections while a peer is still connecting.
+  std::vector<GroupPtr> groups(world);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
@@ -30,8 +33,8 @@ void run_ranks(const std::string& backend, int world, const std::function<void(P
         o.world_size = world;
         o.timeout = timeout;
         o.host = "127.0.0.1";
-        GroupPtr g = backend == "nccl-standin" ? make_nccl_standin(o) : create_backend(backend, o);
-        fn(*g);
+        groups[r] = backend == "nccl-standin" ? make_nccl_standin(o) : create_backend(backend, o);
+        fn(*groups[r]);
       } catch (const std::exception& e) {
         ADD_FAILURE() << "rank " << r << "/" << world << " threw: " << e.what();
       }
@@ -55,6 +58,7 @@ void run_ranks(const std::string& backend, int world, const std::function<void(P
     }
   }
   for (auto& t : threads) t.join();
+  groups.clear();
 }
 
 }  // namespace ddp::testing
