@@ -118,11 +118,14 @@ void FsdpState::launch_ready() {
     const size_t u = launch_order_[launched_];
     FsdpUnit& unit = *units_[u];
     if (arrived_[u] < unit.trainable_count()) return;
-    // Reductions already done free their full-size buffers before the next unit's are made; one still in
-    // flight is left to the end of backward.
+    // Reductions already done free their full-size buffers before the next unit's are made (HSDP: so does a
+    // reduce-scatter done whose all-reduce over the replicas still runs); one in flight is left to the end.
     for (size_t k = 0; k < launched_; ++k) {
       FsdpUnit& before = *units_[launch_order_[k]];
-      if (before.reduction_done()) before.finish_gradients();
+      if (before.reduction_done())
+        before.finish_gradients();
+      else
+        before.free_scatter_input();
     }
     unit.reduce_gradients();
     if (!unit.has_frozen()) unit.rest();  // every node that used these parameters has run

@@ -255,6 +255,7 @@ void FsdpUnit::reduce_gradients() {
   }
   ProcessGroup* replicate = replicate_;
   at::Tensor reduced = reduced_;
+  scatter_work_ = work_;
   work_ = work_.then([replicate, reduced](const at::Tensor&) mutable {
     replicate->all_reduce(reduced);  // on the shard group's sequencer, once its reduce-scatter is done
     return reduced;
@@ -265,6 +266,7 @@ void FsdpUnit::finish_gradients() {
   if (!reduced_.defined()) return;  // nothing in flight
   work_.wait();
   work_ = Work();
+  scatter_work_.reset();
   for (auto& p : params_) {
     if (!p.trainable) continue;
     at::Tensor& grad = p.shard.mutable_grad();
@@ -283,6 +285,12 @@ void FsdpUnit::finish_gradients() {
   }
   flat_grad_ = at::Tensor();
   reduced_ = at::Tensor();
+}
+
+void FsdpUnit::free_scatter_input() {
+  if (!scatter_work_ || !scatter_work_->is_completed()) return;
+  scatter_work_.reset();
+  flat_grad_ = at::Tensor();
 }
 
 std::vector<at::Tensor> FsdpUnit::full_values() const {

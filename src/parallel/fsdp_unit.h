@@ -77,6 +77,9 @@ class FsdpUnit {
   // Waits for reduce_gradients() and adds the result into the shards' gradients (nothing if none in flight).
   void finish_gradients();
   bool reduction_done() { return reduced_.defined() && work_.is_completed(); }
+  // HSDP: frees the full-size gradient buffer once its reduce-scatter is done, while the all-reduce over the
+  // replicas may still run.
+  void free_scatter_input();
 
   // Collective: every parameter's full value, the module untouched.
   std::vector<at::Tensor> full_values() const;
@@ -129,7 +132,8 @@ class FsdpUnit {
   // layout, so it lands in the full buffer itself (no all_gather buffer, no copy-out).
   bool direct_ = false;
   at::Tensor flat_grad_, reduced_;
-  Work work_;
+  Work work_;                         // the whole reduction
+  std::optional<Work> scatter_work_;  // HSDP: its reduce-scatter alone, until flat_grad_ is freed
 };
 
 }  // namespace ddp::detail

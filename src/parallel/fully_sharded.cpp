@@ -72,35 +72,4 @@ at::Tensor FullyShardedDataParallel::forward(const at::Tensor& input) {
   return x;
 }
 
-void FullyShardedDataParallel::zero_grad() { sharded_->zero_grad(); }
-
-torch::OrderedDict<std::string, at::Tensor> FullyShardedDataParallel::full_state_dict() {
-  return sharded_->full_state_dict();
-}
-
-void FullyShardedDataParallel::load_full_state_dict(const torch::OrderedDict<std::string, at::Tensor>& state) {
-  sharded_->load_full_state_dict(state);
-}
-
-std::shared_ptr<void> FullyShardedDataParallel::summon_full_params(bool writeback) {
-  return sharded_->summon_full_params(writeback);
-}
-
-c10::IValue FullyShardedDataParallel::full_optimizer_state_dict(const torch::optim::Optimizer& optimizer, int dst) {
-  return sharded_->full_optimizer_state_dict(optimizer, dst);
-}
-
-void FullyShardedDataParallel::load_full_optimizer_state_dict(torch::optim::Optimizer& optimizer,
-                                                              const c10::IValue& full) {
-  sharded_->load_full_optimizer_state_dict(optimizer, full);
-}
-
-void FullyShardedDataParallel::save_sharded(const std::string& dir, const torch::optim::Optimizer* optimizer) {
-  sharded_->save_sharded(dir, optimizer);
-}
-
-void FullyShardedDataParallel::load_sharded(const std::string& dir, torch::optim::Optimizer* optimizer) {
-  sharded_->load_sharded(dir, optimizer);
-}
-
 }  // namespace ddp

@@ -58,44 +58,31 @@ class FullyShardedDataParallel {
   at::Tensor forward(const at::Tensor& input);
   at::Tensor operator()(const at::Tensor& input) { return forward(input); }
 
-  // This rank's rows of each parameter, in the Sequential's order: what the optimizer steps.
+  // The rest is ShardedModel's (fully_shard.h), with the Sequential's parameter names: this rank's shards
+  // (what the optimizer steps), full and sharded state dicts and optimizer states (collective; they load at
+  // any world size and move between ddp, zero1 and fsdp runs), summon_full_params.
   std::vector<at::Tensor> parameters() const { return sharded_->parameters(); }
-  // The same, named as the Sequential names its parameters.
   torch::OrderedDict<std::string, at::Tensor> named_parameters() const { return sharded_->named_parameters(); }
-  // Zeroes the gradient shards (as Optimizer::zero_grad would, in place).
-  void zero_grad();
-
-  // Collective: every rank gets the full parameters and buffers, named as the
-  // Sequential names them (PyTorch's FSDP FULL_STATE_DICT, prefixes removed).
-  torch::OrderedDict<std::string, at::Tensor> full_state_dict();
-  // Every rank: loads a full state dict (this rank keeps its shards); names and
-  // shapes must match the Sequential's.
-  void load_full_state_dict(const torch::OrderedDict<std::string, at::Tensor>& state);
-
-  // Collective: while the returned guard lives, module()'s parameters hold their full
-  // values on every rank (PyTorch's summon_full_params): to evaluate, inspect or load
-  // the plain model. With writeback, what was written into them becomes the shards
-  // when the guard ends; without, changes are lost. Every rank ends it, in the same order.
-  std::shared_ptr<void> summon_full_params(bool writeback = false);
-
-  // Collective: the state of `optimizer` (built over parameters(), in any param groups) as
-  // PyTorch's optimizer.state_dict() of the same optimizer over module()'s parameters
-  // on rank dst, None elsewhere; PyTorch's FSDP.full_optim_state_dict(rank0_only=True).
-  // What a DDP run's optimizer saves.
-  c10::IValue full_optimizer_state_dict(const torch::optim::Optimizer& optimizer, int dst = 0);
-  // Every rank: loads such a whole state (from a DDP or an FSDP run, any world size):
-  // each rank keeps its shards' part. InvalidArgument on another model or group count.
-  void load_full_optimizer_state_dict(torch::optim::Optimizer& optimizer, const c10::IValue& full);
-
-  // Collective: each rank writes its rows (and `optimizer`'s state of them, if
-  // given) to dir/shard-<rank>-of-<world>.pt, atomically; returns when all are written.
-  void save_sharded(const std::string& dir, const torch::optim::Optimizer* optimizer = nullptr);
-  // Loads what save_sharded (of this class or ShardedModel) wrote at any world size:
-  // each rank reads the files holding its rows. InvalidArgument names the file.
-  void load_sharded(const std::string& dir, torch::optim::Optimizer* optimizer = nullptr);
+  void zero_grad() { sharded_->zero_grad(); }
+  torch::OrderedDict<std::string, at::Tensor> full_state_dict() { return sharded_->full_state_dict(); }
+  void load_full_state_dict(const torch::OrderedDict<std::string, at::Tensor>& state) {
+    sharded_->load_full_state_dict(state);
+  }
+  std::shared_ptr<void> summon_full_params(bool writeback = false) { return sharded_->summon_full_params(writeback); }
+  c10::IValue full_optimizer_state_dict(const torch::optim::Optimizer& optimizer, int dst = 0) {
+    return sharded_->full_optimizer_state_dict(optimizer, dst);
+  }
+  void load_full_optimizer_state_dict(torch::optim::Optimizer& optimizer, const c10::IValue& full) {
+    sharded_->load_full_optimizer_state_dict(optimizer, full);
+  }
+  void save_sharded(const std::string& dir, const torch::optim::Optimizer* optimizer = nullptr) {
+    sharded_->save_sharded(dir, optimizer);
+  }
+  void load_sharded(const std::string& dir, torch::optim::Optimizer* optimizer = nullptr) {
+    sharded_->load_sharded(dir, optimizer);
+  }
 
   size_t num_units() const { return sharded_->num_units(); }
-  // The parameter names (the Sequential's) of each unit.
   std::vector<std::vector<std::string>> unit_parameter_names() const { return sharded_->unit_parameter_names(); }
   FSDPMemory memory() const { return sharded_->memory(); }
   void reset_peak_memory() { sharded_->reset_peak_memory(); }
