@@ -7,6 +7,7 @@
 
 #include "ddp/dist/errors.h"
 #include "ddp/dist/launch_env.h"
+#include "ddp/dist/slurm_env.h"
 #include "dist/env.h"
 
 namespace ddp {
@@ -50,7 +51,7 @@ at::Tensor to_device(const at::Tensor& t, const at::Device& device) {
 }
 
 int local_rank_from_env() {
-  return launch_env::first_count({&launch_env::kLocalRank, &launch_env::kOmpiLocalRank}).value_or(0);
+  return launch_env::first_count({&launch_env::kLocalRank, &launch_env::kOmpiLocalRank}, slurm::process()).value_or(0);
 }
 
 namespace {

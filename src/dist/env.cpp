@@ -8,6 +8,7 @@
 
 #include "ddp/dist/device.h"
 #include "ddp/dist/errors.h"
+#include "ddp/dist/slurm_env.h"
 
 namespace ddp::detail {
 namespace {
@@ -54,8 +55,10 @@ bool launched_by_mpi(const EnvFn& env) {
 
 }  // namespace
 
-Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mpi_available, bool nccl_available) {
+Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& given, bool mpi_available, bool nccl_available) {
+  const EnvFn env = slurm::with_slurm(given);  // a task srun started: the launcher's names from Slurm's
   Rendezvous r;
+  r.placement = slurm::placement(given);
   if (opts.device != "cpu") r.device = resolve_device(opts.device);
   r.timeout = resolve_timeout(opts, env);
   resolve_connect_timeout(opts, env, r);
@@ -90,11 +93,11 @@ Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mp
   if (opts.rank >= 0)
     rank = opts.rank;
   else
-    rank = le::first_count({&le::kRank, &le::kOmpiRank, &le::kPmiRank, &le::kSlurmProcId}, env);
+    rank = le::first_count({&le::kRank, &le::kOmpiRank, &le::kPmiRank}, env);
   if (opts.world_size >= 0)
     world = opts.world_size;
   else
-    world = le::first_count({&le::kWorldSize, &le::kOmpiSize, &le::kPmiSize, &le::kSlurmNtasks}, env);
+    world = le::first_count({&le::kWorldSize, &le::kOmpiSize, &le::kPmiSize}, env);
   if (world && *world < 1)  // before any check that names the world's size
     bad("world_size " + std::to_string(*world) +
         " must be at least 1 (InitOptions::world_size, or WORLD_SIZE: the "
@@ -108,10 +111,12 @@ Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& env, bool mp
     auto addr = le::text(le::kMasterAddr, env);
     auto port = le::text(le::kMasterPort, env);
     if (!rank && !world && !addr && !port) {
+      if (const std::string why = slurm::not_started_by_srun(env); !why.empty()) bad(why);
       rank = 0;  // no launcher, no environment: a world of one
       world = 1;
     }
     if (!world) bad("env:// needs WORLD_SIZE (ddprun and torchrun set it) or InitOptions::world_size");
+    if (!rank && *world == 1) rank = 0;  // the only rank of a world of one
     if (!rank) bad("env:// needs RANK (ddprun and torchrun set it) or InitOptions::rank");
     if (*world == 1 && !addr && !port) {
       r.method = "none";

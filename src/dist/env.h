@@ -18,6 +18,7 @@ using launch_env::EnvFn;
 struct Rendezvous {
   std::string backend;         // gloo | mpi | nccl | local
   std::string backend_reason;  // why: "InitOptions::backend", "auto: started by mpirun", ...
+  std::string placement;       // what srun's variables gave ("RANK from SLURM_PROCID, ..."), "" when none
   std::string method;          // env | tcp | file | store | none | mpi
   int rank = 0;                // -1 with mpi when MPI decides
   int world_size = 1;

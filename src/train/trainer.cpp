@@ -229,7 +229,7 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
 struct Trainer::Impl {
   TrainConfig cfg;
   GroupPtr group;
-  std::string backend_reason;
+  std::string backend_reason, placement;
   bool precision_asked = false;
   std::vector<EpochCallback> callbacks;
   bool fitted = false;
@@ -249,7 +249,9 @@ Trainer::Trainer(TrainConfig settings, GroupPtr group) : impl_(std::make_unique<
     init.device = t.cfg.device;  // a GPU device makes backend auto nccl
     if (t.cfg.timeout)           // else InitOptions reads DDP_TIMEOUT
       init.timeout = Milliseconds(std::max<int64_t>(1, static_cast<int64_t>(*t.cfg.timeout * 1000 + 0.5)));
-    t.backend_reason = t.cfg.backend == "auto" ? choose_backend(init).reason : "--backend " + t.cfg.backend;
+    const BackendChoice choice = choose_backend(init);
+    t.backend_reason = t.cfg.backend == "auto" ? choice.reason : "--backend " + t.cfg.backend;
+    t.placement = choice.placement;
     t.group = init_process_group(init);
   }
   check_config_agreement(t.cfg, *t.group);  // before any collective whose size the settings decide
@@ -291,6 +293,7 @@ TrainSummary Trainer::fit(Task task) {
   j.cfg = t.cfg;
   j.group = t.group;
   j.backend_reason = t.backend_reason;
+  j.placement = t.placement;
   j.callbacks = t.callbacks;
   at::manual_seed(stream_seed(j.cfg.seed, Stream::kDropout, j.group->rank()));
   detail::set_up(j, std::move(task));

@@ -33,6 +33,7 @@ struct Job {
   PrecisionChoice precision;                    // fp32 or bf16 and why (auto resolves by the CPU, or the GPU)
   std::string malloc_note;                      // what keep_freed_memory() did, for the first lines
   std::string backend_reason;                   // how the group's backend was chosen, for the first line ("" if joined)
+  std::string placement;                        // what srun's variables gave (slurm_env.h), for the first lines
   std::chrono::steady_clock::time_point start;  // fit's start: the logs' wall_seconds
 
   // The model and how it trains: the Task's model (its data is in `data` and `evaluator`), the strategy (the

@@ -145,6 +145,7 @@ void print_start(Job& j) {
     << (cfg.sync_bn ? " (SyncBatchNorm)" : "") << ", " << j.data.steps_per_epoch() << " steps per epoch, lr " << *cfg.lr
     << " (" << j.lr.schedule().spec() << "), " << cfg.precision << " (" << j.precision.reason << ")"
     << (cfg.comm_hook != "allreduce" ? ", comm hook " + cfg.comm_hook : std::string())
+    << (j.placement.empty() ? std::string() : "\n  placed by srun: " + j.placement)
     << "\n  cpu: " << describe(cpu_info()) << "\n  " << j.malloc_note;
   j.logs.console().line(o.str());
 }

@@ -99,8 +99,8 @@ TEST(Resolve, DdpBackendAndMpiLauncherChooseTheBackend) {
   EXPECT_EQ(r.backend, "gloo");
   EXPECT_EQ(r.rank, 1);
   EXPECT_EQ(r.world_size, 2);
-  auto slurm =
-      resolve({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "5"}}, {}, false);
+  auto slurm = resolve(
+      {{"SLURM_PROCID", "3"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "5"}}, {}, false);
   EXPECT_EQ(slurm.rank, 3);
   EXPECT_EQ(slurm.world_size, 4);
 }

@@ -11,6 +11,8 @@ struct BackendChoice {
   // "InitOptions::backend \"gloo\"", "auto: one node, OpenMPI 4.1.4" (ddprun's, via
   // DDP_BACKEND_REASON), "DDP_BACKEND=gloo", "auto: started by mpirun", ...
   std::string reason;
+  // Where a task that srun started found its rank, world and store: "RANK from SLURM_PROCID, ..."; "" otherwise.
+  std::string placement;
 };
 
 // The rule of InitOptions::backend = "auto" applied to opts and the environment

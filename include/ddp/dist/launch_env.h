@@ -152,6 +152,21 @@ inline constexpr EnvVar kSlurmProcId =
     var("SLURM_PROCID", Type::kCount, kSlurm, "Slurm's task rank").with_range(0, kMaxCount);
 inline constexpr EnvVar kSlurmNtasks =
     var("SLURM_NTASKS", Type::kCount, kSlurm, "Slurm's number of tasks").with_range(0, kMaxCount);
+inline constexpr EnvVar kSlurmLocalId =
+    var("SLURM_LOCALID", Type::kCount, kSlurm, "Slurm's task rank on its node").with_range(0, kMaxCount);
+inline constexpr EnvVar kSlurmNodeId =
+    var("SLURM_NODEID", Type::kCount, kSlurm, "the node's index in the step").with_range(0, kMaxCount);
+inline constexpr EnvVar kSlurmStepNumTasks =
+    var("SLURM_STEP_NUM_TASKS", Type::kCount, kSlurm, "the srun step's number of tasks").with_range(1, kMaxCount);
+inline constexpr EnvVar kSlurmStepNumNodes =
+    var("SLURM_STEP_NUM_NODES", Type::kCount, kSlurm, "the srun step's number of nodes").with_range(1, kMaxCount);
+inline constexpr EnvVar kSlurmStepTasksPerNode =
+    var("SLURM_STEP_TASKS_PER_NODE", Type::kText, kSlurm, "the step's tasks on each node, as 2(x3),1");
+inline constexpr EnvVar kSlurmStepNodelist =
+    var("SLURM_STEP_NODELIST", Type::kText, kSlurm, "the step's hosts, as node[01-04,07]");
+inline constexpr EnvVar kSlurmJobNodelist =
+    var("SLURM_JOB_NODELIST", Type::kText, kSlurm, "the job's hosts, as node[01-04,07]");
+inline constexpr EnvVar kSlurmJobId = var("SLURM_JOB_ID", Type::kText, kSlurm, "the job's id");
 
 // --- for mpirun itself (ddprun's --backend mpi) ---
 inline constexpr EnvVar kOmpiSigkillTimeout = var("OMPI_MCA_odls_base_sigkill_timeout", Type::kCount, kDdprun | kUser,
@@ -235,6 +250,14 @@ inline constexpr const EnvVar* kAll[] = {&kRank,
                                          &kPmixRank,
                                          &kSlurmProcId,
                                          &kSlurmNtasks,
+                                         &kSlurmLocalId,
+                                         &kSlurmNodeId,
+                                         &kSlurmStepNumTasks,
+                                         &kSlurmStepNumNodes,
+                                         &kSlurmStepTasksPerNode,
+                                         &kSlurmStepNodelist,
+                                         &kSlurmJobNodelist,
+                                         &kSlurmJobId,
                                          &kOmpiSigkillTimeout,
                                          &kOmpiAllowRoot,
                                          &kOmpiAllowRootConfirm,

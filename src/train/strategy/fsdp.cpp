@@ -9,6 +9,7 @@
 
 #include "ddp/dist/collectives.h"
 #include "ddp/dist/launch_env.h"
+#include "ddp/dist/slurm_env.h"
 #include "ddp/errors.h"
 #include "ddp/parallel/fully_shard.h"
 #include "ddp/parallel/fully_sharded.h"
@@ -22,7 +23,8 @@ namespace {
 // HSDP's groups: shards of --hsdp-shard-size ranks (a node's when unset), replicas of them across the world.
 HsdpMesh hsdp_groups(const StrategyParts& parts) {
   const int world = parts.group->size();
-  const int64_t size = parts.hsdp_shard_size.value_or(launch_env::count(launch_env::kLocalWorldSize).value_or(world));
+  const int64_t size =
+      parts.hsdp_shard_size.value_or(launch_env::count(launch_env::kLocalWorldSize, slurm::process()).value_or(world));
   if (size > world || world % size != 0)
     throw InvalidArgument("--strategy hsdp: --hsdp-shard-size " + std::to_string(size) + " does not divide the " +
                           std::to_string(world) + " ranks into replicas; give a divisor of " + std::to_string(world));
@@ -93,17 +95,19 @@ class FsdpStrategy : public Strategy {
   // read when all are finite.
   double clip_grad_norm(double max_norm) override { return sharded_->clip_grad_norm_(max_norm); }
   std::optional<std::string> non_finite_gradient() override {
+    const auto shards = sharded_->named_parameters();
     std::vector<at::Tensor> finite;
-    for (const auto& p : sharded_->parameters())
-      if (p.grad().defined()) finite.push_back(at::isfinite(p.grad()).all());
-    const bool all_finite = finite.empty() || at::stack(finite).all().item<bool>();
+    for (const auto& p : shards)
+      if (p.value().grad().defined()) finite.push_back(at::isfinite(p.value().grad()).all());
     std::string bad;
-    for (const auto& p : sharded_->named_parameters()) {
-      const at::Tensor& g = p.value().grad();
-      if (all_finite || !g.defined() || at::isfinite(g).all().item<bool>()) continue;
-      bad = "a gradient of '" + p.key() + "' (" + (at::isnan(g).any().item<bool>() ? "nan" : "inf") + ") in rank " +
-            std::to_string(group_->rank()) + "'s rows";
-      break;
+    if (!finite.empty() && !at::stack(finite).all().item<bool>()) {
+      for (const auto& p : shards) {
+        const at::Tensor& g = p.value().grad();
+        if (!g.defined() || at::isfinite(g).all().item<bool>()) continue;
+        bad = "a gradient of '" + p.key() + "' (" + (at::isnan(g).any().item<bool>() ? "nan" : "inf") + ") in rank " +
+              std::to_string(group_->rank()) + "'s rows";
+        break;
+      }
     }
     const int first = lowest_rank_where(!bad.empty(), group_);
     if (first < 0) return std::nullopt;
