@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "cli/flags.h"
 #include "cli/options.h"
+#include "support/scoped_env.h"
 
 using ddprun::Backend;
 using ddprun::Options;
@@ -414,4 +416,53 @@ TEST(Options, DocsTableMatchesTheDeclarations) {
   }
   rows.erase("-h");  // CLI11's own
   for (const auto& [flag, value] : rows) ADD_FAILURE() << DDP_LAUNCHER_DOC << " documents " << flag << ", not a flag";
+}
+
+// srun ddprun ...: one ddprun per node started by srun takes the static rendezvous's flags from Slurm's variables
+// (node count and rank, node 0's address, the job's port and id); a flag given wins.
+namespace {
+struct SrunNode {  // what srun gives the ddprun of the second of two nodes, one task each, in job 4077
+  std::vector<std::unique_ptr<ddp::test::ScopedEnv>> vars;
+  explicit SrunNode(const char* tasks_per_node = "1(x2)") {
+    for (const char* unset : {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"})
+      vars.push_back(std::make_unique<ddp::test::ScopedEnv>(unset, nullptr));
+    const std::pair<const char*, const char*> set[] = {{"SLURM_PROCID", "1"},
+                                                       {"SLURM_STEP_NUM_TASKS", "2"},
+                                                       {"SLURM_NODEID", "1"},
+                                                       {"SLURM_LOCALID", "0"},
+                                                       {"SLURM_STEP_NUM_NODES", "2"},
+                                                       {"SLURM_JOB_ID", "4077"},
+                                                       {"SLURM_STEP_NODELIST", "node[1-2]"},
+                                                       {"SLURM_STEP_TASKS_PER_NODE", tasks_per_node}};
+    for (const auto& [name, value] : set) vars.push_back(std::make_unique<ddp::test::ScopedEnv>(name, value));
+  }
+};
+}  // namespace
+
+TEST(Options, SrunGivesTheStaticRendezvousFlags) {
+  SrunNode node;
+  Options o = parse_ok({"--nproc-per-node", "2", "prog"});
+  EXPECT_EQ(o.nnodes, 2);
+  EXPECT_EQ(o.node_rank, 1);
+  EXPECT_EQ(o.master_addr, "node1");
+  EXPECT_EQ(o.master_port, 19077);
+  EXPECT_EQ(o.rdzv_id, "4077");
+  EXPECT_EQ(o.placement,
+            "--nnodes 2 (SLURM_STEP_NUM_NODES), --node-rank 1 (SLURM_NODEID), --master-addr node1 (the first host of "
+            "SLURM_STEP_NODELIST), --master-port 19077 (15000 + the last four digits of SLURM_JOB_ID), --rdzv-id 4077 "
+            "(SLURM_JOB_ID)");
+  Options given = parse_ok({"--master-port", "29555", "--master-addr", "10.1.1.1", "prog"});
+  EXPECT_EQ(given.master_port, 29555);
+  EXPECT_EQ(given.master_addr, "10.1.1.1");
+  EXPECT_EQ(given.node_rank, 1);
+  EXPECT_EQ(given.placement.find("--master"), std::string::npos) << given.placement;
+  // --standalone, or a c10d rendezvous, is the user's own choice: Slurm's variables stay out of it.
+  EXPECT_EQ(parse_ok({"--standalone", "prog"}).placement, "");
+}
+
+TEST(Options, SrunWithSeveralDdprunPerNodeIsRefused) {
+  SrunNode node("2(x2)");
+  EXPECT_EQ(parse_error({"prog"}),
+            "srun started 2 ddprun on this node (this node's entry of SLURM_STEP_TASKS_PER_NODE): one ddprun per node "
+            "starts its ranks; run it as 'srun --ntasks-per-node 1 ddprun ...'");
 }

@@ -8,19 +8,7 @@ set -euo pipefail
 train=$1 np=$2 recipe=mlp
 source "$(dirname "$0")/lib.sh"
 fail() { echo "FAIL: $*"; for f in "$work"/rank*.log; do echo "== $f"; cat "$f"; done; exit 1; }
-# A job id whose port (15000 + its last four digits) is free now.
-job=$(${DDP_PYTHON:-/usr/bin/python3} - <<'PY'
-import random, socket
-for _ in range(200):
-    job = random.randrange(10000)
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", 15000 + job)); print(1230000 + job); break
-    except OSError: pass
-    finally: s.close()
-PY
-)
-[ -n "$job" ] || fail "no free port in [15000, 24999]"
+job=$(${DDP_PYTHON:-/usr/bin/python3} "$(dirname "$0")/slurm_free_job.py") || fail "no free port in [15000, 24999]"
 port=$((15000 + job % 10000))
 for v in RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE GROUP_RANK GROUP_WORLD_SIZE MASTER_ADDR MASTER_PORT DDP_BACKEND \
   OMPI_COMM_WORLD_SIZE PMI_SIZE PMIX_RANK; do unset "$v"; done

@@ -110,6 +110,7 @@ int main(int argc, char** argv) {
   }
   if (options.backend == Backend::kAuto)
     report(std::string("backend ") + backend_name(choice.backend) + " (" + choice.reason + ")");
+  if (!options.placement.empty()) report("placed by srun: " + options.placement);
 
   std::string mpirun_path;
   if (choice.backend == Backend::kMpi) {

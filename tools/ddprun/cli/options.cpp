@@ -5,10 +5,12 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <functional>
 #include <random>
 
 #include "cli/flags.h"
 #include "ddp/dist/launch_env.h"
+#include "ddp/dist/slurm_env.h"
 
 namespace ddprun {
 
@@ -129,6 +131,41 @@ std::string take_program(std::vector<std::string> rest, Options& o) {
   return "";
 }
 
+// srun ddprun ...: one ddprun per node, an srun task that no launcher placed. The static rendezvous's flags not
+// given come from Slurm's variables: the node count and rank, node 0's address, the job's port and id. An error,
+// or "".
+std::string take_slurm(Options& o, const CLI::App& app) {
+  namespace le = ddp::launch_env;
+  namespace sl = ddp::slurm;
+  const le::EnvFn env = le::process();
+  if (!sl::srun_task(env) || app.count("--standalone") + app.count("--rdzv-endpoint") + app.count("--rdzv-backend") > 0)
+    return "";
+  try {
+    if (auto per_node = sl::derive(le::kLocalWorldSize.name, env); per_node && per_node->value != "1")
+      return "srun started " + per_node->value + " ddprun on this node (" + per_node->source +
+             "): one ddprun per node starts its ranks; run it as 'srun --ntasks-per-node 1 ddprun ...'";
+    auto from = [&](const char* flag, const le::EnvVar& v, const std::function<void(const std::string&)>& set) {
+      if (app.count(flag) > 0) return;
+      const auto d = sl::derive(v.name, env);
+      if (!d) return;
+      set(d->value);
+      o.placement += std::string(o.placement.empty() ? "" : ", ") + flag + " " + d->value + " (" + d->source + ")";
+    };
+    from("--nnodes", le::kGroupWorldSize,
+         [&](const std::string& v) { o.nnodes = o.nnodes_min = o.nnodes_max = std::stoi(v); });
+    from("--node-rank", le::kGroupRank, [&](const std::string& v) { o.node_rank = std::stoi(v); });
+    from("--master-addr", le::kMasterAddr, [&](const std::string& v) { o.master_addr = v; });
+    from("--master-port", le::kMasterPort, [&](const std::string& v) { o.master_port = std::stoi(v); });
+    if (auto id = le::text(le::kSlurmJobId, env); id && o.rdzv_id.empty()) {
+      o.rdzv_id = *id;
+      o.placement += ", --rdzv-id " + *id + " (" + le::kSlurmJobId.name + ")";
+    }
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // Flags whose presence matters, beyond their values.
 struct Given {
   bool node_rank, endpoint, master, rdzv_backend;
@@ -225,6 +262,8 @@ ParseOutcome parse_options(const std::vector<std::string>& args, int online_cpus
   if (!bad_heartbeat_env.empty() && app.count("--heartbeat-timeout") == 0)
     return fail("in the environment: " + bad_heartbeat_env + "; unset it or give --heartbeat-timeout");
   std::string error = take_program(app.remaining(), out.options);
+  if (!error.empty()) return fail(error);
+  error = take_slurm(out.options, app);
   if (!error.empty()) return fail(error);
   const Given given{app.count("--node-rank") > 0, app.count("--rdzv-endpoint") > 0,
                     app.count("--master-addr") + app.count("--master-port") > 0, app.count("--rdzv-backend") > 0};

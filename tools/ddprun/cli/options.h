@@ -46,6 +46,7 @@ struct Options {
   // Job id exported as TORCHELASTIC_RUN_ID (--rdzv-id); when not given, a random
   // one for a single node, else empty: "none-ADDR:PORT" (nodes must agree).
   std::string rdzv_id;
+  std::string placement;  // srun ddprun: the flags Slurm's variables gave, for the first line ("" when none)
   // Restarts (torchrun's elastic agent): how often every rank is started again after a failed attempt (elastic.h).
   int max_restarts{};
   Rdzv rdzv_backend{};
