@@ -148,6 +148,7 @@ class EpochRun {
     }
     if (moment == Moment::kPreempted) {  // this step's state is saved where a restart resumes exactly
       s_.preempted = true;
+      s_.stop_signal = stop_.signal();
       return false;
     }
     // Not within half an interval of the epoch's end, which has its own evaluation.
@@ -185,16 +186,32 @@ class EpochRun {
 
 }  // namespace
 
-StopSignalHandler::StopSignalHandler() {
-  g_stop_signal.store(0);  // a SIGTERM after an earlier fit's last step is not this one's
+int stop_signal_number(const std::string& name) { return name == "USR1" ? SIGUSR1 : name == "USR2" ? SIGUSR2 : 0; }
+
+std::string stop_signal_name(int sig) {
+  return sig == SIGTERM   ? "SIGTERM"
+         : sig == SIGUSR1 ? "SIGUSR1"
+         : sig == SIGUSR2 ? "SIGUSR2"
+                          : "signal " + std::to_string(sig);
+}
+
+StopSignalHandler::StopSignalHandler(const std::string& stop_signal) {
+  g_stop_signal.store(0);  // a signal after an earlier fit's last step is not this one's
   struct sigaction sa {};
   sa.sa_handler = note_stop_signal;
   sa.sa_flags = SA_RESTART;
   sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGTERM, &sa, &old_);
+  for (int sig : {SIGTERM, stop_signal_number(stop_signal)}) {
+    if (sig == 0) continue;
+    struct sigaction old {};
+    ::sigaction(sig, &sa, &old);
+    old_.emplace_back(sig, old);
+  }
 }
 
-StopSignalHandler::~StopSignalHandler() { ::sigaction(SIGTERM, &old_, nullptr); }
+StopSignalHandler::~StopSignalHandler() {
+  for (auto& [sig, old] : old_) ::sigaction(sig, &old, nullptr);
+}
 
 double train_epoch(Job& j, LoopState& s) {
   EpochRun epoch(j, s);

@@ -21,17 +21,21 @@ inline double unix_time() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// epoch_loop.cpp. While alive, SIGTERM (preemption) is noted, and acted on at the next step boundary.
+// epoch_loop.cpp. While alive, SIGTERM (preemption) and `stop_signal` (--stop-signal: USR1, USR2 or none) are
+// noted, and acted on at the next step boundary.
 class StopSignalHandler {
  public:
-  StopSignalHandler();
+  explicit StopSignalHandler(const std::string& stop_signal = "none");
   ~StopSignalHandler();
   StopSignalHandler(const StopSignalHandler&) = delete;
   StopSignalHandler& operator=(const StopSignalHandler&) = delete;
 
  private:
-  struct sigaction old_ {};
+  std::vector<std::pair<int, struct sigaction>> old_;
 };
+// SIGUSR1 for "USR1", SIGUSR2 for "USR2", 0 for "none"; "SIGTERM", "SIGUSR1", ... for a number.
+int stop_signal_number(const std::string& name);
+std::string stop_signal_name(int sig);
 // One epoch from micro-batch s.micro on: data, forward and backward, the step, logs, mid-epoch
 // checkpoints and evaluations; a SIGTERM saves and stops (s.preempted). Returns this rank's mean loss.
 double train_epoch(Job& j, LoopState& s);

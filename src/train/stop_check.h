@@ -53,8 +53,13 @@ class StopSchedule {
     const int64_t* f = ddp::detail::host_data<int64_t>(flag_, "the stop check's flags");  // a CPU tensor
     next_ = last_step_ + std::max<int64_t>(1, -f[1]);
     save_failed_ = f[2] != 0;
+    signal_ = static_cast<int>(f[0]);
     return f[0] != 0;
   }
+
+  // The signal the ranks stop for: the largest number any rank got (SIGTERM's 15 over SIGUSR1's 10 and SIGUSR2's
+  // 12: a preemption wins over a time limit's warning).
+  int signal() const { return signal_; }
 
   // Whether the last check read by requested() found rank 0's background checkpoint write failed.
   bool save_failed() const { return save_failed_; }
@@ -76,6 +81,7 @@ class StopSchedule {
   int64_t last_step_ = -1;  // the last check step
   Clock::time_point last_time_;
   bool save_failed_ = false;
+  int signal_ = 0;
   at::Tensor flag_;
   std::optional<Work> work_;
 };

@@ -21,6 +21,7 @@ struct LoopState {
   int64_t step = 0;
   double loss_sum = 0;     // this rank's training losses so far in the epoch, for its mean train loss
   int64_t loss_count = 0;  // how many micro-batches loss_sum holds
+  int stop_signal = 0;     // the signal it stopped for (the largest any rank got)
   bool preempted = false;  // a rank got SIGTERM: a checkpoint was written at this state, and training stops
 };
 

@@ -23,6 +23,7 @@
 #include "ddp/errors.h"
 #include "ddp/train/recipe.h"
 #include "fit_parts.h"
+#include "requeue.h"
 #include "trainer_job.h"
 
 namespace ddp::train {
@@ -173,9 +174,9 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
     const std::vector<double> peak_mb = peak_memory_mb(j);  // the training steps' (and --eval-every's)
     if (s.preempted) {
       j.checkpoints.wait();  // the preemption's checkpoint on disk before anything says so
-      j.logs.console().line("preempted (SIGTERM): stopped after step " + std::to_string(s.step) + " of epoch " +
-                            std::to_string(s.epoch + 1) + ", checkpoint " + j.checkpoints.last() +
-                            "; exiting with code " + std::to_string(kExitPreempted) +
+      j.logs.console().line("preempted (" + detail::stop_signal_name(s.stop_signal) + "): stopped after step " +
+                            std::to_string(s.step) + " of epoch " + std::to_string(s.epoch + 1) + ", checkpoint " +
+                            j.checkpoints.last() + "; exiting with code " + std::to_string(kExitPreempted) +
                             " (--resume, or a restart by ddprun, goes on from here exactly)");
       summary.preempted = true;
       break;
@@ -212,7 +213,9 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
   summary.seconds = seconds_since(start);
   if (summary.preempted)
     log_end(j, "preempted",
-            "SIGTERM: stopped after step " + std::to_string(s.step) + ", checkpoint " + j.checkpoints.last(), summary);
+            detail::stop_signal_name(s.stop_signal) + ": stopped after step " + std::to_string(s.step) +
+                ", checkpoint " + j.checkpoints.last(),
+            summary);
   else
     log_end(j, summary.stopped.empty() ? "finished" : "stopped", summary.stopped, summary);
   j.strategy->finish();  // a sharded model's trained weights back in the Task's model
@@ -221,6 +224,12 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
   // Preempted: every rank exits 75 right after this, and under mpirun the first exit ends the others (ddprun's
   // DDP_EXIT_LINGER is their only slack): rank 0's last log lines are written before anyone leaves.
   if (summary.preempted) j.group->barrier().wait();
+  if (summary.preempted && cfg.requeue && s.stop_signal == detail::stop_signal_number(cfg.stop_signal) &&
+      j.group->rank() == 0) {  // Slurm's warning, not SIGTERM: the job comes back under its id and resumes
+    const std::string failed = detail::requeue_slurm_job();
+    j.logs.console().line(failed.empty() ? "requeued the Slurm job: its next run resumes from " + j.checkpoints.last()
+                                         : "requeue FAILED: " + failed + "; resume by hand with --resume");
+  }
   return summary;
 }
 
@@ -275,18 +284,25 @@ TrainSummary Trainer::fit(Task task) {
   if (t.fitted) throw InvalidArgument("Trainer::fit: this Trainer has trained already; make a new one for a new run");
   t.fitted = true;
   const auto start = Clock::now();
-  const detail::StopSignalHandler on_sigterm;
+  const detail::StopSignalHandler on_stop(t.cfg.stop_signal);
   Job j;
   j.logs.console().set_leader(t.group->rank() == 0);
-  if (const int restarts = launch_env::count(launch_env::kRestartCount).value_or(0); restarts > 0) {
+  for (const auto* restarts : {&launch_env::kRestartCount, &launch_env::kSlurmRestartCount}) {
+    const int n = launch_env::count(*restarts).value_or(0);
+    if (n == 0) continue;
     if (!t.cfg.resume)
-      j.logs.console().rank_message("restart " + std::to_string(restarts) +
-                                    " by the launcher: resuming from the latest checkpoint");
+      j.logs.console().rank_message((restarts == &launch_env::kRestartCount ? "restart " : "requeue ") +
+                                    std::to_string(n) + " by " +
+                                    (restarts == &launch_env::kRestartCount ? "the launcher" : "Slurm") +
+                                    ": resuming from the latest checkpoint");
     t.cfg.resume = true;
+    break;
   }
   detail::fill_task_defaults(t.cfg, task);
   check_config_agreement(t.cfg, *t.group);  // again: settings() may have changed them, the Task fills some
   check_settings(t.cfg);
+  if (const std::string why = t.cfg.requeue ? detail::requeue_problem(t.cfg.stop_signal) : ""; !why.empty())
+    throw InvalidArgument("ddp-train: " + why);
   j.device = detail::resolve_job_device(t.cfg.device, *t.group);
   j.precision = detail::decide_precision(t.cfg.precision, t.precision_asked, *t.group, j.device);
   t.cfg.precision = to_string(j.precision.precision);  // logs and checkpoints record what ran

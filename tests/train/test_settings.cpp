@@ -183,6 +183,8 @@ TEST(Settings, EverySettingIsAFlagAKeyAndReadsBack) {
                                            "--checkpoint-every=10",
                                            "--keep-last=2",
                                            "--no-async-save",
+                                           "--stop-signal=USR2",
+                                           "--requeue",
                                            "--stop-after=1",
                                            "--log-every=3",
                                            "--backend=mpi",

@@ -167,6 +167,8 @@ inline constexpr EnvVar kSlurmStepNodelist =
 inline constexpr EnvVar kSlurmJobNodelist =
     var("SLURM_JOB_NODELIST", Type::kText, kSlurm, "the job's hosts, as node[01-04,07]");
 inline constexpr EnvVar kSlurmJobId = var("SLURM_JOB_ID", Type::kText, kSlurm, "the job's id");
+inline constexpr EnvVar kSlurmRestartCount =
+    var("SLURM_RESTART_COUNT", Type::kCount, kSlurm, "how often Slurm requeued the job").with_range(0, kMaxCount);
 
 // --- for mpirun itself (ddprun's --backend mpi) ---
 inline constexpr EnvVar kOmpiSigkillTimeout = var("OMPI_MCA_odls_base_sigkill_timeout", Type::kCount, kDdprun | kUser,
@@ -258,6 +260,7 @@ inline constexpr const EnvVar* kAll[] = {&kRank,
                                          &kSlurmStepNodelist,
                                          &kSlurmJobNodelist,
                                          &kSlurmJobId,
+                                         &kSlurmRestartCount,
                                          &kOmpiSigkillTimeout,
                                          &kOmpiAllowRoot,
                                          &kOmpiAllowRootConfirm,

@@ -43,9 +43,11 @@ struct TrainConfig {
   std::optional<double> timeout;  // seconds a rendezvous/collective may wait; unset: DDP_TIMEOUT, else 600
   int64_t checkpoint_every = 0;   // steps; 0: at the end of each epoch only
   int keep_last = 3;
-  bool async_save = true;   // checkpoints copied to host memory at the step and written in the background
-  int64_t stop_after = 0;   // stop (as if interrupted) after this many epochs; 0: never
-  int64_t limit_train = 0;  // use only the first N training samples (0: all)
+  bool async_save = true;            // checkpoints copied to host memory at the step and written in the background
+  std::string stop_signal = "USR1";  // USR1 | USR2 | none: like SIGTERM, a checkpoint and exit 75 (Slurm's warning)
+  bool requeue = false;              // on stop_signal, rank 0 requeues the Slurm job (scontrol requeue)
+  int64_t stop_after = 0;            // stop (as if interrupted) after this many epochs; 0: never
+  int64_t limit_train = 0;           // use only the first N training samples (0: all)
   int64_t limit_test = 0;
   int64_t log_every = 50;  // steps between train-loss logs
   int64_t eval_batch = 500;

@@ -111,6 +111,15 @@ std::vector<Setting> make_table() {
           "it while training goes on (one save in flight; a failed write stops the run at a later step and at the "
           "end); --no-async-save: every rank waits for the file")
           .role(kAgreed),
+      set("stop-signal", &C::stop_signal,
+          "a signal that, as SIGTERM, makes every rank finish its step, write a checkpoint and exit 75: Slurm's "
+          "warning before a time limit (sbatch --signal=USR1@90); none: left to its default action")
+          .choices({"USR1", "USR2", "none"})
+          .role(kAgreed),
+      set("requeue", &C::requeue,
+          "after --stop-signal's checkpoint, rank 0 requeues the Slurm job (scontrol requeue $SLURM_JOB_ID), which "
+          "resumes from it (Lightning's auto-requeue); SIGTERM (scancel, preemption) never requeues")
+          .role(kAgreed),
       set("stop-after", &C::stop_after, "stop (as if interrupted) after N epochs (0: never)")
           .non_negative()
           .role(kAgreed),

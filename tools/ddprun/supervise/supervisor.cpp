@@ -64,7 +64,7 @@ class Run {
   }
 
   SupervisorResult run(const std::vector<ManagedChild>& configs) {
-    SignalPipe signal_pipe({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD});
+    SignalPipe signal_pipe({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2});
     start_ = Clock::now();
     next_scan_ = start_;
     next_external_ = start_ + monitor_interval_;
@@ -357,7 +357,13 @@ class Run {
   }
 
   void on_signal(int sig) {
-    if (result_.received_signal == 0) {
+    if (sig == SIGUSR1 || sig == SIGUSR2) {  // Slurm's warning before a time limit: passed on; the ranks decide
+      if (result_.received_signal == 0) result_.received_signal = sig;
+      send_all(sig, /*mark=*/false);
+      return;
+    }
+    const int before = result_.received_signal;
+    if (before == 0 || before == SIGUSR1 || before == SIGUSR2) {  // the first stop signal (a warning came before)
       result_.received_signal = sig;
       if (!stopping_) {
         begin_stop(sig);
