@@ -35,6 +35,7 @@ PKGS=(
   zlib1g-dev                            # gzip data files
   libturbojpeg0-dev libspng-dev         # ImageFolder: JPEG (libjpeg-turbo) and PNG decoding
   iproute2                              # network namespaces: multi-host tests on one machine
+  slurm-wlm                             # tests under a real Slurm (slurmctld, slurmd, munge; started by the test)
   libzip-dev                            # checkpoint integrity: the zip's CRC-32 of every record
   dataset-fashion-mnist                 # the main job's data
   python3-torch                         # test oracle and benchmark peer only
