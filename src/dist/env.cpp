@@ -79,7 +79,8 @@ Rendezvous resolve_rendezvous(const InitOptions& opts, const EnvFn& given, bool 
       r.backend_reason = "auto: the job's device is " + r.device.str();
     } else if (mpi_available && launched_by_mpi(env)) {
       r.backend = "mpi";
-      r.backend_reason = "auto: started by mpirun";
+      r.backend_reason =
+          le::text(le::kOmpiSize, env) ? "auto: started by mpirun" : "auto: started with PMI (srun --mpi=pmix or pmi2)";
     }
   }
   if (r.backend == "mpi") {

@@ -75,6 +75,7 @@ TEST(Resolve, BackendReasonSaysWhyAutoChose) {
   EXPECT_EQ(resolve(gloo).backend_reason, "DDP_BACKEND=gloo");
   EXPECT_EQ(resolve({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}}).backend_reason,
             "auto: started by mpirun");
+  EXPECT_EQ(resolve({{"PMIX_RANK", "1"}}).backend_reason, "auto: started with PMI (srun --mpi=pmix or pmi2)");
   InitOptions given;
   given.backend = "gloo";
   EXPECT_EQ(resolve(gloo, given).backend_reason, "InitOptions::backend \"gloo\"");  // given beats DDP_BACKEND

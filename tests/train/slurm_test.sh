@@ -11,71 +11,25 @@ train=$(readlink -f "$1") recipe=fashion-mnist
 source "$(dirname "$0")/lib.sh"
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; for f in "$work"/*.out "$work"/slurm/log/*.log; do [ -f "$f" ] && { echo "== $f"; tail -30 "$f"; }; done; exit 1; }
-for tool in slurmctld slurmd munged mungekey sbatch srun scontrol scancel sinfo; do
-  command -v "$tool" > /dev/null || [ -x "/usr/sbin/$tool" ] || skip "Slurm's $tool is not installed (Debian: slurm-wlm)"
-done
-[ "$(id -u)" = 0 ] || skip "starting slurmd needs root"
-export PATH="$PATH:/usr/sbin"
 s=$work/slurm
-mkdir -p "$s"/{state,spool,log,run}
-chmod 700 "$s"
+source "$(dirname "$0")/../support/slurm.sh"
+slurm_tools
 ports=$(${DDP_PYTHON:-/usr/bin/python3} -c '
 import socket
 ss = [socket.socket() for _ in range(2)]
 for x in ss: x.bind(("127.0.0.1", 0))
 print(*[x.getsockname()[1] for x in ss])')
-read -r ctld_port slurmd_port <<< "$ports"
+read -r slurm_ctld_port slurm_slurmd_port <<< "$ports"
 host=$(hostname -s)
-# A munged of our own (its own key and socket), so the test needs nothing of the machine's.
-dd if=/dev/urandom of="$s/munge.key" bs=1024 count=1 status=none && chmod 400 "$s/munge.key"
-munged --force --socket="$s/munge.sock" --key-file="$s/munge.key" --pid-file="$s/run/munged.pid" \
-  --log-file="$s/log/munged.log" --seed-file="$s/munge.seed" || skip "munged would not start: $(tail -1 "$s/log/munged.log")"
-cat > "$s/slurm.conf" <<CONF
-ClusterName=ddptest
-SlurmctldHost=$host(127.0.0.1)
-AuthType=auth/munge
-AuthInfo=socket=$s/munge.sock
-CredType=cred/munge
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SlurmctldPort=$ctld_port
-SlurmdPort=$slurmd_port
-StateSaveLocation=$s/state
-SlurmdSpoolDir=$s/spool
-SlurmctldPidFile=$s/run/slurmctld.pid
-SlurmdPidFile=$s/run/slurmd.pid
-SlurmctldLogFile=$s/log/slurmctld.log
-SlurmdLogFile=$s/log/slurmd.log
-SlurmUser=root
-SlurmdUser=root
-ReturnToService=2
-JobRequeue=1
-MpiDefault=none
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=2000 State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
-CONF
-export SLURM_CONF=$s/slurm.conf
-stop_slurm() {
-  scancel --quiet --full --user=root 2> /dev/null
-  for p in slurmd slurmctld munged; do [ -f "$s/run/$p.pid" ] && kill "$(cat "$s/run/$p.pid")" 2> /dev/null; done
-  sleep 0.5
-  rm -rf "$work"
-}
-trap stop_slurm EXIT
+trap 'slurm_down; rm -rf "$work"' EXIT
+slurm_munge
+slurm_conf "$host(127.0.0.1)" "NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=2000 State=UNKNOWN"
+mkdir -p "$s/spool/$host"
 slurmctld -i -f "$SLURM_CONF" || skip "slurmctld would not start: $(tail -2 "$s/log/slurmctld.log")"
-slurmd -f "$SLURM_CONF" || skip "slurmd would not start: $(tail -2 "$s/log/slurmd.log")"
-for _ in $(seq 150); do sinfo -h -o %t 2> /dev/null | grep -q idle && break; sleep 0.2; done
-sinfo -h -o %t | grep -q idle || skip "the node did not come up: $(sinfo 2>&1 | tail -1); $(tail -1 "$s/log/slurmd.log")"
-
-# state JOB: the job's state (PENDING, RUNNING, COMPLETED, ...); wait_state JOB STATES SECONDS.
-state() { scontrol show job "$1" 2> /dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
-wait_state() {
-  for _ in $(seq $(($3 * 5))); do [[ " $2 " == *" $(state "$1") "* ]] && return 0; sleep 0.2; done
-  fail "job $1 is $(state "$1"), not one of: $2 (after $3 s)"
-}
+slurmd -f "$SLURM_CONF" || skip "slurmd would not start: $(tail -2 "$s"/log/slurmd-*.log)"
+slurm_idle 1
+state() { slurm_state "$@"; }
+wait_state() { slurm_wait "$@"; }
 args=(fashion-mnist "${data[@]}" --no-progress --batch-size 16 --epochs 6 --data sampler --backend gloo)
 cd "$work"
 
