@@ -19,3 +19,9 @@ if [ "${DATA_VIA_ENV:-0}" = 1 ] && [ ${#data[@]} -gt 0 ]; then
 fi
 # latest OUT_DIR: the path of the newest checkpoint the run left.
 latest() { local c; c=$(cat "$1/checkpoints/latest"); case $c in /*) echo "$c" ;; *) echo "$1/checkpoints/$c" ;; esac; }
+# As a task that srun starts directly: no variable of another launcher.
+unset_launcher_env() {
+  local v
+  for v in RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE GROUP_RANK GROUP_WORLD_SIZE MASTER_ADDR MASTER_PORT DDP_BACKEND \
+    OMPI_COMM_WORLD_SIZE PMI_SIZE PMIX_RANK; do unset "$v"; done
+}

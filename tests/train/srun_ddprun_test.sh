@@ -9,8 +9,7 @@ source "$(dirname "$0")/lib.sh"
 fail() { echo "FAIL: $*"; for f in "$work"/node*.log; do echo "== $f"; cat "$f"; done; exit 1; }
 job=$(${DDP_PYTHON:-/usr/bin/python3} "$(dirname "$0")/slurm_free_job.py") || fail "no free port in [15000, 24999]"
 port=$((15000 + job % 10000))
-for v in RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE GROUP_RANK GROUP_WORLD_SIZE MASTER_ADDR MASTER_PORT DDP_BACKEND \
-  OMPI_COMM_WORLD_SIZE PMI_SIZE PMIX_RANK; do unset "$v"; done
+unset_launcher_env
 pids=()
 for node in 0 1; do
   SLURM_JOB_ID=$job SLURM_PROCID=$node SLURM_LOCALID=0 SLURM_NODEID=$node SLURM_NTASKS=2 SLURM_STEP_NUM_TASKS=2 \

@@ -10,8 +10,7 @@ source "$(dirname "$0")/lib.sh"
 fail() { echo "FAIL: $*"; for f in "$work"/rank*.log; do echo "== $f"; cat "$f"; done; exit 1; }
 job=$(${DDP_PYTHON:-/usr/bin/python3} "$(dirname "$0")/slurm_free_job.py") || fail "no free port in [15000, 24999]"
 port=$((15000 + job % 10000))
-for v in RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE GROUP_RANK GROUP_WORLD_SIZE MASTER_ADDR MASTER_PORT DDP_BACKEND \
-  OMPI_COMM_WORLD_SIZE PMI_SIZE PMIX_RANK; do unset "$v"; done
+unset_launcher_env
 pids=()
 for ((r = 0; r < np; r++)); do
   SLURM_JOB_ID=$job SLURM_PROCID=$r SLURM_LOCALID=$r SLURM_NODEID=0 SLURM_NTASKS=$np SLURM_STEP_NUM_TASKS=$np \
