@@ -21,7 +21,15 @@ for i in 0 1; do
   printf "127.0.0.1 localhost\n%s %s\n%s %s\n" "$("$netns" addr 0)" "$(node 0)" "$("$netns" addr 1)" "$(node 1)" \
     > "/etc/netns/$p-h$i/hosts"
 done
-trap 'slurm_down; rm -rf /etc/netns/$p-h0 /etc/netns/$p-h1; "$netns" down "$p"; rm -rf "$work"' EXIT
+# At exit: Slurm's daemons stopped, then whatever still runs on the hosts (a step cut off with host 1's link).
+end_hosts() {
+  slurm_down
+  for i in 0 1; do ip netns pids "$p-h$i" 2> /dev/null | xargs -r kill -9 2> /dev/null; done
+  rm -rf "/etc/netns/$p-h0" "/etc/netns/$p-h1"
+  "$netns" down "$p"
+  rm -rf "$work"
+}
+trap end_hosts EXIT
 slurm_munge
 slurm_conf "$(hostname -s)($("$netns" addr 0))" "NodeName=$(node 0) NodeAddr=$("$netns" addr 0) CPUs=2 RealMemory=2000 State=UNKNOWN
 NodeName=$(node 1) NodeAddr=$("$netns" addr 1) CPUs=2 RealMemory=2000 State=UNKNOWN"
