@@ -22,14 +22,17 @@ cmd=("$ddprun" --nproc-per-node "$np" --standalone --backend gloo "$train" "${ar
 run() { "${cmd[@]}" "$@"; }
 run --out-dir "$work/whole" > "$work/whole.log" 2>&1 || { cat "$work/whole.log"; fail "the uninterrupted run"; }
 [ ! -e "$work/scontrol.log" ] || fail "an uninterrupted run requeued the job"
-# signal SIG DIR: the run in DIR signalled after its second epoch line; its exit code in $rc.
+# signal SIG DIR: the run in DIR signalled after its second epoch line; its exit code in $rc, its output in
+# $work/log (a log of its own first: the previous run's lines must not trigger the signal).
 signal() {
-  "${cmd[@]}" --out-dir "$2" > "$work/log" 2>&1 &  # ddprun itself, not a subshell, gets the signal
+  : > "$work/$1.log"
+  "${cmd[@]}" --out-dir "$2" > "$work/$1.log" 2>&1 &  # ddprun itself, not a subshell, gets the signal
   local launcher=$!
-  for _ in $(seq 600); do grep -q "epoch 2/6" "$work/log" && break; sleep 0.1; done
+  for _ in $(seq 600); do grep -q "epoch 2/6" "$work/$1.log" && break; sleep 0.1; done
   kill -"$1" $launcher
   rc=0
   wait $launcher || rc=$?
+  cp "$work/$1.log" "$work/log"
 }
 signal TERM "$work/term"
 [ $rc = 75 ] || { cat "$work/log"; fail "SIGTERM: ddprun exited with $rc, not 75"; }
