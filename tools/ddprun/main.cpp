@@ -22,6 +22,7 @@
 #include "launch/rank_env.h"
 #include "output/output.h"
 #include "rendezvous/c10d_agent.h"
+#include "rendezvous/rank_store.h"
 
 using namespace ddprun;
 
@@ -76,6 +77,20 @@ int merge_timeline_at_end(const Options& options, int exit_code) {
   return exit_code;
 }
 
+// --recovery inplace: this attempt's ranks meet on a store ddprun hosts, which outlives any of them; each rank
+// that fails while others run is marked lost there, and the others rebuild their group (ddp::Membership).
+AttemptOutcome run_inplace(const Options& options, const std::string& exec_path, const Attempt& attempt) {
+  std::string error;
+  auto store = host_rank_store(attempt.place.master_addr, attempt.place.master_port, attempt.place.world_size, &error);
+  if (!store) {
+    report(error);
+    return AttemptOutcome(1);
+  }
+  LocalLaunchExtras extras;
+  extras.on_lost = [&](int rank, const std::string& how) { store->mark_lost(rank, how); };
+  return run_local(options, exec_path, attempt, extras);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -111,6 +126,11 @@ int main(int argc, char** argv) {
   if (options.backend == Backend::kAuto)
     report(std::string("backend ") + backend_name(choice.backend) + " (" + choice.reason + ")");
   if (!options.placement.empty()) report("placed by srun: " + options.placement);
+  if (options.recovery == Recovery::kInplace && choice.backend != Backend::kGloo) {
+    report(std::string("--recovery inplace needs gloo, and the backend is ") + backend_name(choice.backend) + " (" +
+           choice.reason + "); give --backend gloo, or --recovery restart");
+    return 2;
+  }
 
   std::string mpirun_path;
   if (choice.backend == Backend::kMpi) {
@@ -138,6 +158,8 @@ int main(int argc, char** argv) {
   return merge_timeline_at_end(options, run_attempts(options, first, [&](const Attempt& attempt) {
                                  if (choice.backend == Backend::kMpi)
                                    return run_mpi(options, mpirun_path, program.path, attempt);
+                                 if (options.recovery == Recovery::kInplace)
+                                   return run_inplace(options, program.path, attempt);
                                  return run_local(options, program.path, attempt);
                                }));
 }

@@ -131,6 +131,11 @@ inline constexpr EnvVar kHeartbeatTimeout = var("DDP_HEARTBEAT_TIMEOUT", Type::k
                                                 "after how long a rank that stopped answering fails the job")
                                                 .with_range(0, kMaxSeconds)
                                                 .with_zero_means("turns the heartbeat off");
+inline constexpr EnvVar kRecovery =
+    var("DDP_RECOVERY", Type::kChoice, kDdprun,
+        "inplace: ddprun hosts the store at MASTER_ADDR:MASTER_PORT and marks a lost rank there; the survivors "
+        "rebuild their group and go on (ddp::Membership)")
+        .with_choices("restart|inplace");
 inline constexpr EnvVar kExitLinger =
     var("DDP_EXIT_LINGER", Type::kSeconds, kDdprun | kUser, "how long a failing rank waits before it exits (mpi)")
         .with_range(0, 60);
@@ -242,6 +247,7 @@ inline constexpr const EnvVar* kAll[] = {&kRank,
                                          &kTimeout,
                                          &kRdzvTimeout,
                                          &kHeartbeatTimeout,
+                                         &kRecovery,
                                          &kExitLinger,
                                          &kTty,
                                          &kOmpiRank,

@@ -235,6 +235,11 @@ std::vector<Flag> declare() {
       integer("--max-restarts,--max_restarts", &Options::max_restarts, 0, INT_MAX, "0",
               "start every rank again after a failed attempt, at most this many times; across nodes with "
               "--rdzv-backend c10d"),
+      choice<Recovery>("--recovery", &Options::recovery,
+                       {{"restart", Recovery::kRestart}, {"inplace", Recovery::kInplace}}, "restart",
+                       "restart | inplace: when a rank is lost, restart stops every rank (see --max-restarts); "
+                       "inplace keeps the others running: they rebuild their group among themselves and go on "
+                       "(ddprun hosts their store; gloo, one node)"),
       with_note(choice<Rdzv>("--rdzv-backend,--rdzv_backend", &Options::rdzv_backend,
                              {{"static", Rdzv::kStatic}, {"c10d", Rdzv::kC10d}}, "static",
                              "static | c10d: c10d assigns node ranks at a rendezvous each round (elastic, restarts "

@@ -226,6 +226,16 @@ std::string check_together(Options& o, const Given& given, int online_cpus) {
   if (!given.rdzv_backend && (o.nnodes_min != o.nnodes_max || given.endpoint)) o.rdzv_backend = Rdzv::kC10d;
   const std::string error = o.rdzv_backend == Rdzv::kC10d ? check_c10d(o, given) : check_static(o, given);
   if (!error.empty()) return error;
+  if (o.recovery == Recovery::kInplace) {
+    if (o.rdzv_backend == Rdzv::kC10d || o.nnodes > 1)
+      return "--recovery inplace runs on one node for now (static rendezvous, --nnodes 1); across nodes use "
+             "--recovery restart with --rdzv-backend c10d";
+    if (o.backend == Backend::kMpi || o.backend == Backend::kNccl)
+      return std::string("--recovery inplace cannot be used with --backend ") + backend_name(o.backend) +
+             (o.backend == Backend::kMpi ? ": OpenMPI's communicators cannot survive a lost rank"
+                                         : ": ddp cannot abort NCCL's communicators yet") +
+             "; use --backend gloo, or --recovery restart";
+  }
   if ((o.redirects != 0 || o.tee != 0) && o.log_dir.empty())
     return std::string(o.redirects != 0 ? "--redirects" : "--tee") +
            " needs --log-dir DIR: the directory the ranks' log files are written to";

@@ -13,6 +13,11 @@ enum class Backend { kAuto, kGloo, kMpi, kNccl };  // nccl: launched as gloo's r
 // across nodes); c10d = the agents meet at --rdzv-endpoint each round (see rendezvous.h).
 enum class Rdzv { kStatic, kC10d };
 
+// --recovery: what a lost rank costs. restart: every rank is stopped (and started again with --max-restarts);
+// inplace: ddprun hosts the ranks' store and marks the lost rank there, the survivors rebuild their group and go on
+// (ddp::Membership, include/ddp/dist/membership.h).
+enum class Recovery { kRestart, kInplace };
+
 // "auto", "gloo", "mpi" or "nccl".
 const char* backend_name(Backend backend);
 
@@ -49,6 +54,7 @@ struct Options {
   std::string placement;  // srun ddprun: the flags Slurm's variables gave, for the first line ("" when none)
   // Restarts (torchrun's elastic agent): how often every rank is started again after a failed attempt (elastic.h).
   int max_restarts{};
+  Recovery recovery{};
   Rdzv rdzv_backend{};
   std::string rdzv_host;  // --rdzv-endpoint HOST[:PORT]
   int rdzv_port = kDefaultRdzvPort;

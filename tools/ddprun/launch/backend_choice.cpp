@@ -27,6 +27,8 @@ LaunchBackend choose_backend(const Options& o, const MpiProbe& p) {
           "DDP_BACKEND=mpi in the environment, but ddprun's mpi mode runs one node only (this job has " +
           std::string(o.rdzv_backend == Rdzv::kC10d ? "the c10d rendezvous" : "--nnodes " + std::to_string(o.nnodes)) +
           "); unset DDP_BACKEND or pass --backend gloo";
+  } else if (o.recovery == Recovery::kInplace) {
+    c.reason = "auto: --recovery inplace: a gloo group can be rebuilt without the rank it lost";
   } else if (o.rdzv_backend == Rdzv::kC10d) {
     c.reason = "auto: the c10d rendezvous (elastic, several nodes): mpirun's world is fixed at launch";
   } else if (o.nnodes > 1) {

@@ -28,7 +28,7 @@ struct LaunchBackend {
 };
 
 // The rule. --backend gloo|mpi|nccl is kept. auto: an inherited DDP_BACKEND=gloo|mpi is
-// kept; else gloo for several nodes, the c10d rendezvous, a program that is not a
+// kept; else gloo for --recovery inplace, several nodes, the c10d rendezvous, a program that is not a
 // ddp binary, a node with GPUs and an nccl build, or no usable OpenMPI; else mpi. Auto's
 // gloo launches say that a rank on a GPU takes nccl (on_gpu, exported as DDP_BACKEND_ON_GPU).
 LaunchBackend choose_backend(const Options& options, const MpiProbe& probe);

@@ -137,6 +137,13 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
       stop_reason = attempt.external_stop();
       return !stop_reason.empty();
     });
+  if (extras.on_lost)
+    supervisor.set_keep_going([&](size_t i, int status) {
+      const std::string how =
+          WIFSIGNALED(status) ? signal_name(WTERMSIG(status)) : "exit " + std::to_string(WEXITSTATUS(status));
+      report("rank " + std::to_string(ranks[i]) + " was lost (" + how + "); the others go on (--recovery inplace)");
+      extras.on_lost(ranks[i], how);
+    });
   SupervisorResult result = supervisor.run(children);
 
   if (!result.spawn_error.empty()) report(result.spawn_error);
@@ -147,6 +154,11 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
            " was still open 2 s after the rank exited (held by a process it started); stopped reading it");
   }
   if (result.first_failed < 0 && result.received_signal == 0 && result.spawn_error.empty() && result.stalled < 0) {
+    if (!result.lost.empty() && !result.external_stop) {
+      std::vector<int> lost;
+      for (size_t i : result.lost) lost.push_back(ranks[i]);
+      report("lost rank(s) " + join_ranks(lost) + " on the way; the other ranks ended normally (--recovery inplace)");
+    }
     if (!result.external_stop) return {};
     report("stopped the ranks of this node (" + join_ranks(ranks) + "): " + stop_reason);
     AttemptOutcome stopped;

@@ -1,6 +1,7 @@
 // Launching the ranks of this node directly (gloo/auto backends).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +25,9 @@ struct LocalLaunchExtras {
   std::string final_line;  // when set: the summary ends with final_line + N instead of "exiting with code N"
   std::vector<std::string>* summary = nullptr;  // receives the failure summary's lines
   int* failed_rank = nullptr;                   // receives the first failed rank (-1: none)
+  // --recovery inplace: told of each rank that fails while others still run (how: "SIGKILL", "exit 3"); those
+  // others go on, and the attempt succeeds when they end normally.
+  std::function<void(int rank, const std::string& how)> on_lost;
 };
 AttemptOutcome run_local(const Options& options, const std::string& exec_path, const Attempt& attempt,
                          const LocalLaunchExtras& extras);

@@ -69,6 +69,7 @@ std::vector<std::pair<std::string, std::string>> node_env_vars(const Options& op
                                          ? "none-" + p.master_addr + ":" + std::to_string(p.master_port)
                                          : options.rdzv_id);
   vars.emplace_back(le::kHeartbeatTimeout.name, le::format_seconds(options.heartbeat_timeout_s));
+  if (options.recovery == Recovery::kInplace) vars.emplace_back(le::kRecovery.name, "inplace");
   if (options.timeout_s) vars.emplace_back(le::kTimeout.name, le::format_seconds(*options.timeout_s));
   if (options.rdzv_timeout_s) vars.emplace_back(le::kRdzvTimeout.name, le::format_seconds(*options.rdzv_timeout_s));
   return vars;

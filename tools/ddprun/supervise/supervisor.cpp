@@ -58,6 +58,7 @@ class Run {
         handler_(handler) {}
 
   void set_external_stop(std::function<bool()> check) { external_stop_ = std::move(check); }
+  void set_keep_going(std::function<void(size_t, int)> lost) { keep_going_ = std::move(lost); }
   void set_grandchild_kill(std::function<bool()> lost, double grace_s) {
     grandchild_lost_ = std::move(lost);
     grandchild_grace_ = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace_s));
@@ -182,6 +183,10 @@ class Run {
     pipe.fd = -1;
   }
 
+  bool any_running() const {
+    return std::any_of(children_.begin(), children_.end(), [](const Child& c) { return !c.result.reaped; });
+  }
+
   bool any_pipe_open() const {
     for (const Child& c : children_)
       if (c.pipes[0].fd >= 0 || c.pipes[1].fd >= 0) return true;
@@ -211,7 +216,13 @@ class Run {
       r.exit_after_s = std::chrono::duration<double>(Clock::now() - start_).count();
       r.exit_wall_us = wall_us();
       children_[i].stopped = false;
-      if (rc == r.pid && !(WIFEXITED(status) && WEXITSTATUS(status) == 0) && failed < 0) failed = static_cast<int>(i);
+      const bool bad = rc == r.pid && !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      if (bad && !stopping_ && keep_going_ && any_running()) {  // in-place recovery: the others go on
+        result_.lost.push_back(i);
+        keep_going_(i, status);
+        continue;
+      }
+      if (bad && failed < 0) failed = static_cast<int>(i);
     }
     if (failed >= 0 && !stopping_ && result_.first_failed < 0) {
       result_.first_failed = failed;
@@ -243,8 +254,8 @@ class Run {
   void report_stopped(const std::string& who, int sig) {
     std::string what = who + " was stopped" + (sig > 0 ? " by " + signal_name(sig) : "") + " at " + clock_time();
     if (stop_timeout_s_ > 0) {
-      report(what + "; the job is stopped if it is not continued within " + seconds_text(stop_timeout_s_) +
-             " (--heartbeat-timeout)");
+      report(what + (keep_going_ ? "; it is killed and the others go on" : "; the job is stopped") +
+             " if it is not continued within " + seconds_text(stop_timeout_s_) + " (--heartbeat-timeout)");
     } else {
       report(what + "; waiting for it (--heartbeat-timeout 0)");
     }
@@ -318,6 +329,13 @@ class Run {
     for (size_t i = 0; i < children_.size(); ++i) {
       const Child& c = children_[i];
       if (!c.stopped || c.result.reaped || now < c.stopped_at + stop_timeout()) continue;
+      if (keep_going_) {  // in-place recovery: it is lost, the others go on (reap() reports it)
+        report(who(i) + " is still stopped after " +
+               seconds_text(std::chrono::duration<double>(now - c.stopped_at).count()) + ": killing it (SIGKILL)");
+        kill_stalled(c.result.pid, c.config.signal_group);
+        children_[i].stopped = false;
+        continue;
+      }
       result_.stalled = static_cast<int>(i);
       result_.stalled_who = who(i);
       result_.stalled_signal = c.stop_signal;
@@ -446,6 +464,7 @@ class Run {
   LineHandler* handler_;
   Clock::time_point start_;
   std::function<bool()> external_stop_;
+  std::function<void(size_t, int)> keep_going_;
   Clock::time_point next_external_;
   std::function<bool()> grandchild_lost_;  // set_grandchild_kill
   Clock::duration grandchild_grace_{};
@@ -475,6 +494,7 @@ SupervisorResult Supervisor::run(const std::vector<ManagedChild>& children) {
   Run run(grace_s_, stop_timeout_s_, monitor_interval_s_, handler_);
   run.set_external_stop(external_stop_);
   run.set_grandchild_kill(grandchild_lost_, grandchild_grace_s_);
+  run.set_keep_going(keep_going_);
   return run.run(children);
 }
 

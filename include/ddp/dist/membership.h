@@ -1,0 +1,66 @@
+// A world that outlives the loss of ranks (ddprun --recovery inplace). Each generation is a fresh group on a
+// store prefix of its own; when a rank is lost, the survivors leave the broken group, agree through the store on
+// who is left and build the next generation among themselves, keeping everything they hold in memory.
+//
+//   auto m = ddp::Membership::from_environment();     // under ddprun --recovery inplace
+//   for (int step = 0; step < steps;) {
+//     try { train_step(m->group()); ++step; }
+//     catch (const ddp::CommError& e) { m->rebuild(e.what()); step = agree_on_step(m->group(), step); }
+//   }
+//
+// The store must outlive every rank: ddprun hosts it, and marks a rank that exits "lost" in it (ids below).
+// Members are named by ids: the launch rank (RANK) for the first generation's members. A rank's place in a
+// generation is its id's index in the generation's sorted member list.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ddp/dist/backend.h"
+#include "ddp/dist/membership_keys.h"
+#include "ddp/dist/store.h"
+
+namespace ddp {
+
+struct MembershipOptions {
+  std::string backend = "gloo";  // a backend whose broken group can be destroyed and rebuilt: gloo
+  std::string host;              // the store's host: gloo talks to peers over the interface toward it ("": loopback)
+  int min_world = 1;             // fewer members than this left: rebuild() throws
+  Milliseconds timeout{600000};  // each generation's collective timeout
+  // How long a rebuild waits for a member that neither joins the new generation nor is marked lost (a rank that
+  // stopped, a cut link) before counting it lost.
+  Milliseconds settle{30000};
+};
+
+class Membership {
+ public:
+  // Generation 0: ids 0..world-1, this process `id`. Blocks until every member's group is up.
+  Membership(StorePtr store, int id, int world, MembershipOptions options = {});
+  // From ddprun --recovery inplace's environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, DDP_BACKEND,
+  // DDP_TIMEOUT, DDP_HEARTBEAT_TIMEOUT for `settle`); ddp::Error when ddprun did not host the store.
+  static std::unique_ptr<Membership> from_environment();
+  ~Membership();
+
+  GroupPtr group() const { return group_; }
+  int generation() const { return generation_; }
+  int id() const { return id_; }
+  const std::vector<int>& members() const { return members_; }  // ids, in rank order
+
+  // Leaves the current generation (its group is destroyed first, so that peers still blocked in it fail too),
+  // agrees with the other survivors on the next one and builds its group; returns it. `why`: the failure, for the
+  // log line. Throws ddp::Error when fewer than min_world members are left or when this member was counted lost.
+  GroupPtr rebuild(const std::string& why);
+
+ private:
+  std::vector<int> agree_on_members(int generation, const std::vector<int>& candidates);
+  void build(int generation, std::vector<int> members);
+
+  StorePtr store_;
+  int id_;
+  MembershipOptions options_;
+  int generation_ = 0;
+  std::vector<int> members_;
+  GroupPtr group_;
+};
+
+}  // namespace ddp
