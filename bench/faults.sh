@@ -5,10 +5,10 @@
 # error line). Cases that need root (disk-full, link-cut) are left out without it.
 # usage: bench/faults.sh [BUILD_DIR] [BACKENDS] [CASES]
 #   BACKENDS: default "gloo mpi"; CASES: default all of
-#   kill stop preempt elastic disk-full corrupt-checkpoint corrupt-data mismatch bad-input unreachable link-cut
+#   kill stop preempt elastic inplace disk-full corrupt-checkpoint corrupt-data mismatch bad-input unreachable link-cut
 set -uo pipefail
 build=$(cd "${1:-build}" && pwd) backends=${2:-gloo mpi}
-cases=${3:-kill stop preempt elastic disk-full corrupt-checkpoint corrupt-data mismatch bad-input unreachable link-cut}
+cases=${3:-kill stop preempt elastic inplace disk-full corrupt-checkpoint corrupt-data mismatch bad-input unreachable link-cut}
 here=$(cd "$(dirname "$0")/.." && pwd)
 py=${DDP_PYTHON:-/usr/bin/python3}
 work=$(mktemp -d)
@@ -82,6 +82,18 @@ case_elastic() {  # SIGKILL of rank 1 with --max-restarts 1: every rank restarts
   finish
   row "rank 1 SIGKILLed, --max-restarts 1" "$1" "$rc" "$resumed s to the resume" \
     "$(grep -o 'resumed from [^ ]*' "$work/el.log" | head -1 | sed 's|.*/||'); $(grep -o 'attempt 1 succeeded.*' "$work/el.log")"
+}
+case_inplace() {  # SIGKILL of rank 1 with --recovery inplace: the survivors go on from their memory
+  [ "$1" = gloo ] || { row "rank 1 SIGKILLed, --recovery inplace" "$1" 2 - "refused: OpenMPI's communicators cannot survive a lost rank"; return; }
+  launch "$work/ip.log" --backend "$1" --recovery inplace $(train mlp --epochs 12 --data sampler --out-dir "$work/ip-$1")
+  wait_line "$work/ip.log" "epoch 2/"
+  kill -9 "$(rank_pid 1 "ip-$1")"
+  local t=$(now)
+  for _ in $(seq 6000); do grep -q "in-place recovery" "$work/ip.log" && break; sleep 0.01; done
+  local going=$(since "$t")
+  finish
+  row "rank 1 SIGKILLed, --recovery inplace" "$1" "$rc" "$going s to going on (0 steps redone)" \
+    "$(grep -o 'in-place recovery: world [^(]*' "$work/ip.log" | head -1)$(grep -o 'going on from step [0-9]* ([^)]*) in [0-9.]* s' "$work/ip.log" | head -1); $(grep -o 'lost rank(s) .*' "$work/ip.log")"
 }
 case_disk_full() {  # --out-dir on a 16 MiB tmpfs: the second checkpoint does not fit
   [ "$(id -u)" = 0 ] || { row "disk full" "$1" - - "skipped: needs root"; return; }

@@ -26,18 +26,20 @@ std::string gen_key(int generation, const std::string& rest) {
 
 std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
 
-std::string join(const std::vector<int>& ids) {
+std::string id_list(const std::vector<int>& ids) {
   std::ostringstream s;
   for (size_t i = 0; i < ids.size(); ++i) s << (i ? "," : "") << ids[i];
   return s.str();
 }
 
-std::vector<int> parse_ids(const std::vector<uint8_t>& v) {
+std::vector<int> parse_ids(const std::string& text) {
   std::vector<int> ids;
-  std::istringstream s(std::string(v.begin(), v.end()));
+  std::istringstream s(text);
   for (std::string item; std::getline(s, item, ',');) ids.push_back(std::stoi(item));
   return ids;
 }
+
+int to_int(const std::vector<uint8_t>& v) { return std::stoi(std::string(v.begin(), v.end())); }
 
 std::string prefix(int generation, int id) {
   return "[elastic] member " + std::to_string(id) + ", generation " + std::to_string(generation) + ": ";
@@ -46,7 +48,7 @@ std::string prefix(int generation, int id) {
 }  // namespace
 
 Membership::Membership(StorePtr store, int id, int world, MembershipOptions options)
-    : store_(make_prefix_store(kRoot, std::move(store))), id_(id), options_(std::move(options)) {
+    : store_(make_prefix_store(kRoot, std::move(store))), id_(id), first_world_(world), options_(std::move(options)) {
   if (world < 1 || id < 0 || id >= world)
     throw InvalidArgument("[elastic] member id " + std::to_string(id) + " must be in [0, " + std::to_string(world) +
                           ")");
@@ -92,15 +94,22 @@ std::unique_ptr<Membership> Membership::from_environment() {
   return std::make_unique<Membership>(store, rank, world, o);
 }
 
-// Every survivor says it is alive in `generation`; the members are decided once every candidate is either alive
+// A decision as stored: "ids;consumed".
+Membership::Decision Membership::parse_decision(const std::vector<uint8_t>& v) {
+  const std::string text(v.begin(), v.end());
+  const auto semi = text.find(';');
+  return {parse_ids(text.substr(0, semi)), std::stoi(text.substr(semi + 1))};
+}
+
+// Every member says it is alive in `generation`; the members are decided once every candidate is either alive
 // there or marked lost (by the launcher, at its exit), or when `settle` has passed (the silent ones are marked
 // lost then). The first decision stored wins: every member reads the same list.
-std::vector<int> Membership::agree_on_members(int generation, const std::vector<int>& candidates) {
+Membership::Decision Membership::agree_on_members(int generation, const std::vector<int>& candidates, int consumed) {
   const std::string decided = gen_key(generation, "members");
   store_->set(gen_key(generation, "alive/" + std::to_string(id_)), bytes("1"));
   const auto deadline = Clock::now() + options_.settle;
   for (;;) {
-    if (store_->check({decided})) return parse_ids(store_->get(decided));
+    if (store_->check({decided})) return parse_decision(store_->get(decided));
     std::vector<int> alive, silent;
     for (int c : candidates) {
       if (store_->check({gen_key(generation, "alive/" + std::to_string(c))}))
@@ -110,9 +119,35 @@ std::vector<int> Membership::agree_on_members(int generation, const std::vector<
     }
     if (silent.empty() || Clock::now() >= deadline) {
       for (int s : silent) store_->set("lost/" + std::to_string(s), bytes("silent"));
-      return parse_ids(store_->compareSet(decided, {}, bytes(join(alive))));
+      std::sort(alive.begin(), alive.end());
+      return parse_decision(store_->compareSet(decided, {}, bytes(id_list(alive) + ";" + std::to_string(consumed))));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// Every member says it is ready to form `generation`'s group, and waits until all are: a member lost meanwhile
+// (marked by the launcher) fails this round at once, where gloo's rendezvous would wait for its address until the
+// store's timeout. Silent members are counted lost after `settle`.
+void Membership::wait_until_ready(int generation, const std::vector<int>& members) {
+  store_->set(gen_key(generation, "ready/" + std::to_string(id_)), bytes("1"));
+  const auto deadline = Clock::now() + options_.settle;
+  for (;;) {
+    std::vector<int> waiting;
+    for (int m : members) {
+      if (store_->check({gen_key(generation, "ready/" + std::to_string(m))})) continue;
+      if (store_->check({"lost/" + std::to_string(m)}))
+        throw Error(prefix(generation, id_) + "member " + std::to_string(m) + " was lost while the group formed");
+      waiting.push_back(m);
+    }
+    if (waiting.empty()) return;
+    if (Clock::now() >= deadline) {
+      for (int w : waiting) store_->set("lost/" + std::to_string(w), bytes("silent"));
+      throw Error(prefix(generation, id_) + "member(s) " + id_list(waiting) +
+                  " did not come to form the group within " + detail::format_seconds(options_.settle.count() / 1000.0) +
+                  " s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
 }
 
@@ -129,36 +164,100 @@ void Membership::build(int generation, std::vector<int> members) {
   store_->setTimeout(generation == 0 ? options_.timeout : options_.settle);
   generation_ = generation;
   members_ = std::move(members);
+  if (generation > 0) wait_until_ready(generation, members_);  // the first: ranks start at their own pace
   group_ = create_backend(options_.backend, o);
+  store_->set("current", bytes(std::to_string(generation)));  // joiners wait for the generation after it
 }
 
-GroupPtr Membership::rebuild(const std::string& why) {
-  std::string reason = why;
+GroupPtr Membership::rebuild(const std::string& why) { return next_generation(why, false); }
+
+GroupPtr Membership::admit() { return next_generation("admitting the members that asked to join", true); }
+
+int Membership::joiners_waiting() { return static_cast<int>(store_->add("joiners", 0)) - consumed_; }
+
+// The next generation: the members that are left, with_joiners also those waiting to join; once more among those
+// left when a member is lost while it forms.
+GroupPtr Membership::next_generation(std::string reason, bool with_joiners) {
   for (;;) {
     const int next = generation_ + 1;
     const auto start = Clock::now();
     group_.reset();  // closes its connections: peers still blocked in it fail at once
-    std::vector<int> members = agree_on_members(next, members_);
-    const std::string was = join(members_);
-    if (std::find(members.begin(), members.end(), id_) == members.end())
+    std::vector<int> candidates = members_;
+    int consumed = consumed_;
+    if (with_joiners) {
+      const int count = static_cast<int>(store_->add("joiners", 0));
+      for (; consumed < count; ++consumed) {  // each joiner writes its id right after taking its number
+        const std::string key = "joiner/" + std::to_string(consumed + 1);
+        store_->wait({key}, options_.settle);
+        candidates.push_back(to_int(store_->get(key)));
+      }
+    }
+    const Decision d = agree_on_members(next, candidates, consumed);
+    const std::string was = id_list(members_);
+    consumed_ = d.consumed;
+    if (std::find(d.members.begin(), d.members.end(), id_) == d.members.end())
       throw Error(prefix(next, id_) + "this member was counted lost (silent for longer than " +
                   detail::format_seconds(options_.settle.count() / 1000.0) +
-                  " s while the others rebuilt); members now " + join(members));
-    if (static_cast<int>(members.size()) < options_.min_world)
-      throw Error(prefix(next, id_) + "only " + std::to_string(members.size()) + " member(s) left (" + join(members) +
-                  "), fewer than the minimum " + std::to_string(options_.min_world));
+                  " s while the others rebuilt); members now " + id_list(d.members));
+    if (static_cast<int>(d.members.size()) < options_.min_world)
+      throw Error(prefix(next, id_) + "only " + std::to_string(d.members.size()) + " member(s) left (" +
+                  id_list(d.members) + "), fewer than the minimum " + std::to_string(options_.min_world));
     try {
-      build(next, members);
+      build(next, d.members);
     } catch (const Error& e) {  // a member was lost while the group formed: once more, among those left
       reason = e.what();
+      with_joiners = false;
       continue;
     }
     const double s = std::chrono::duration<double>(Clock::now() - start).count();
-    std::fprintf(stderr, "%smembers %s -> %s, world %d, rank %d, rebuilt in %s s after: %s\n",
-                 prefix(next, id_).c_str(), was.c_str(), join(members_).c_str(), group_->size(), group_->rank(),
+    std::fprintf(stderr, "%smembers %s -> %s, world %d, rank %d, formed in %s s: %s\n", prefix(next, id_).c_str(),
+                 was.c_str(), id_list(members_).c_str(), group_->size(), group_->rank(),
                  detail::format_seconds(s).c_str(), reason.c_str());
     std::fflush(stderr);
     return group_;
+  }
+}
+
+Membership::Membership(StorePtr store, int first_world, MembershipOptions options)
+    : store_(make_prefix_store(kRoot, std::move(store))),
+      id_(-1),
+      first_world_(first_world),
+      options_(std::move(options)) {}
+
+std::unique_ptr<Membership> Membership::join(StorePtr store, int first_world, MembershipOptions options) {
+  std::unique_ptr<Membership> m(new Membership(std::move(store), first_world, std::move(options)));
+  const int number = static_cast<int>(m->store_->add("joiners", 1));
+  m->id_ = first_world + number - 1;
+  m->store_->set("joiner/" + std::to_string(number), bytes(std::to_string(m->id_)));
+  const auto deadline = Clock::now() + m->options_.timeout;
+  int said = -1;  // the generation this joiner said it is alive in
+  for (;;) {
+    const int current = m->store_->check({"current"}) ? to_int(m->store_->get("current")) : 0;
+    const int next = current + 1;
+    if (said != next) m->store_->set(gen_key(next, "alive/" + std::to_string(m->id_)), bytes("1"));
+    said = next;
+    if (m->store_->check({gen_key(next, "members")})) {
+      const Decision d = parse_decision(m->store_->get(gen_key(next, "members")));
+      if (std::find(d.members.begin(), d.members.end(), m->id_) != d.members.end()) {
+        m->consumed_ = d.consumed;
+        try {
+          m->build(next, d.members);
+        } catch (const Error& e) {  // a member was lost while the group formed: once more, among those left
+          m->next_generation(e.what(), false);
+        }
+        std::fprintf(stderr, "%sjoined: members %s, world %d, rank %d\n", prefix(m->generation_, m->id_).c_str(),
+                     id_list(m->members_).c_str(), m->group_->size(), m->group_->rank());
+        std::fflush(stderr);
+        return m;
+      }
+      if (d.consumed >= number)
+        throw Error(prefix(next, m->id_) + "this joiner was counted lost before it was admitted");
+    }
+    if (Clock::now() >= deadline)
+      throw Error(prefix(next, m->id_) + "not admitted within " +
+                  detail::format_seconds(m->options_.timeout.count() / 1000.0) +
+                  " s: the members admit joiners at their step boundaries (are they training?)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
 

@@ -43,7 +43,10 @@ bool forward_backward(Job& j, const data::Batch& batch, bool sync, RunningLoss& 
   running.add_micro(loss, classification ? logits.detach().argmax(1).eq(target).sum() : at::Tensor());
   forward.end();
   timeline::Span backward("compute", "backward");  // the buckets' reductions overlap it (tracks "bucket N")
-  (loss / double(j.cfg.accumulate)).backward();
+  // After a world change a rank's share of the global batch may differ from the others': scaled, the averaged
+  // gradients are still the global batch's mean (train_data.h).
+  const double scale = j.data.loss_scale();
+  (scale == 1.0 ? loss / double(j.cfg.accumulate) : loss * (scale / double(j.cfg.accumulate))).backward();
   return classification;
 }
 

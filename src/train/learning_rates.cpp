@@ -28,4 +28,9 @@ double LearningRates::apply(torch::optim::Optimizer& opt, int64_t step) const {
   return logged_ * m;
 }
 
+void LearningRates::scale(double factor) {
+  for (double& b : base_) b *= factor;
+  logged_ *= factor;
+}
+
 }  // namespace ddp::train::detail

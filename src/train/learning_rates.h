@@ -16,6 +16,8 @@ class LearningRates {
   // the logs show at multiplier 1 (settings.lr).
   LearningRates(LrSchedule schedule, torch::optim::Optimizer& opt, std::vector<int64_t> train_epochs, double logged);
   void set_steps(int64_t steps_per_epoch, int64_t total_steps);
+  // Every group's base learning rate (and the logged one) times `factor` (an on_world_change policy).
+  void scale(double factor);
 
   // Sets every group's lr for `step`; returns the logged lr.
   double apply(torch::optim::Optimizer& opt, int64_t step) const;

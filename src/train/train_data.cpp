@@ -31,11 +31,24 @@ void check_data(const DataSource& d, const std::string& split) {
                           "picks each rank's samples: leave them empty");
 }
 
+// The launch world's global batch split over `world` ranks: rank r's share of each batch of `global` samples.
+int64_t share(int64_t global, int world, int rank) { return global / world + (rank < global % world ? 1 : 0); }
+
 TrainData::TrainData(const Task& task, const TrainDataOptions& o, ProcessGroup& group)
-    : seed_(o.seed), rank_(group.rank()) {
+    : seed_(o.seed), rank_(group.rank()), world_(group.size()), launch_world_(o.launch_world) {
   check_data(task.train, "train");
+  batch_size_ = o.batch_size;
+  if (launch_world_ > 0) {
+    if (const auto* t = std::get_if<TensorData>(&task.train); t && t->sharded)
+      throw InvalidArgument(
+          "ddp-train: in-place recovery (ddprun --recovery inplace) needs the whole training set on every rank: the "
+          "Task's TensorData is sharded, and a lost rank's shard would be lost with it; use --recovery restart");
+    global_batch_ = o.batch_size * launch_world_;
+    batch_size_ = share(global_batch_, world_, rank_);
+    if (batch_size_ * world_ != global_batch_) loss_scale_ = double(batch_size_) * world_ / double(global_batch_);
+  }
   data::BatchLoaderOptions lo;
-  lo.batch_size = o.batch_size;
+  lo.batch_size = batch_size_;
   lo.drop_last = true;
   lo.pin_memory = o.pin_memory;  // the step's copies to a GPU then wait for nothing
   lo.seed = stream_seed(o.seed, Stream::kAugment, rank_);
@@ -68,8 +81,8 @@ TrainData::TrainData(const Task& task, const TrainDataOptions& o, ProcessGroup& 
   int64_t per_rank = shard_size_;
   if (!sharded) {
     DistributedSamplerOptions so;
-    so.num_replicas = group.size();
-    so.rank = rank_;
+    so.num_replicas = launch_world_ > 0 ? launch_world_ : group.size();  // the launch world's epoch
+    so.rank = launch_world_ > 0 ? 0 : rank_;
     so.seed = o.seed;
     sampler_ = std::make_unique<DistributedSampler>(static_cast<size_t>(per_rank), so);
     per_rank = static_cast<int64_t>(sampler_->size());
@@ -93,7 +106,31 @@ TrainData::TrainData(const Task& task, const TrainDataOptions& o, ProcessGroup& 
 }
 
 // This rank's sample order for an epoch: the DistributedSampler's, or a seeded shuffle of its shard.
+// The launch world's epoch: global position p = r + launch_world * i holds launch rank r's i-th index, so that
+// micro-batch t covers positions [t G, (t+1) G) for G = batch_size x launch_world; this rank takes the positions
+// whose offset in each such batch is its rank modulo the world (at the launch world, its own sampler's indices).
+std::vector<int64_t> TrainData::share_of_launch_order(int64_t epoch) {
+  std::vector<std::vector<size_t>> ranks;
+  for (int r = 0; r < launch_world_; ++r) {
+    DistributedSamplerOptions so = sampler_->options();
+    so.rank = r;
+    DistributedSampler sampler(sampler_->dataset_size(), so);
+    sampler.set_epoch(epoch);
+    ranks.push_back(sampler.indices());
+  }
+  std::vector<int64_t> mine;
+  mine.reserve(static_cast<size_t>(micro_per_epoch_ * batch_size_));
+  for (int64_t t = 0; t < micro_per_epoch_; ++t)
+    for (int64_t off = rank_; off < global_batch_; off += world_) {
+      const int64_t p = t * global_batch_ + off;
+      mine.push_back(
+          static_cast<int64_t>(ranks[static_cast<size_t>(p % launch_world_)][static_cast<size_t>(p / launch_world_)]));
+    }
+  return mine;
+}
+
 std::vector<int64_t> TrainData::epoch_order(int64_t epoch) {
+  if (sampler_ && launch_world_ > 0) return share_of_launch_order(epoch);
   if (sampler_) {
     sampler_->set_epoch(epoch);
     auto idx = sampler_->indices();

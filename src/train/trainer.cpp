@@ -16,6 +16,7 @@
 #include "config/agreement.h"
 #include "ddp/dist/backend_choice.h"
 #include "ddp/dist/collectives.h"
+#include "ddp/dist/errors.h"
 #include "ddp/dist/init.h"
 #include "ddp/dist/launch_env.h"
 #include "ddp/dist/tensor_memory.h"
@@ -23,6 +24,7 @@
 #include "ddp/errors.h"
 #include "ddp/train/recipe.h"
 #include "fit_parts.h"
+#include "inplace.h"
 #include "requeue.h"
 #include "trainer_job.h"
 
@@ -147,11 +149,56 @@ void print_done(Job& j, const TrainSummary& summary) {
   j.logs.console().line(o.str());
 }
 
+// One epoch from s: training, evaluation, logs, callbacks, the epoch's checkpoint. True when the run stops here
+// (preempted, or stopped by a callback or --stop-after).
+bool fit_epoch(Job& j, detail::LoopState& s, TrainSummary& summary, int64_t first_epoch, Clock::time_point start) {
+  const int world = j.launch_world > 0 ? j.launch_world : j.group->size();  // the global batch's ranks
+  const auto t0 = Clock::now();
+  const int64_t micro0 = s.micro;
+  j.eval_seconds = 0;
+  reset_peak_tensor_memory(j.device);
+  const double train_loss = train_epoch(j, s);
+  const std::vector<double> peak_mb = peak_memory_mb(j);  // the training steps' (and --eval-every's)
+  if (s.preempted) {
+    j.checkpoints.wait();  // the preemption's checkpoint on disk before anything says so
+    j.logs.console().line("preempted (" + detail::stop_signal_name(s.stop_signal) + "): stopped after step " +
+                          std::to_string(s.step) + " of epoch " + std::to_string(s.epoch + 1) + ", checkpoint " +
+                          j.checkpoints.last() + "; exiting with code " + std::to_string(kExitPreempted) +
+                          " (--resume, or a restart by ddprun, goes on from here exactly)");
+    summary.preempted = true;
+    return true;
+  }
+  const double train_s = seconds_since(t0) - j.eval_seconds;
+  const double throughput = double((s.micro - micro0) * *j.cfg.batch_size * world) / train_s;
+  summary.eval = evaluate_model(j, /*last=*/s.epoch + 1 == *j.cfg.epochs);
+  log_epoch(j, s.epoch, s.step, train_loss, throughput, train_s, summary.eval, seconds_since(start), peak_mb);
+  std::optional<std::string> asked_stop;
+  {
+    const auto full = j.callbacks.empty() ? nullptr : j.strategy->full_model(/*writeback=*/false);
+    asked_stop = run_callbacks(j, s.epoch + 1, s.step, train_loss, summary.eval);
+  }
+  s.epoch += 1;
+  s.micro = 0;
+  s.loss_sum = 0;
+  s.loss_count = 0;
+  if (j.checkpoints.due(s, detail::Moment::kEpochEnd)) save_checkpoint(j, s);
+  j.logs.write_report();  // after the checkpoint, so the page lists it
+  if (asked_stop && s.epoch < *j.cfg.epochs) {
+    summary.stopped = *asked_stop;
+  } else if (j.cfg.stop_after > 0 && s.epoch - first_epoch >= j.cfg.stop_after && s.epoch < *j.cfg.epochs) {
+    summary.stopped = "stopped after " + std::to_string(j.cfg.stop_after) + " epoch(s) as asked (--stop-after)";
+  }
+  if (!summary.stopped.empty()) {
+    j.logs.console().line(summary.stopped);
+    return true;
+  }
+  return false;
+}
+
 TrainSummary train_job(Job& j, Clock::time_point start) {
   j.start = start;
   detail::LoopState s = detail::resume_or_start(j);
   const TrainConfig& cfg = j.cfg;
-  const int world = j.group->size();
 
   TrainSummary summary;
   const int64_t first_epoch = s.epoch;
@@ -166,44 +213,11 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
     j.logs.console().line(o.str());
   }
   while (s.epoch < *cfg.epochs) {
-    const auto t0 = Clock::now();
-    const int64_t micro0 = s.micro;
-    j.eval_seconds = 0;
-    reset_peak_tensor_memory(j.device);
-    const double train_loss = train_epoch(j, s);
-    const std::vector<double> peak_mb = peak_memory_mb(j);  // the training steps' (and --eval-every's)
-    if (s.preempted) {
-      j.checkpoints.wait();  // the preemption's checkpoint on disk before anything says so
-      j.logs.console().line("preempted (" + detail::stop_signal_name(s.stop_signal) + "): stopped after step " +
-                            std::to_string(s.step) + " of epoch " + std::to_string(s.epoch + 1) + ", checkpoint " +
-                            j.checkpoints.last() + "; exiting with code " + std::to_string(kExitPreempted) +
-                            " (--resume, or a restart by ddprun, goes on from here exactly)");
-      summary.preempted = true;
-      break;
-    }
-    const double train_s = seconds_since(t0) - j.eval_seconds;
-    const double throughput = double((s.micro - micro0) * *cfg.batch_size * world) / train_s;
-    summary.eval = evaluate_model(j, /*last=*/s.epoch + 1 == *cfg.epochs);
-    log_epoch(j, s.epoch, s.step, train_loss, throughput, train_s, summary.eval, seconds_since(start), peak_mb);
-    std::optional<std::string> asked_stop;
-    {
-      const auto full = j.callbacks.empty() ? nullptr : j.strategy->full_model(/*writeback=*/false);
-      asked_stop = run_callbacks(j, s.epoch + 1, s.step, train_loss, summary.eval);
-    }
-    s.epoch += 1;
-    s.micro = 0;
-    s.loss_sum = 0;
-    s.loss_count = 0;
-    if (j.checkpoints.due(s, detail::Moment::kEpochEnd)) save_checkpoint(j, s);
-    j.logs.write_report();  // after the checkpoint, so the page lists it
-    if (asked_stop && s.epoch < *cfg.epochs) {
-      summary.stopped = *asked_stop;
-    } else if (cfg.stop_after > 0 && s.epoch - first_epoch >= cfg.stop_after && s.epoch < *cfg.epochs) {
-      summary.stopped = "stopped after " + std::to_string(cfg.stop_after) + " epoch(s) as asked (--stop-after)";
-    }
-    if (!summary.stopped.empty()) {
-      j.logs.console().line(summary.stopped);
-      break;
+    try {
+      if (fit_epoch(j, s, summary, first_epoch, start)) break;
+    } catch (const CommError& e) {  // under ddprun --recovery inplace a lost rank is survived: the others go on
+      if (!j.membership) throw;
+      detail::recover_in_place(j, s, e.what());
     }
   }
   if (j.checkpoints.manager().wait()) j.logs.write_report();  // the last save written, and on the page
@@ -218,6 +232,7 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
             summary);
   else
     log_end(j, summary.stopped.empty() ? "finished" : "stopped", summary.stopped, summary);
+  if (j.membership && j.membership->generation() > 0) detail::check_replicas(j);
   j.strategy->finish();  // a sharded model's trained weights back in the Task's model
   finish_timeline(j);
   if (!summary.preempted) print_done(j, summary);
@@ -237,10 +252,12 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
 
 struct Trainer::Impl {
   TrainConfig cfg;
+  std::unique_ptr<Membership> membership;  // ddprun --recovery inplace: the group is its generation's
   GroupPtr group;
   std::string backend_reason, placement;
   bool precision_asked = false;
   std::vector<EpochCallback> callbacks;
+  std::vector<WorldChangeCallback> world_callbacks;
   bool fitted = false;
 };
 
@@ -252,6 +269,10 @@ Trainer::Trainer(TrainConfig settings, GroupPtr group) : impl_(std::make_unique<
     t.group = std::move(group);
   } else if (is_initialized()) {
     t.group = default_group();
+  } else if ((t.membership = detail::membership_from_launcher())) {
+    t.group = t.membership->group();
+    t.backend_reason = "ddprun --recovery inplace: a group that survives a lost rank";
+    if (t.cfg.data_mode.empty()) t.cfg.data_mode = "sampler";  // every rank holds the whole set: any can take over
   } else {
     InitOptions init;
     init.backend = t.cfg.backend;
@@ -279,6 +300,12 @@ Trainer& Trainer::on_epoch_end(EpochCallback callback) {
   return *this;
 }
 
+Trainer& Trainer::on_world_change(WorldChangeCallback callback) {
+  if (!callback) throw InvalidArgument("Trainer::on_world_change: the callback is empty");
+  impl_->world_callbacks.push_back(std::move(callback));
+  return *this;
+}
+
 TrainSummary Trainer::fit(Task task) {
   Impl& t = *impl_;
   if (t.fitted) throw InvalidArgument("Trainer::fit: this Trainer has trained already; make a new one for a new run");
@@ -301,6 +328,7 @@ TrainSummary Trainer::fit(Task task) {
   detail::fill_task_defaults(t.cfg, task);
   check_config_agreement(t.cfg, *t.group);  // again: settings() may have changed them, the Task fills some
   check_settings(t.cfg);
+  if (t.membership) detail::check_recoverable(t.cfg);
   if (const std::string why = t.cfg.requeue ? detail::requeue_problem(t.cfg.stop_signal) : ""; !why.empty())
     throw InvalidArgument("ddp-train: " + why);
   j.device = detail::resolve_job_device(t.cfg.device, *t.group);
@@ -311,10 +339,18 @@ TrainSummary Trainer::fit(Task task) {
   j.backend_reason = t.backend_reason;
   j.placement = t.placement;
   j.callbacks = t.callbacks;
+  if (t.membership) {  // the Job holds the group alone: a recovery must be able to destroy it
+    j.membership = t.membership.get();
+    j.launch_world = t.membership->first_world();
+    j.on_world_change = t.world_callbacks;
+    t.group.reset();
+  }
   at::manual_seed(stream_seed(j.cfg.seed, Stream::kDropout, j.group->rank()));
   detail::set_up(j, std::move(task));
   try {
-    return train_job(j, start);
+    TrainSummary summary = train_job(j, start);
+    if (t.membership) t.group = j.group;
+    return summary;
   } catch (const std::exception& e) {  // rank 0's view of the failure, in the log and the report; then as before
     TrainSummary failed;
     failed.seconds = seconds_since(start);

@@ -11,6 +11,7 @@
 
 #include "averager.h"
 #include "checkpoint_policy.h"
+#include "ddp/dist/membership.h"
 #include "ddp/parallel/distributed_data_parallel.h"
 #include "ddp/train/precision.h"
 #include "ddp/train/trainer.h"
@@ -35,6 +36,12 @@ struct Job {
   std::string backend_reason;                   // how the group's backend was chosen, for the first line ("" if joined)
   std::string placement;                        // what srun's variables gave (slurm_env.h), for the first lines
   std::chrono::steady_clock::time_point start;  // fit's start: the logs' wall_seconds
+  // ddprun --recovery inplace: the membership whose group `group` is (inplace.h), and the world it started
+  // with, whose epochs and global batches every later world trains. Null otherwise.
+  Membership* membership = nullptr;
+  int launch_world = 0;
+  std::vector<WorldChangeCallback> on_world_change;
+  double lr_scale = 1.0;  // what on_world_change callbacks asked for, multiplied
 
   // The model and how it trains: the Task's model (its data is in `data` and `evaluator`), the strategy (the
   // gradient sync and the optimizer, --strategy), the comm hook (if not the built-in path), the loss.
@@ -62,6 +69,9 @@ at::Device resolve_job_device(const std::string& spec, ProcessGroup& group);
 // Everything before the first step, in j's parts: the task's checks, optimizer and strategy, learning rates,
 // average, training data, evaluator, logs, checkpoints. j.cfg, j.group, j.device, j.precision are set.
 void set_up(Job& j, Task task);
+// The parts built over j.group, again (in-place recovery changed it): evaluator, comm hook, strategy and
+// optimizer (fresh state), learning rates, training data, checkpoints.
+void set_up_group_parts(Job& j);
 // With cfg.resume: the state of the newest checkpoint every rank can read, else a fresh start.
 LoopState resume_or_start(Job& j);
 

@@ -174,7 +174,30 @@ void log_start(Job& j) {
                          {"config", to_config_file(j.cfg)}});
 }
 
+// The training data over j.group (after in-place recovery: the launch world's epochs and global batches, split
+// over the group's ranks), and the schedule's steps.
+void set_up_data(Job& j) {
+  TrainDataOptions data;
+  data.batch_size = *j.cfg.batch_size;
+  data.accumulate = j.cfg.accumulate;
+  data.epochs = *j.cfg.epochs;
+  data.workers = j.cfg.workers;
+  data.seed = j.cfg.seed;
+  data.pin_memory = wants_pinned_host(j.device);
+  if (j.membership) data.launch_world = j.launch_world;
+  j.data = TrainData(j.task, data, *j.group);
+  j.lr.set_steps(j.data.steps_per_epoch(), j.data.total_steps());
+}
+
 }  // namespace
+
+void set_up_group_parts(Job& j) {
+  j.evaluator = Evaluator(j.task, j.cfg, *j.group);
+  if (j.cfg.comm_hook != "allreduce") j.hook = make_comm_hook(j.cfg.comm_hook);
+  set_up_strategy(j);
+  set_up_data(j);
+  j.checkpoints = Checkpoints(j.cfg, j.group, j.data.micro_per_epoch());
+}
 
 void fill_task_defaults(TrainConfig& cfg, const Task& task) {
   if (cfg.recipe.empty()) cfg.recipe = task.name.empty() ? "custom" : task.name;
@@ -252,16 +275,8 @@ void set_up(Job& j, Task task) {
   if (cfg.comm_hook != "allreduce") j.hook = make_comm_hook(cfg.comm_hook);             // else the built-in path
   on_every_rank(j, "making the strategy and optimizer", [&] { set_up_strategy(j); });   // rank 0's weights
   j.average = Averager(j.task.average, *cfg.ema_every, *j.task.model.ptr(), j.device);  // from rank 0's weights
-  TrainDataOptions data;
-  data.batch_size = *cfg.batch_size;
-  data.accumulate = cfg.accumulate;
-  data.epochs = *cfg.epochs;
-  data.workers = cfg.workers;
-  data.seed = cfg.seed;
-  data.pin_memory = wants_pinned_host(j.device);
-  j.data = TrainData(j.task, data, *j.group);
-  j.lr.set_steps(j.data.steps_per_epoch(), j.data.total_steps());
-  j.task.train = j.task.test = DataSource();  // the loader and the evaluator hold them now
+  set_up_data(j);
+  if (!j.membership) j.task.train = j.task.test = DataSource();  // the loader and the evaluator hold them now
 
   j.logs.open(cfg.out_dir, rank == 0, cfg.progress);
   print_start(j);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -26,6 +27,7 @@ struct Plan {
   Leave how = Leave::kLost;
   int steps = 12;
   int min_world = 1;
+  std::vector<int> join_after;  // a joiner each, starting once a member has done this many steps
 };
 
 struct Outcome {
@@ -34,25 +36,49 @@ struct Outcome {
   std::map<int, int> generations;
   std::map<int, std::string> errors;      // id -> what rebuild() threw
   std::set<std::pair<int, int>> checked;  // (id, step) whose sum was right
+  std::atomic<int> progress{0};           // the most steps a member has done
 };
 
-// Every step all-reduces (id + 1) * (step + 1) and checks the sum against the current members; after a rebuild
-// the members agree on the step to go on from (the highest completed: a member may have completed the failed one).
-void member(const Plan& plan, int id, const ddp::StorePtr& store, Outcome& out) {
+MembershipOptions options(const Plan& plan) {
   MembershipOptions o;
   o.timeout = std::chrono::seconds(60);
   o.settle = std::chrono::milliseconds(plan.how == Leave::kSilent ? 1500 : 60000);
   o.min_world = plan.min_world;
-  auto m = std::make_unique<Membership>(store, id, plan.world, o);
-  int step = 0;
+  return o;
+}
+
+// The step to go on from after a change of members: the highest any completed (a member may have completed the
+// failed one; a joiner has completed none).
+int agree_on_step(Membership& m, int step) {
+  at::Tensor s = at::full({1}, step, at::kLong);
+  ddp::AllReduceOptions max;
+  max.op = ddp::ReduceOp::MAX;
+  m.group()->all_reduce(s, max);
+  return static_cast<int>(s.item<int64_t>());
+}
+
+// Before each step the members ask whether someone waits to join (rank 0 reads the store, all agree) and admit
+// them; then every step all-reduces (id + 1) * (step + 1) and checks the sum against the current members. After a
+// rebuild or an admission the members agree on the step to go on from.
+void train(const Plan& plan, std::unique_ptr<Membership> m, int step, const ddp::StorePtr& store, Outcome& out) {
+  const int id = m->id();
   while (step < plan.steps) {
     auto it = plan.leave_at.find(id);
     if (it != plan.leave_at.end() && it->second == step) {
       m.reset();  // its connections close, as at a kill
-      if (plan.how == Leave::kLost) store->set(ddp::membership_keys::lost(id), {'x'});
+      if (plan.how == Leave::kLost) store->set(ddp::membership_keys::lost(id), std::vector<uint8_t>{'x'});
       return;
     }
     try {
+      at::Tensor waiting = at::full({1}, m->group()->rank() == 0 ? m->joiners_waiting() : 0, at::kLong);
+      ddp::AllReduceOptions max;
+      max.op = ddp::ReduceOp::MAX;
+      m->group()->all_reduce(waiting, max);
+      if (waiting.item<int64_t>() > 0) {
+        m->admit();
+        step = agree_on_step(*m, step);
+        continue;
+      }
       at::Tensor t = at::full({1000}, static_cast<double>((id + 1) * (step + 1)), at::kDouble);
       m->group()->all_reduce(t);
       double want = 0;
@@ -63,6 +89,10 @@ void member(const Plan& plan, int id, const ddp::StorePtr& store, Outcome& out) 
         out.checked.insert({id, step});
       }
       ++step;
+      int seen = out.progress.load();
+      while (step > seen && !out.progress.compare_exchange_weak(seen, step)) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
     } catch (const ddp::CommError& e) {
       try {
         m->rebuild(e.what());
@@ -71,11 +101,7 @@ void member(const Plan& plan, int id, const ddp::StorePtr& store, Outcome& out) 
         out.errors[id] = lost.what();
         return;
       }
-      at::Tensor s = at::full({1}, step, at::kLong);
-      ddp::AllReduceOptions max;
-      max.op = ddp::ReduceOp::MAX;
-      m->group()->all_reduce(s, max);
-      step = static_cast<int>(s.item<int64_t>());
+      step = agree_on_step(*m, step);
     }
   }
   std::lock_guard<std::mutex> lock(out.mu);
@@ -86,7 +112,16 @@ void member(const Plan& plan, int id, const ddp::StorePtr& store, Outcome& out) 
 void run(const Plan& plan, Outcome& out) {
   auto store = ddp::make_hash_store();
   std::vector<std::thread> threads;
-  for (int id = 0; id < plan.world; ++id) threads.emplace_back([&, id] { member(plan, id, store, out); });
+  for (int id = 0; id < plan.world; ++id)
+    threads.emplace_back(
+        [&, id] { train(plan, std::make_unique<Membership>(store, id, plan.world, options(plan)), 0, store, out); });
+  for (int after : plan.join_after)
+    threads.emplace_back([&, after] {
+      while (out.progress.load() < after) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      auto m = Membership::join(store, plan.world, options(plan));
+      const int step = agree_on_step(*m, 0);  // as the members do after admitting it
+      train(plan, std::move(m), step, store, out);
+    });
   for (auto& t : threads) t.join();
 }
 
@@ -171,6 +206,90 @@ TEST(Membership, FewerThanMinimumLeftIsAnError) {
   for (int id : {0, 1})
     EXPECT_NE(out.errors[id].find("only 2 member(s) left (0,1), fewer than the minimum 3"), std::string::npos)
         << out.errors[id];
+}
+
+// A joiner is admitted at the members' next step boundary: the world grows, the sums count it from there on.
+TEST(Membership, AJoinerIsAdmittedAndTheWorldGrows) {
+  Plan plan;
+  plan.world = 3;
+  plan.steps = 30;
+  plan.join_after = {5};
+  Outcome out;
+  run(plan, out);
+  EXPECT_TRUE(out.errors.empty());
+  for (int id : {0, 1, 2, 3}) {
+    EXPECT_EQ(out.final_members[id], (std::vector<int>{0, 1, 2, 3})) << id;
+    EXPECT_EQ(out.generations[id], 1) << id;
+  }
+  for (int step = 0; step < plan.steps; ++step) EXPECT_TRUE(out.checked.count({0, step})) << step;
+}
+
+// 4 -> 3 -> 4: a member lost, a replacement joins (with the next id, 4), and the sums prove who is in.
+TEST(Membership, LostThenReplaced) {
+  Plan plan;
+  plan.world = 4;
+  plan.steps = 40;
+  plan.leave_at = {{1, 4}};
+  plan.join_after = {10};
+  Outcome out;
+  run(plan, out);
+  EXPECT_TRUE(out.errors.empty());
+  for (int id : {0, 2, 3, 4}) {
+    EXPECT_EQ(out.final_members[id], (std::vector<int>{0, 2, 3, 4})) << id;
+    EXPECT_EQ(out.generations[id], 2) << id;
+  }
+}
+
+// A joiner lost before the members admit it: the admission goes on without it, nobody waits for it.
+TEST(Membership, AJoinerLostBeforeItIsAdmittedIsLeftOut) {
+  auto store = ddp::make_hash_store();
+  auto root = ddp::make_prefix_store(ddp::membership_keys::kRoot, store);
+  MembershipOptions o;
+  o.settle = std::chrono::seconds(60);
+  std::vector<std::unique_ptr<Membership>> m(2);
+  std::thread t1([&] { m[1] = std::make_unique<Membership>(store, 1, 2, o); });
+  m[0] = std::make_unique<Membership>(store, 0, 2, o);
+  t1.join();
+  root->add("joiners", 1);  // joiner id 2 takes its number, writes its id, and is lost
+  root->set("joiner/1", std::vector<uint8_t>{'2'});
+  store->set(ddp::membership_keys::lost(2), std::vector<uint8_t>{'x'});
+  EXPECT_EQ(m[0]->joiners_waiting(), 1);
+  std::thread t2([&] { m[1]->admit(); });
+  m[0]->admit();
+  t2.join();
+  for (auto& member : m) {
+    EXPECT_EQ(member->members(), (std::vector<int>{0, 1}));
+    EXPECT_EQ(member->generation(), 1);
+    EXPECT_EQ(member->joiners_waiting(), 0);
+  }
+}
+
+// A member that says it is alive in the next generation, and is lost before its group forms: the others do not
+// wait for it (settle is a minute here), they form the generation after without it.
+TEST(Membership, MemberLostWhileTheGroupFormsStartsAnotherRound) {
+  auto store = ddp::make_hash_store();
+  auto root = ddp::make_prefix_store(ddp::membership_keys::kRoot, store);
+  MembershipOptions o;
+  o.settle = std::chrono::seconds(60);
+  std::vector<std::unique_ptr<Membership>> m(4);
+  std::vector<std::thread> threads;
+  for (int id = 0; id < 4; ++id)
+    threads.emplace_back([&, id] { m[id] = std::make_unique<Membership>(store, id, 4, o); });
+  for (auto& t : threads) t.join();
+  threads.clear();
+  m[3].reset();
+  root->set("gen/1/alive/3", std::vector<uint8_t>{'1'});  // member 3 joins generation 1's agreement, then is lost
+  const auto start = std::chrono::steady_clock::now();
+  for (int id = 0; id < 3; ++id) threads.emplace_back([&, id] { m[id]->rebuild("test: member 3 left"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  store->set(ddp::membership_keys::lost(3), std::vector<uint8_t>{'x'});
+  for (auto& t : threads) t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));  // not the minute's settle
+  for (int id = 0; id < 3; ++id) {
+    EXPECT_EQ(m[id]->members(), (std::vector<int>{0, 1, 2})) << id;
+    EXPECT_EQ(m[id]->generation(), 2) << id;
+    EXPECT_EQ(m[id]->group()->size(), 3);
+  }
 }
 
 // A member counted lost that comes back is refused, not let in.

@@ -39,11 +39,16 @@ class Membership {
   // From ddprun --recovery inplace's environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, DDP_BACKEND,
   // DDP_TIMEOUT, DDP_HEARTBEAT_TIMEOUT for `settle`); ddp::Error when ddprun did not host the store.
   static std::unique_ptr<Membership> from_environment();
+  // A new member (a replacement, a node that comes back): takes the next free id (first_world, first_world + 1,
+  // ...), waits until the members admit it (admit()) and returns in the generation they formed with it. ddp::Error
+  // when it is not admitted within options.timeout, or was counted lost.
+  static std::unique_ptr<Membership> join(StorePtr store, int first_world, MembershipOptions options = {});
   ~Membership();
 
   GroupPtr group() const { return group_; }
   int generation() const { return generation_; }
   int id() const { return id_; }
+  int first_world() const { return first_world_; }              // the first generation's members: the launch world
   const std::vector<int>& members() const { return members_; }  // ids, in rank order
 
   // Leaves the current generation (its group is destroyed first, so that peers still blocked in it fail too),
@@ -51,14 +56,31 @@ class Membership {
   // log line. Throws ddp::Error when fewer than min_world members are left or when this member was counted lost.
   GroupPtr rebuild(const std::string& why);
 
+  // Members who asked to join (join()) and are not admitted yet. Reads the store: call it on one rank and share
+  // the answer, so that every member calls admit() at the same point.
+  int joiners_waiting();
+  // Every member at once: the next generation is the members and the joiners waiting (those not lost meanwhile);
+  // returns its group. The state the joiners need is the caller's to send them.
+  GroupPtr admit();
+
  private:
-  std::vector<int> agree_on_members(int generation, const std::vector<int>& candidates);
+  struct Decision {
+    std::vector<int> members;
+    int consumed = 0;  // joiners considered so far (the "joiners" counter's value the decision took)
+  };
+  Membership(StorePtr store, int first_world, MembershipOptions options);  // a joiner's, before it is admitted
+  static Decision parse_decision(const std::vector<uint8_t>& stored);
+  Decision agree_on_members(int generation, const std::vector<int>& candidates, int consumed);
+  GroupPtr next_generation(std::string reason, bool with_joiners);
+  void wait_until_ready(int generation, const std::vector<int>& members);
   void build(int generation, std::vector<int> members);
 
   StorePtr store_;
   int id_;
+  int first_world_;
   MembershipOptions options_;
   int generation_ = 0;
+  int consumed_ = 0;  // joiners admitted or found lost, as of this generation
   std::vector<int> members_;
   GroupPtr group_;
 };

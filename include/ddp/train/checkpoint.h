@@ -75,6 +75,9 @@ class CheckpointManager {
   // Every rank: waits for the save in flight and agrees on its outcome: rank 0's failure is rethrown on rank 0,
   // the other ranks throw ddp::Error naming the file. Returns the file written, nullopt if none was in flight.
   std::optional<std::string> wait();
+  // This rank alone, when its group is broken (in-place recovery): waits for the save in flight, agreeing with no one.
+  // Returns its error ("" when it was written or none was in flight).
+  std::string abandon();
   // Rank 0, without waiting: whether the save in flight has failed (its error then comes from wait()). Others: false.
   bool failed() const;
   // Waits for a save in flight (its error, if any, printed to stderr: wait() was not called).

@@ -61,6 +61,19 @@ struct EpochEnd {
 };
 using EpochCallback = std::function<void(EpochEnd&)>;
 
+// What an on_world_change callback sees when ranks were lost and the others went on in place (ddprun --recovery
+// inplace), on every rank of the new world, before training goes on. The global batch and the learning rates are
+// kept by default; a callback may set lr_scale (a policy of its own): every group's learning rate is multiplied by
+// it from the next step on, on every rank (rank 0's value counts; changes multiply).
+struct WorldChange {
+  int from = 0, to = 0;      // ranks before and after
+  int generation = 0;        // the group's generation: 1 after the first change
+  int64_t step = 0;          // optimizer steps done: training goes on from here
+  int64_t global_batch = 0;  // samples per step, as launched
+  double lr_scale = 1.0;
+};
+using WorldChangeCallback = std::function<void(WorldChange&)>;
+
 // Stops when `metric` ("loss", "acc1", "acc5" or a Task metric's name) has not improved by more than
 // min_delta for `patience` epochs in a row. mode "min" (lower is better) or "max"; "auto": min for names
 // containing "loss", else max. Its count starts afresh in a resumed run.
@@ -99,6 +112,8 @@ class Trainer {
 
   // Called after each epoch's evaluation, in the order added.
   Trainer& on_epoch_end(EpochCallback callback);
+  // Called after each change of world (in-place recovery), in the order added.
+  Trainer& on_world_change(WorldChangeCallback callback);
 
   // Trains to settings.epochs (resuming from out_dir's latest checkpoint with settings.resume) and returns on
   // every rank. Errors are exceptions (ddp::Error, InvalidArgument), thrown on every rank; once training has

@@ -215,6 +215,19 @@ std::optional<std::string> CheckpointManager::wait() {
   return path;
 }
 
+std::string CheckpointManager::abandon() {
+  pending_.reset();
+  if (!in_flight_) return "";
+  std::exception_ptr error = in_flight_->join();
+  in_flight_.reset();
+  if (!error) return "";
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
 bool CheckpointManager::failed() const {
   return in_flight_ && in_flight_->finished.load(std::memory_order_acquire) && in_flight_->error;
 }

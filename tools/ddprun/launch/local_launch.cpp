@@ -157,6 +157,7 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
     if (!result.lost.empty() && !result.external_stop) {
       std::vector<int> lost;
       for (size_t i : result.lost) lost.push_back(ranks[i]);
+      std::sort(lost.begin(), lost.end());
       report("lost rank(s) " + join_ranks(lost) + " on the way; the other ranks ended normally (--recovery inplace)");
     }
     if (!result.external_stop) return {};

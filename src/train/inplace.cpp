@@ -1,0 +1,188 @@
+#include "inplace.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+#include <chrono>
+#include <sstream>
+
+#include "ddp/dist/collectives.h"
+#include "ddp/dist/launch_env.h"
+#include "ddp/errors.h"
+#include "ddp/parallel/optimizer_state.h"
+#include "trainer_job.h"
+
+namespace ddp::train::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The loop position at the last optimizer step this rank completed: a step's micro-batches before its
+// reduction communicate nothing, so a failure is at a step's last micro-batch or after the step.
+std::vector<int64_t> committed_position(const LoopState& s, int64_t accumulate) {
+  return {s.step, s.epoch, s.micro / accumulate * accumulate};
+}
+
+// The lowest rank holding the latest committed position (step, then epoch: a rank may have finished an epoch's
+// evaluation that another failed in), and that position.
+std::pair<int, std::vector<int64_t>> latest(const std::vector<c10::IValue>& positions) {
+  int best = 0;
+  std::vector<int64_t> top = positions[0].toIntVector();
+  for (size_t r = 1; r < positions.size(); ++r) {
+    std::vector<int64_t> p = positions[r].toIntVector();
+    if (p > top) best = static_cast<int>(r), top = std::move(p);
+  }
+  return {best, top};
+}
+
+std::string join(const std::vector<int>& ids) {
+  std::ostringstream s;
+  for (size_t i = 0; i < ids.size(); ++i) s << (i ? ", " : "") << ids[i];
+  return s.str();
+}
+
+// FNV-1a over the bytes of the model's parameters and the optimizer's state. Not the buffers: DDP broadcasts rank
+// 0's at each forward, so each rank's last forward leaves its own (BatchNorm's running statistics), as in PyTorch.
+uint64_t digest(Job& j) {
+  uint64_t h = 1469598103934665603ull;
+  auto add = [&h](const at::Tensor& t) {
+    const at::Tensor c = t.detach().to(at::kCPU).contiguous();
+    const auto* p = static_cast<const unsigned char*>(c.data_ptr());
+    for (size_t i = 0; i < c.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  };
+  for (const auto& t : j.task.model.ptr()->parameters()) add(t);
+  const c10::IValue opt = optimizer_state_dict(j.strategy->optimizer());
+  std::vector<c10::IValue> todo{opt};
+  while (!todo.empty()) {  // the state's tensors, in the dict's order
+    c10::IValue v = todo.back();
+    todo.pop_back();
+    if (v.isTensor()) add(v.toTensor());
+    if (v.isGenericDict())
+      for (const auto& kv : v.toGenericDict()) todo.push_back(kv.value());
+    if (v.isList())
+      for (const auto& e : v.toListRef()) todo.push_back(e);
+  }
+  return h;
+}
+
+// The on_world_change callbacks, then rank 0's lr_scale on every rank (they may differ: a callback with a rank's
+// own view), multiplied into the job's.
+void tell_user(Job& j, int old_world, int64_t step) {
+  WorldChange c;
+  c.from = old_world;
+  c.to = j.group->size();
+  c.generation = j.membership->generation();
+  c.step = step;
+  c.global_batch = *j.cfg.batch_size * j.launch_world;
+  std::exception_ptr error;
+  try {
+    for (auto& callback : j.on_world_change) callback(c);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  const int failed = lowest_rank_where(error != nullptr, j.group);  // a callback that threw anywhere ends every rank
+  if (error) std::rethrow_exception(error);
+  if (failed >= 0)
+    throw PeerFailed<Error>("Trainer: an on_world_change callback threw on rank " + std::to_string(failed) +
+                                " (its error is in that rank's output)",
+                            failed);
+  at::Tensor scale = at::tensor({c.lr_scale}, at::kDouble);
+  j.group->broadcast(scale);
+  j.lr_scale *= scale.item<double>();
+}
+
+}  // namespace
+
+void check_replicas(Job& j) {
+  const uint64_t mine = digest(j);
+  const auto all = all_gather_object(c10::IValue(static_cast<int64_t>(mine)), j.group);
+  std::vector<int> differ;
+  for (size_t r = 1; r < all.size(); ++r)
+    if (all[r].toInt() != all[0].toInt()) differ.push_back(static_cast<int>(r));
+  if (!differ.empty())
+    throw Error("ddp-train: after in-place recovery the replicas differ: rank(s) " + join(differ) +
+                " hold other parameters or optimizer state than rank 0");
+  std::ostringstream line;
+  line << "replicas identical after in-place recovery: " << all.size() << " rank(s), parameters and optimizer digest "
+       << std::hex << mine;
+  j.logs.console().line(line.str());
+}
+
+std::unique_ptr<Membership> membership_from_launcher() {
+  const auto recovery = launch_env::choice(launch_env::kRecovery);
+  if (!recovery || *recovery != "inplace") return nullptr;
+  return Membership::from_environment();
+}
+
+void check_recoverable(const TrainConfig& cfg) {
+  auto refuse = [](const std::string& what) {
+    throw InvalidArgument("ddp-train: " + what +
+                          " cannot recover in place (ddprun --recovery inplace): its state or its group would not "
+                          "survive a lost rank; drop it, or use --recovery restart");
+  };
+  if (cfg.strategy != "ddp") refuse("--strategy " + cfg.strategy);
+  if (cfg.comm_hook != "allreduce" && cfg.comm_hook != "fp16" && cfg.comm_hook != "bf16")
+    refuse("--comm-hook " + cfg.comm_hook);
+  if (cfg.ema_every && *cfg.ema_every > 0) refuse("--ema-every");
+  if (cfg.sync_bn) refuse("--sync-bn");
+  if (cfg.data_mode == "shards") refuse("--data shards (a lost rank's shard would be lost with it; --data sampler)");
+}
+
+void recover_in_place(Job& j, LoopState& s, const std::string& why) {
+  const auto start = Clock::now();
+  const int old_world = j.group->size();
+  const std::vector<int> old_members = j.membership->members();
+  // 1. What this rank holds at its last completed step.
+  const std::vector<int64_t> mine = committed_position(s, j.cfg.accumulate);
+  const c10::IValue optimizer = optimizer_state_dict(j.strategy->optimizer());
+  const std::vector<int64_t> bucket_order = j.strategy->bucket_order();
+  const bool was_leader = j.group->rank() == 0;
+  // 2. Every holder of the broken group lets it go, so that rebuilding destroys it.
+  // Rank 0's save in flight (--async-save) finishes, agreeing with no one: the group is broken.
+  if (const std::string failed = j.checkpoints.manager().abandon(); !failed.empty())
+    j.logs.console().warning("the checkpoint save in flight when a rank was lost failed: " + failed);
+  j.strategy.reset();
+  j.hook.reset();
+  j.evaluator = Evaluator();
+  j.data = TrainData();
+  j.checkpoints = Checkpoints();
+  j.group.reset();
+  // 3. The next generation, among the survivors.
+  j.group = j.membership->rebuild(why);
+  // 4. The committed state: the latest position any survivor holds, from the lowest rank holding it.
+  const auto [source, top] = latest(all_gather_object(c10::IValue(mine), j.group));
+  {
+    torch::NoGradGuard no_grad;
+    std::vector<at::Tensor> tensors;
+    for (const auto& p : j.task.model.ptr()->parameters()) tensors.push_back(p);
+    for (const auto& b : j.task.model.ptr()->buffers()) tensors.push_back(b);
+    broadcast_coalesced(tensors, source, j.group);
+  }
+  const c10::IValue state = broadcast_object(j.group->rank() == source ? optimizer : c10::IValue(), source, j.group);
+  s.step = top[0];
+  s.epoch = top[1];
+  s.micro = top[2];
+  s.loss_sum = s.micro > 0 ? s.loss_sum : 0;
+  s.loss_count = s.micro > 0 ? s.loss_count : 0;
+  // 5. The parts over the new world; the optimizer's state and the buckets as they were.
+  set_up_group_parts(j);
+  j.strategy->load_optimizer_state(state);
+  j.strategy->load_bucket_order(bucket_order);
+  if (j.group->rank() == 0 && !was_leader) j.logs.open(j.cfg.out_dir, true, j.cfg.progress);  // rank 0 was lost
+  tell_user(j, old_world, s.step);
+  j.lr.scale(j.lr_scale);  // the learning rates were made afresh with the strategy
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  std::ostringstream line;
+  line << "in-place recovery: world " << old_world << " -> " << j.group->size() << " (members " << join(old_members)
+       << " -> " << join(j.membership->members()) << ", generation " << j.membership->generation()
+       << "), going on from step " << s.step << " (epoch " << s.epoch + 1 << ") in " << seconds << " s; global batch "
+       << *j.cfg.batch_size * j.launch_world << " samples kept, this rank's share " << j.data.batch_size();
+  j.logs.console().line(line.str());
+  j.logs.event("world_change", {{"from", int64_t{old_world}},
+                                {"to", int64_t{j.group->size()}},
+                                {"generation", int64_t{j.membership->generation()}},
+                                {"step", s.step},
+                                {"seconds", seconds}});
+}
+
+}  // namespace ddp::train::detail

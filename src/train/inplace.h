@@ -1,0 +1,33 @@
+// In-place recovery in the fit loop (ddprun --recovery inplace): when a rank is lost, the survivors rebuild their
+// group (ddp::Membership) and go on from the committed state, the one after the last optimizer step that a
+// survivor completed, without reading a checkpoint or restarting.
+#pragma once
+#include <memory>
+
+#include "ddp/dist/membership.h"
+#include "ddp/train/config.h"
+#include "train_state.h"
+
+namespace ddp::train::detail {
+
+struct Job;
+
+// Under ddprun --recovery inplace (DDP_RECOVERY=inplace), the job's membership (its group is the job's);
+// else null.
+std::unique_ptr<Membership> membership_from_launcher();
+
+// InvalidArgument naming the setting when the run cannot recover in place: only --strategy ddp, a stateless comm
+// hook, no weight average (EMA) and no SyncBatchNorm (their state or their group would not survive).
+void check_recoverable(const TrainConfig& cfg);
+
+// After ddp::CommError in the loop: releases every part that holds the broken group, rebuilds the group among the
+// survivors, agrees on the committed state (the highest step any survivor completed; its holder broadcasts model,
+// optimizer and loop position), builds the parts again over the new world and sets `s` to that state. Every
+// survivor; throws what Membership::rebuild throws (too few left, this rank counted lost).
+void recover_in_place(Job& j, LoopState& s, const std::string& why);
+
+// At the end of a run that recovered in place, every rank: the ranks' models and optimizer states are the same to
+// the bit (rank 0 says so, with their digest), else ddp::Error naming the ranks that differ.
+void check_replicas(Job& j);
+
+}  // namespace ddp::train::detail

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# ddp-train under ddprun --recovery inplace (issue 47):
+#  1. without a fault, a run equals the plain launch's to the bit (the launch world's epochs and global batches,
+#     split over the ranks, are DistributedSampler's own at the launch world);
+#  2. ranks VICTIMS SIGKILLed together DELAY seconds after epoch 2 (0: at its checkpoint; else within epoch 3): the survivors rebuild their group, agree on the committed
+#     state, go on with the launch's global batch split over fewer ranks, end with bit-identical replicas (their
+#     digest), every step of the run accounted for (the final step count is the whole run's), and ddprun exits 0.
+#  3. a victim given as R:stop is stopped (SIGSTOP) instead: ddprun kills it after --heartbeat-timeout 2, the same.
+# usage: inplace_test.sh DDPRUN DDP_TRAIN NPROC VICTIMS DELAY   (VICTIMS: R or R:stop, comma-separated)
+set -euo pipefail
+ddprun=$1 train=$2 np=$3 victims=$4 delay=$5
+recipe=fashion-mnist
+source "$(dirname "$0")/lib.sh"
+fail() { echo "FAIL: $*"; exit 1; }
+args=(fashion-mnist "${data[@]}" --no-progress --batch-size 8 --epochs 6 --data sampler --backend gloo)
+
+# 1. Without a fault: the same bits as the plain launch.
+"$ddprun" --standalone --nproc-per-node "$np" "$train" "${args[@]}" --out-dir "$work/plain" > "$work/plain.log" 2>&1 ||
+  { cat "$work/plain.log"; fail "the plain run"; }
+"$ddprun" --standalone --nproc-per-node "$np" --recovery inplace "$train" "${args[@]}" --out-dir "$work/whole" \
+  > "$work/whole.log" 2>&1 || { cat "$work/whole.log"; fail "the run under --recovery inplace without a fault"; }
+${DDP_PYTHON:-/usr/bin/python3} "$here/same_weights.py" "$(latest "$work/plain")" "$(latest "$work/whole")" 6 \
+  "under --recovery inplace without a fault"
+
+# 2. The victims killed after epoch 2.
+"$ddprun" --standalone --nproc-per-node "$np" --recovery inplace --monitor-interval 0.1 --heartbeat-timeout 2 \
+  "$train" "${args[@]}" --out-dir "$work/lost" > "$work/log" 2>&1 &
+launcher=$!
+for _ in $(seq 900); do grep -q "epoch 2/6" "$work/log" && break; sleep 0.1; done
+grep -q "epoch 2/6" "$work/log" || { kill -KILL $launcher; cat "$work/log"; fail "no 'epoch 2/6' line within 90 s"; }
+sleep "$delay"
+pids=() signals=()
+for pid in $(pgrep -P $launcher); do
+  environment=$(tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null || true)
+  for v in ${victims//,/ }; do
+    grep -qx "RANK=${v%:stop}" <<< "$environment" || continue
+    pids+=("$pid")
+    signals+=("$([ "$v" = "${v%:stop}" ] && echo KILL || echo STOP)")
+  done
+done
+[ ${#pids[@]} = "$(tr ',' '\n' <<< "$victims" | wc -l)" ] || { kill -KILL $launcher; cat "$work/log"; fail "victims not found"; }
+for i in "${!pids[@]}"; do kill "-${signals[$i]}" "${pids[$i]}"; done
+victims=$(tr ',' '\n' <<< "$victims" | sed 's/:stop$//' | sort -n | paste -sd,)
+rc=0
+wait $launcher || rc=$?
+[ $rc = 0 ] || { cat "$work/log"; fail "ddprun exited with $rc"; }
+left=$((np - ${#pids[@]}))
+leader=0  # the lowest surviving launch rank is the new rank 0 (ddprun prefixes lines with launch ranks)
+while grep -qw "$leader" <<< "${victims//,/ }"; do leader=$((leader + 1)); done
+has() { grep -qE -- "$1" "$work/log" || { cat "$work/log"; fail "the output lacks: $1"; }; }
+for v in ${victims//,/ }; do has "^ddprun: rank $v was lost \(SIGKILL\); the others go on"; done
+has "^\[rank $leader\] in-place recovery: world $np -> $left \(members .*, generation 1\), going on from step [0-9]+ \(epoch [0-9]\) in [0-9.e-]+ s; global batch $((8 * np)) samples kept"
+has "^\[rank $leader\] epoch 6/6 "
+has "^\[rank $leader\] replicas identical after in-place recovery: $left rank\(s\), parameters and optimizer digest [0-9a-f]+$"
+has "^ddprun: lost rank\(s\) ${victims//,/, } on the way; the other ranks ended normally"
+${DDP_PYTHON:-/usr/bin/python3} - "$(latest "$work/whole")" "$(latest "$work/lost")" <<'PY'
+import sys, torch
+a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
+if (a["step"], a["epoch"]) != (b["step"], b["epoch"]):
+    sys.exit("FAIL: the run that lost ranks ended at step %d, epoch %d; the whole run at step %d, epoch %d"
+             % (b["step"], b["epoch"], a["step"], a["epoch"]))
+print("every step accounted for: step %d, epoch %d" % (b["step"], b["epoch"]))
+PY
+grep "in-place recovery" "$work/log"
