@@ -64,7 +64,17 @@ Membership::Membership(StorePtr store, int id, int world, MembershipOptions opti
 
 Membership::~Membership() = default;
 
-std::unique_ptr<Membership> Membership::from_environment() {
+namespace {
+
+// What ddprun --recovery inplace gives a rank: its launch rank and world, a connection to the store it hosts, and
+// the options (backend, timeout, and the heartbeat timeout for `settle`).
+struct LauncherEnv {
+  StorePtr store;
+  int rank = 0, world = 0;
+  MembershipOptions options;
+};
+
+LauncherEnv launcher_env() {
   const auto recovery = le::choice(le::kRecovery);
   if (!recovery || *recovery != "inplace")
     throw Error(std::string("[elastic] ") + le::kRecovery.name +
@@ -75,23 +85,35 @@ std::unique_ptr<Membership> Membership::from_environment() {
     if (!t) throw Error(std::string("[elastic] ") + v.name + " is not set; start the job with ddprun");
     return *t;
   };
-  const int rank = std::stoi(need(le::kRank)), world = std::stoi(need(le::kWorldSize));
+  LauncherEnv e;
+  e.rank = std::stoi(need(le::kRank));
+  e.world = std::stoi(need(le::kWorldSize));
   const std::string host = need(le::kMasterAddr);
   const int port = std::stoi(need(le::kMasterPort));
-  MembershipOptions o;
-  o.host = host;
-  if (auto b = le::choice(le::kBackend); b && *b != "auto") o.backend = *b;
-  if (auto t = le::seconds(le::kTimeout)) o.timeout = Milliseconds(static_cast<int64_t>(*t * 1000));
+  e.options.host = host;
+  if (auto b = le::choice(le::kBackend); b && *b != "auto") e.options.backend = *b;
+  if (auto t = le::seconds(le::kTimeout)) e.options.timeout = Milliseconds(static_cast<int64_t>(*t * 1000));
   if (auto h = le::seconds(le::kHeartbeatTimeout); h && *h > 0)
-    o.settle = Milliseconds(static_cast<int64_t>(*h * 1000));
-  StorePtr store;
+    e.options.settle = Milliseconds(static_cast<int64_t>(*h * 1000));
   try {
-    store = make_tcp_store(host, port, false, world, o.timeout);
+    e.store = make_tcp_store(host, port, false, e.world, e.options.timeout);
   } catch (...) {
-    throw Error("[elastic] rank " + std::to_string(rank) + ": cannot connect to ddprun's store at " + host + ":" +
+    throw Error("[elastic] rank " + std::to_string(e.rank) + ": cannot connect to ddprun's store at " + host + ":" +
                 std::to_string(port) + ": " + detail::current_exception_message());
   }
-  return std::make_unique<Membership>(store, rank, world, o);
+  return e;
+}
+
+}  // namespace
+
+std::unique_ptr<Membership> Membership::from_environment() {
+  LauncherEnv e = launcher_env();
+  return std::make_unique<Membership>(e.store, e.rank, e.world, e.options);
+}
+
+std::unique_ptr<Membership> Membership::join_from_environment() {
+  LauncherEnv e = launcher_env();
+  return join(e.store, e.world, e.options);
 }
 
 // A decision as stored: "ids;consumed".
@@ -173,6 +195,22 @@ GroupPtr Membership::rebuild(const std::string& why) { return next_generation(wh
 
 GroupPtr Membership::admit() { return next_generation("admitting the members that asked to join", true); }
 
+// Whether every member of `generation` is marked lost (a joiner then has nobody to be admitted by).
+bool Membership::everyone_lost(int generation) {
+  std::vector<int> members;
+  if (generation == 0) {
+    for (int i = 0; i < first_world_; ++i) members.push_back(i);
+  } else if (store_->check({gen_key(generation, "members")})) {
+    members = parse_decision(store_->get(gen_key(generation, "members"))).members;
+  }
+  if (members.empty()) return false;
+  for (int m : members)
+    if (!store_->check({"lost/" + std::to_string(m)})) return false;
+  return true;
+}
+
+void Membership::finish() { store_->set("finished", bytes("1")); }
+
 int Membership::joiners_waiting() { return static_cast<int>(store_->add("joiners", 0)) - consumed_; }
 
 // The next generation: the members that are left, with_joiners also those waiting to join; once more among those
@@ -252,6 +290,14 @@ std::unique_ptr<Membership> Membership::join(StorePtr store, int first_world, Me
       }
       if (d.consumed >= number)
         throw Error(prefix(next, m->id_) + "this joiner was counted lost before it was admitted");
+    }
+    if (m->everyone_lost(current))
+      throw Error(prefix(next, m->id_) + "every member of generation " + std::to_string(current) +
+                  " was lost: there is no running job left to join");
+    if (m->store_->check({"finished"})) {
+      std::fprintf(stderr, "%sthe members finished the job before admitting this joiner\n",
+                   prefix(next, m->id_).c_str());
+      return nullptr;
     }
     if (Clock::now() >= deadline)
       throw Error(prefix(next, m->id_) + "not admitted within " +

@@ -95,7 +95,7 @@ class EpochRun {
     lr_ = j_.lr.apply(j_.strategy->optimizer(), s_.step);
     if (s_.micro % accumulate == 0) {
       j_.strategy->zero_grad();
-      stop_.begin(s_.step, g_stop_signal.load(), j_.checkpoints.failed());
+      stop_.begin(s_.step, g_stop_signal.load(), j_.checkpoints.failed(), joiners_waiting());
     }
     classification_ = forward_backward(j_, *batch, sync, running_) && classification_;
     ++s_.micro;
@@ -154,6 +154,10 @@ class EpochRun {
       s_.stop_signal = stop_.signal();
       return false;
     }
+    if (stop_.joiners_waiting()) {  // the fit loop admits them at this step boundary (inplace.h)
+      s_.admit = true;
+      return false;
+    }
     // Not within half an interval of the epoch's end, which has its own evaluation.
     const int64_t every = *j_.cfg.eval_every, accumulate = j_.cfg.accumulate;
     if (every > 0 && (s_.micro / accumulate) % every == 0 &&
@@ -172,6 +176,10 @@ class EpochRun {
 
  private:
   void flush() { s_.loss_sum = running_.read().epoch; }  // the epoch's losses onto the host
+  // Rank 0 of an in-place job asks the store on check steps; the check's MAX tells every rank.
+  int64_t joiners_waiting() const {
+    return j_.membership && j_.group->rank() == 0 ? j_.membership->joiners_waiting() : 0;
+  }
 
   Job& j_;
   LoopState& s_;

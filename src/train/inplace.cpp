@@ -114,6 +114,11 @@ std::unique_ptr<Membership> membership_from_launcher() {
   return Membership::from_environment();
 }
 
+bool joining_from_launcher() {
+  return launch_env::choice(launch_env::kRecovery) == std::optional<std::string>("inplace") &&
+         launch_env::count(launch_env::kJoin).value_or(0) == 1;
+}
+
 void check_recoverable(const TrainConfig& cfg) {
   auto refuse = [](const std::string& what) {
     throw InvalidArgument("ddp-train: " + what +
@@ -128,29 +133,51 @@ void check_recoverable(const TrainConfig& cfg) {
   if (cfg.data_mode == "shards") refuse("--data shards (a lost rank's shard would be lost with it; --data sampler)");
 }
 
-void recover_in_place(Job& j, LoopState& s, const std::string& why) {
-  const auto start = Clock::now();
-  const int old_world = j.group->size();
-  const std::vector<int> old_members = j.membership->members();
-  // 1. What this rank holds at its last completed step.
-  const std::vector<int64_t> mine = committed_position(s, j.cfg.accumulate);
-  const c10::IValue optimizer = optimizer_state_dict(j.strategy->optimizer());
-  const std::vector<int64_t> bucket_order = j.strategy->bucket_order();
-  const bool was_leader = j.group->rank() == 0;
-  // 2. Every holder of the broken group lets it go, so that rebuilding destroys it.
-  // Rank 0's save in flight (--async-save) finishes, agreeing with no one: the group is broken.
+namespace {
+
+// What a rank holds when its world changes: its committed position, its optimizer's state and bucket order, and
+// its view of the world it leaves.
+// About when the process started (this library is loaded with it): how long a joiner took to train.
+const Clock::time_point kLoaded = Clock::now();
+
+struct Held {
+  std::vector<int64_t> position;  // step, epoch, micro-batch, world
+  c10::IValue optimizer;
+  std::vector<int64_t> bucket_order;
+  bool was_leader = false;
+  bool joining = false;
+  std::vector<int> old_members;
+  Clock::time_point start = Clock::now();
+};
+
+// Takes what the rank holds, then every part that holds the group lets it go, so that the membership can destroy
+// it (a broken group's peers still blocked in it then fail too).
+Held hold_and_release(Job& j, const LoopState& s, bool joining) {
+  Held h;
+  // A joiner holds nothing yet: its position is below every member's.
+  h.position = joining ? std::vector<int64_t>{-1, -1, -1, 0} : committed_position(s, j.cfg.accumulate);
+  if (!joining) h.position.push_back(j.group->size());
+  h.optimizer = optimizer_state_dict(j.strategy->optimizer());
+  h.bucket_order = j.strategy->bucket_order();
+  h.was_leader = !joining && j.group->rank() == 0;
+  h.joining = joining;
+  if (j.membership) h.old_members = j.membership->members();
+  // Rank 0's save in flight (--async-save) finishes, agreeing with no one: the group may be broken.
   if (const std::string failed = j.checkpoints.manager().abandon(); !failed.empty())
-    j.logs.console().warning("the checkpoint save in flight when a rank was lost failed: " + failed);
+    j.logs.console().warning("the checkpoint save in flight when the world changed failed: " + failed);
   j.strategy.reset();
   j.hook.reset();
   j.evaluator = Evaluator();
   j.data = TrainData();
   j.checkpoints = Checkpoints();
   j.group.reset();
-  // 3. The next generation, among the survivors.
-  j.group = j.membership->rebuild(why);
-  // 4. The committed state: the latest position any survivor holds, from the lowest rank holding it.
-  const auto [source, top] = latest(all_gather_object(c10::IValue(mine), j.group));
+  return h;
+}
+
+// Every rank of the new world: the latest position any rank holds is the committed state; the lowest rank holding
+// it sends its parameters, buffers, optimizer state and bucket order; the parts are built over the new world.
+void adopt(Job& j, LoopState& s, const Held& h, const std::string& what) {
+  const auto [source, top] = latest(all_gather_object(c10::IValue(h.position), j.group));
   {
     torch::NoGradGuard no_grad;
     std::vector<at::Tensor> tensors;
@@ -158,31 +185,64 @@ void recover_in_place(Job& j, LoopState& s, const std::string& why) {
     for (const auto& b : j.task.model.ptr()->buffers()) tensors.push_back(b);
     broadcast_coalesced(tensors, source, j.group);
   }
-  const c10::IValue state = broadcast_object(j.group->rank() == source ? optimizer : c10::IValue(), source, j.group);
+  const bool mine = j.group->rank() == source;
+  const c10::IValue state = broadcast_object(mine ? h.optimizer : c10::IValue(), source, j.group);
+  const c10::IValue order = broadcast_object(mine ? c10::IValue(h.bucket_order) : c10::IValue(), source, j.group);
+  const bool moved = h.position != top;  // this rank's own position was not the committed one
   s.step = top[0];
   s.epoch = top[1];
   s.micro = top[2];
-  s.loss_sum = s.micro > 0 ? s.loss_sum : 0;
-  s.loss_count = s.micro > 0 ? s.loss_count : 0;
-  // 5. The parts over the new world; the optimizer's state and the buckets as they were.
+  if (moved || s.micro == 0) s.loss_sum = 0, s.loss_count = 0;
+  const int old_world = static_cast<int>(top[3]);
   set_up_group_parts(j);
   j.strategy->load_optimizer_state(state);
-  j.strategy->load_bucket_order(bucket_order);
-  if (j.group->rank() == 0 && !was_leader) j.logs.open(j.cfg.out_dir, true, j.cfg.progress);  // rank 0 was lost
+  j.strategy->load_bucket_order(order.toIntVector());
+  if (j.group->rank() == 0 && !h.was_leader) j.logs.open(j.cfg.out_dir, true, j.cfg.progress);  // a new rank 0
   tell_user(j, old_world, s.step);
   j.lr.scale(j.lr_scale);  // the learning rates were made afresh with the strategy
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const double seconds = std::chrono::duration<double>(Clock::now() - h.start).count();
   std::ostringstream line;
-  line << "in-place recovery: world " << old_world << " -> " << j.group->size() << " (members " << join(old_members)
-       << " -> " << join(j.membership->members()) << ", generation " << j.membership->generation()
-       << "), going on from step " << s.step << " (epoch " << s.epoch + 1 << ") in " << seconds << " s; global batch "
+  line << what << ": world " << old_world << " -> " << j.group->size() << " (members " << join(h.old_members) << " -> "
+       << join(j.membership->members()) << ", generation " << j.membership->generation() << "), going on from step "
+       << s.step << " (epoch " << s.epoch + 1 << ") in " << seconds << " s; global batch "
        << *j.cfg.batch_size * j.launch_world << " samples kept, this rank's share " << j.data.batch_size();
   j.logs.console().line(line.str());
+  if (h.joining)
+    j.logs.console().rank_message("joined the running job as rank " + std::to_string(j.group->rank()) + " of " +
+                                  std::to_string(j.group->size()) + " at step " + std::to_string(s.step) + ", " +
+                                  std::to_string(std::chrono::duration<double>(Clock::now() - kLoaded).count()) +
+                                  " s after its start");
   j.logs.event("world_change", {{"from", int64_t{old_world}},
                                 {"to", int64_t{j.group->size()}},
                                 {"generation", int64_t{j.membership->generation()}},
                                 {"step", s.step},
                                 {"seconds", seconds}});
+}
+
+}  // namespace
+
+void recover_in_place(Job& j, LoopState& s, const std::string& why) {
+  const Held h = hold_and_release(j, s, false);
+  j.group = j.membership->rebuild(why);
+  adopt(j, s, h, "in-place recovery");
+}
+
+void admit_in_place(Job& j, LoopState& s) {
+  const Held h = hold_and_release(j, s, false);
+  j.group = j.membership->admit();
+  adopt(j, s, h, "admitted new ranks");
+}
+
+bool join_in_place(Job& j, LoopState& s) {
+  Held h = hold_and_release(j, s, true);
+  j.owned_membership = Membership::join_from_environment();
+  if (!j.owned_membership) return false;  // the job finished first
+  j.membership = j.owned_membership.get();
+  j.launch_world = j.membership->first_world();
+  j.group = j.membership->group();
+  h.old_members = j.membership->members();
+  adopt(j, s, h, "joined the running job");
+  return true;
 }
 
 }  // namespace ddp::train::detail

@@ -26,6 +26,15 @@ void check_recoverable(const TrainConfig& cfg);
 // survivor; throws what Membership::rebuild throws (too few left, this rank counted lost).
 void recover_in_place(Job& j, LoopState& s, const std::string& why);
 
+// At a step boundary where the members found ranks waiting to join (the stop check, LoopState::admit): every
+// member admits them, and the new world adopts the committed state as after a recovery.
+void admit_in_place(Job& j, LoopState& s);
+// A replacement (DDP_JOIN=1), set up on a world of its own: joins the running job at the members' next step
+// boundary and adopts their state. `s` becomes theirs. False when the members finished the job first.
+bool join_in_place(Job& j, LoopState& s);
+// Whether this rank is a replacement that joins a running job (ddprun --recovery inplace set DDP_JOIN=1).
+bool joining_from_launcher();
+
 // At the end of a run that recovered in place, every rank: the ranks' models and optimizer states are the same to
 // the bit (rank 0 says so, with their digest), else ddp::Error naming the ranks that differ.
 void check_replicas(Job& j);

@@ -1,6 +1,6 @@
 // Whether any rank asked to stop (SIGTERM: preemption), or rank 0's background checkpoint write failed, agreed by
 // every rank at the same step without a blocking collective. On a check step a MAX all_reduce of {signal, -proposed
-// interval, write failed} starts before the step
+// interval, write failed, ranks waiting to join} starts before the step
 // and is read after it, while the step computes. Checks are spaced so they cost little: each rank proposes the
 // number of its steps that take about `target_s` (measured since the last check), the smallest proposal wins
 // (MAX of the negatives), so a stop is seen within about target_s plus one step. ddp-bench ddp --pair --guards
@@ -28,7 +28,7 @@ class StopSchedule {
       : group_(group), target_s_(target_s), max_interval_(max_interval) {}
 
   // Before step `step` (every rank calls it for the same steps, in order): on a check step, starts the check.
-  void begin(int64_t step, int local_signal, bool save_failed = false) {
+  void begin(int64_t step, int local_signal, bool save_failed = false, int64_t joiners = 0) {
     if (next_ >= 0 && step < next_) return;
     const auto now = Clock::now();
     int64_t propose = 1;
@@ -39,7 +39,7 @@ class StopSchedule {
     }
     last_step_ = step;
     last_time_ = now;
-    flag_ = at::tensor({int64_t(local_signal), -propose, int64_t(save_failed)}, at::kLong);
+    flag_ = at::tensor({int64_t(local_signal), -propose, int64_t(save_failed), joiners}, at::kLong);
     AllReduceOptions o = op(ReduceOp::MAX);
     o.async_op = true;
     work_ = group_.all_reduce(flag_, o);
@@ -53,6 +53,7 @@ class StopSchedule {
     const int64_t* f = ddp::detail::host_data<int64_t>(flag_, "the stop check's flags");  // a CPU tensor
     next_ = last_step_ + std::max<int64_t>(1, -f[1]);
     save_failed_ = f[2] != 0;
+    joiners_ = f[3];
     signal_ = static_cast<int>(f[0]);
     return f[0] != 0;
   }
@@ -63,6 +64,9 @@ class StopSchedule {
 
   // Whether the last check read by requested() found rank 0's background checkpoint write failed.
   bool save_failed() const { return save_failed_; }
+
+  // Whether the last check read found ranks waiting to join (rank 0 read the store: in-place recovery).
+  bool joiners_waiting() const { return joiners_ > 0; }
 
   // The check in flight, if any, for a step begun but not finished: waited so the ranks stay in step.
   void drain() {
@@ -81,6 +85,7 @@ class StopSchedule {
   int64_t last_step_ = -1;  // the last check step
   Clock::time_point last_time_;
   bool save_failed_ = false;
+  int64_t joiners_ = 0;
   int signal_ = 0;
   at::Tensor flag_;
   std::optional<Work> work_;

@@ -23,6 +23,7 @@ struct LoopState {
   int64_t loss_count = 0;  // how many micro-batches loss_sum holds
   int stop_signal = 0;     // the signal it stopped for (the largest any rank got)
   bool preempted = false;  // a rank got SIGTERM: a checkpoint was written at this state, and training stops
+  bool admit = false;      // ranks wait to join (in-place recovery): the epoch stops at this step to admit them
 };
 
 // Every rank's (loss_sum, loss_count) in rank order, as a [world, 2] float64 tensor (a collective).

@@ -158,6 +158,7 @@ bool fit_epoch(Job& j, detail::LoopState& s, TrainSummary& summary, int64_t firs
   j.eval_seconds = 0;
   reset_peak_tensor_memory(j.device);
   const double train_loss = train_epoch(j, s);
+  if (s.admit) return false;  // ranks wait to join: the fit loop admits them and the epoch goes on
   const std::vector<double> peak_mb = peak_memory_mb(j);  // the training steps' (and --eval-every's)
   if (s.preempted) {
     j.checkpoints.wait();  // the preemption's checkpoint on disk before anything says so
@@ -197,7 +198,13 @@ bool fit_epoch(Job& j, detail::LoopState& s, TrainSummary& summary, int64_t firs
 
 TrainSummary train_job(Job& j, Clock::time_point start) {
   j.start = start;
-  detail::LoopState s = detail::resume_or_start(j);
+  detail::LoopState s = j.joining ? detail::LoopState() : detail::resume_or_start(j);
+  if (j.joining && !detail::join_in_place(j, s)) {  // the running job's state, at its members' next step boundary
+    TrainSummary none;
+    none.stopped = "the job finished before this rank could join it";
+    j.logs.console().rank_message(none.stopped);
+    return none;
+  }
   const TrainConfig& cfg = j.cfg;
 
   TrainSummary summary;
@@ -214,9 +221,14 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
   }
   while (s.epoch < *cfg.epochs) {
     try {
+      if (s.admit) {  // ranks wait to join (in-place recovery): admitted at this step boundary
+        s.admit = false;
+        detail::admit_in_place(j, s);
+      }
       if (fit_epoch(j, s, summary, first_epoch, start)) break;
     } catch (const CommError& e) {  // under ddprun --recovery inplace a lost rank is survived: the others go on
       if (!j.membership) throw;
+      s.admit = false;
       detail::recover_in_place(j, s, e.what());
     }
   }
@@ -232,6 +244,7 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
             summary);
   else
     log_end(j, summary.stopped.empty() ? "finished" : "stopped", summary.stopped, summary);
+  if (j.membership) j.membership->finish();  // a replacement still waiting to join gives up
   if (j.membership && j.membership->generation() > 0) detail::check_replicas(j);
   j.strategy->finish();  // a sharded model's trained weights back in the Task's model
   finish_timeline(j);
@@ -253,6 +266,7 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
 struct Trainer::Impl {
   TrainConfig cfg;
   std::unique_ptr<Membership> membership;  // ddprun --recovery inplace: the group is its generation's
+  bool joining = false;                    // a replacement: a world of its own until fit joins the job
   GroupPtr group;
   std::string backend_reason, placement;
   bool precision_asked = false;
@@ -269,6 +283,13 @@ Trainer::Trainer(TrainConfig settings, GroupPtr group) : impl_(std::make_unique<
     t.group = std::move(group);
   } else if (is_initialized()) {
     t.group = default_group();
+  } else if (detail::joining_from_launcher()) {  // set up alone, then join the running job (inplace.h)
+    t.joining = true;
+    BackendOptions alone;
+    alone.store = make_hash_store();
+    t.group = create_backend("local", alone);
+    t.backend_reason = "ddprun --recovery inplace: a replacement that joins the running job";
+    if (t.cfg.data_mode.empty()) t.cfg.data_mode = "sampler";
   } else if ((t.membership = detail::membership_from_launcher())) {
     t.group = t.membership->group();
     t.backend_reason = "ddprun --recovery inplace: a group that survives a lost rank";
@@ -313,7 +334,7 @@ TrainSummary Trainer::fit(Task task) {
   const auto start = Clock::now();
   const detail::StopSignalHandler on_stop(t.cfg.stop_signal);
   Job j;
-  j.logs.console().set_leader(t.group->rank() == 0);
+  j.logs.console().set_leader(t.group->rank() == 0 && !t.joining);
   for (const auto* restarts : {&launch_env::kRestartCount, &launch_env::kSlurmRestartCount}) {
     const int n = launch_env::count(*restarts).value_or(0);
     if (n == 0) continue;
@@ -328,7 +349,7 @@ TrainSummary Trainer::fit(Task task) {
   detail::fill_task_defaults(t.cfg, task);
   check_config_agreement(t.cfg, *t.group);  // again: settings() may have changed them, the Task fills some
   check_settings(t.cfg);
-  if (t.membership) detail::check_recoverable(t.cfg);
+  if (t.membership || t.joining) detail::check_recoverable(t.cfg);
   if (const std::string why = t.cfg.requeue ? detail::requeue_problem(t.cfg.stop_signal) : ""; !why.empty())
     throw InvalidArgument("ddp-train: " + why);
   j.device = detail::resolve_job_device(t.cfg.device, *t.group);
@@ -339,9 +360,11 @@ TrainSummary Trainer::fit(Task task) {
   j.backend_reason = t.backend_reason;
   j.placement = t.placement;
   j.callbacks = t.callbacks;
-  if (t.membership) {  // the Job holds the group alone: a recovery must be able to destroy it
-    j.membership = t.membership.get();
-    j.launch_world = t.membership->first_world();
+  if (t.membership || t.joining) {  // the Job holds the group alone: a recovery must be able to destroy it
+    j.owned_membership = std::move(t.membership);
+    j.membership = j.owned_membership.get();
+    j.joining = t.joining;
+    j.launch_world = j.membership ? j.membership->first_world() : 0;
     j.on_world_change = t.world_callbacks;
     t.group.reset();
   }
@@ -349,9 +372,13 @@ TrainSummary Trainer::fit(Task task) {
   detail::set_up(j, std::move(task));
   try {
     TrainSummary summary = train_job(j, start);
-    if (t.membership) t.group = j.group;
+    if (j.membership) t.group = j.group;
     return summary;
   } catch (const std::exception& e) {  // rank 0's view of the failure, in the log and the report; then as before
+    if (j.membership) try {
+        j.membership->finish();  // a replacement waiting to join gives up
+      } catch (const std::exception&) {
+      }
     TrainSummary failed;
     failed.seconds = seconds_since(start);
     try {

@@ -39,6 +39,8 @@ struct Job {
   // ddprun --recovery inplace: the membership whose group `group` is (inplace.h), and the world it started
   // with, whose epochs and global batches every later world trains. Null otherwise.
   Membership* membership = nullptr;
+  std::unique_ptr<Membership> owned_membership;  // the membership, once fit has it
+  bool joining = false;                          // a replacement set up on a world of its own, to join (DDP_JOIN=1)
   int launch_world = 0;
   std::vector<WorldChangeCallback> on_world_change;
   double lr_scale = 1.0;  // what on_world_change callbacks asked for, multiplied

@@ -276,13 +276,13 @@ void set_up(Job& j, Task task) {
   on_every_rank(j, "making the strategy and optimizer", [&] { set_up_strategy(j); });   // rank 0's weights
   j.average = Averager(j.task.average, *cfg.ema_every, *j.task.model.ptr(), j.device);  // from rank 0's weights
   set_up_data(j);
-  if (!j.membership) j.task.train = j.task.test = DataSource();  // the loader and the evaluator hold them now
+  if (!j.membership && !j.joining) j.task.train = j.task.test = DataSource();  // the loader and evaluator hold them
 
-  j.logs.open(cfg.out_dir, rank == 0, cfg.progress);
+  j.logs.open(cfg.out_dir, rank == 0 && !j.joining, cfg.progress);  // a joiner is no job's rank 0 yet
   print_start(j);
-  log_start(j);
+  if (!j.joining) log_start(j);
   j.checkpoints = Checkpoints(cfg, j.group, j.data.micro_per_epoch());
-  if (rank == 0) {
+  if (rank == 0 && !j.joining) {
     const auto stale = j.checkpoints.manager().remove_stale_temporaries();
     for (const auto& name : stale)
       j.logs.console().rank_message("removed " + j.checkpoints.manager().options().dir + "/" + name +

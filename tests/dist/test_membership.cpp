@@ -264,6 +264,27 @@ TEST(Membership, AJoinerLostBeforeItIsAdmittedIsLeftOut) {
   }
 }
 
+// A joiner that comes after the members finished gives up (null), and one whose job lost every member fails.
+TEST(Membership, AJoinerOfAFinishedOrLostJobGivesUp) {
+  auto store = ddp::make_hash_store();
+  MembershipOptions o;
+  o.timeout = std::chrono::seconds(60);
+  auto alone = std::make_unique<Membership>(store, 0, 1, o);
+  alone->finish();
+  EXPECT_EQ(Membership::join(store, 1, o), nullptr);
+
+  auto lost = ddp::make_hash_store();
+  auto member = std::make_unique<Membership>(lost, 0, 1, o);
+  member.reset();
+  lost->set(ddp::membership_keys::lost(0), std::vector<uint8_t>{'x'});
+  try {
+    Membership::join(lost, 1, o);
+    FAIL() << "joined a job without members";
+  } catch (const ddp::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("there is no running job left to join"), std::string::npos) << e.what();
+  }
+}
+
 // A member that says it is alive in the next generation, and is lost before its group forms: the others do not
 // wait for it (settle is a minute here), they form the generation after without it.
 TEST(Membership, MemberLostWhileTheGroupFormsStartsAnotherRound) {

@@ -6,28 +6,35 @@
 #     state, go on with the launch's global batch split over fewer ranks, end with bit-identical replicas (their
 #     digest), every step of the run accounted for (the final step count is the whole run's), and ddprun exits 0.
 #  3. a victim given as R:stop is stopped (SIGSTOP) instead: ddprun kills it after --heartbeat-timeout 2, the same.
-# usage: inplace_test.sh DDPRUN DDP_TRAIN NPROC VICTIMS DELAY   (VICTIMS: R or R:stop, comma-separated)
+#  4. with REPLACE, --max-restarts gives each victim a replacement: it sets up alone, joins at the members' next
+#     step boundary (two may join at different ones), receives their state, and the world grows back (4 -> 3 ->
+#     4); the replicas, the joiners included, end identical.
+# usage: inplace_test.sh DDPRUN DDP_TRAIN NPROC VICTIMS DELAY [REPLACE]   (VICTIMS: R or R:stop, comma-separated)
 set -euo pipefail
-ddprun=$1 train=$2 np=$3 victims=$4 delay=$5
+ddprun=$1 train=$2 np=$3 victims=$4 delay=$5 replace=${6:-}
 recipe=fashion-mnist
 source "$(dirname "$0")/lib.sh"
 fail() { echo "FAIL: $*"; exit 1; }
-args=(fashion-mnist "${data[@]}" --no-progress --batch-size 8 --epochs 6 --data sampler --backend gloo)
+epochs=6
+[ -n "$replace" ] && epochs=12  # the replacements start, set up and join well before the end, even under load
+args=(fashion-mnist "${data[@]}" --no-progress --batch-size 8 --epochs $epochs --data sampler --backend gloo)
 
 # 1. Without a fault: the same bits as the plain launch.
 "$ddprun" --standalone --nproc-per-node "$np" "$train" "${args[@]}" --out-dir "$work/plain" > "$work/plain.log" 2>&1 ||
   { cat "$work/plain.log"; fail "the plain run"; }
 "$ddprun" --standalone --nproc-per-node "$np" --recovery inplace "$train" "${args[@]}" --out-dir "$work/whole" \
   > "$work/whole.log" 2>&1 || { cat "$work/whole.log"; fail "the run under --recovery inplace without a fault"; }
-${DDP_PYTHON:-/usr/bin/python3} "$here/same_weights.py" "$(latest "$work/plain")" "$(latest "$work/whole")" 6 \
+${DDP_PYTHON:-/usr/bin/python3} "$here/same_weights.py" "$(latest "$work/plain")" "$(latest "$work/whole")" $epochs \
   "under --recovery inplace without a fault"
 
 # 2. The victims killed after epoch 2.
+restarts=0
+[ -n "$replace" ] && restarts=$(tr ',' '\n' <<< "$victims" | wc -l)
 "$ddprun" --standalone --nproc-per-node "$np" --recovery inplace --monitor-interval 0.1 --heartbeat-timeout 2 \
-  "$train" "${args[@]}" --out-dir "$work/lost" > "$work/log" 2>&1 &
+  --max-restarts "$restarts" "$train" "${args[@]}" --out-dir "$work/lost" > "$work/log" 2>&1 &
 launcher=$!
-for _ in $(seq 900); do grep -q "epoch 2/6" "$work/log" && break; sleep 0.1; done
-grep -q "epoch 2/6" "$work/log" || { kill -KILL $launcher; cat "$work/log"; fail "no 'epoch 2/6' line within 90 s"; }
+for _ in $(seq 900); do grep -q "epoch 2/$epochs" "$work/log" && break; sleep 0.1; done
+grep -q "epoch 2/$epochs" "$work/log" || { kill -KILL $launcher; cat "$work/log"; fail "no epoch 2 line within 90 s"; }
 sleep "$delay"
 pids=() signals=()
 for pid in $(pgrep -P $launcher); do
@@ -50,9 +57,16 @@ while grep -qw "$leader" <<< "${victims//,/ }"; do leader=$((leader + 1)); done
 has() { grep -qE -- "$1" "$work/log" || { cat "$work/log"; fail "the output lacks: $1"; }; }
 for v in ${victims//,/ }; do has "^ddprun: rank $v was lost \(SIGKILL\); the others go on"; done
 has "^\[rank $leader\] in-place recovery: world $np -> $left \(members .*, generation 1\), going on from step [0-9]+ \(epoch [0-9]\) in [0-9.e-]+ s; global batch $((8 * np)) samples kept"
-has "^\[rank $leader\] epoch 6/6 "
-has "^\[rank $leader\] replicas identical after in-place recovery: $left rank\(s\), parameters and optimizer digest [0-9a-f]+$"
-has "^ddprun: lost rank\(s\) ${victims//,/, } on the way; the other ranks ended normally"
+has "^\[rank $leader\] epoch $epochs/$epochs "
+if [ -n "$replace" ]; then  # the world grew back: the joiners took the next ids, np on
+  has "^\[rank $leader\] admitted new ranks: world [0-9]+ -> $np \(members .* -> .*, generation [0-9]+\), going on from step [0-9]+"
+  for v in ${victims//,/ }; do has "^\[rank $v\] .*joined the running job as rank [0-9]+ of $np at step [0-9]+, [0-9.]+ s after its start"; done
+  has "^\[rank $leader\] replicas identical after in-place recovery: $np rank\(s\), parameters and optimizer digest [0-9a-f]+$"
+  has "^ddprun: lost rank\(s\) ${victims//,/, } on the way \(${#pids[@]} replaced\); the other ranks ended normally"
+else
+  has "^\[rank $leader\] replicas identical after in-place recovery: $left rank\(s\), parameters and optimizer digest [0-9a-f]+$"
+  has "^ddprun: lost rank\(s\) ${victims//,/, } on the way; the other ranks ended normally"
+fi
 ${DDP_PYTHON:-/usr/bin/python3} - "$(latest "$work/whole")" "$(latest "$work/lost")" <<'PY'
 import sys, torch
 a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
@@ -61,4 +75,4 @@ if (a["step"], a["epoch"]) != (b["step"], b["epoch"]):
              % (b["step"], b["epoch"], a["step"], a["epoch"]))
 print("every step accounted for: step %d, epoch %d" % (b["step"], b["epoch"]))
 PY
-grep "in-place recovery" "$work/log"
+grep -E "in-place recovery|admitted new ranks|joined the running job" "$work/log"

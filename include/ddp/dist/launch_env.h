@@ -136,6 +136,10 @@ inline constexpr EnvVar kRecovery =
         "inplace: ddprun hosts the store at MASTER_ADDR:MASTER_PORT and marks a lost rank there; the survivors "
         "rebuild their group and go on (ddp::Membership)")
         .with_choices("restart|inplace");
+inline constexpr EnvVar kJoin =
+    var("DDP_JOIN", Type::kCount, kDdprun,
+        "1: this rank replaces a lost one under --recovery inplace and joins the running job (ddp::Membership::join)")
+        .with_range(0, 1);
 inline constexpr EnvVar kExitLinger =
     var("DDP_EXIT_LINGER", Type::kSeconds, kDdprun | kUser, "how long a failing rank waits before it exits (mpi)")
         .with_range(0, 60);
@@ -248,6 +252,7 @@ inline constexpr const EnvVar* kAll[] = {&kRank,
                                          &kRdzvTimeout,
                                          &kHeartbeatTimeout,
                                          &kRecovery,
+                                         &kJoin,
                                          &kExitLinger,
                                          &kTty,
                                          &kOmpiRank,

@@ -43,6 +43,9 @@ class Membership {
   // ...), waits until the members admit it (admit()) and returns in the generation they formed with it. ddp::Error
   // when it is not admitted within options.timeout, or was counted lost.
   static std::unique_ptr<Membership> join(StorePtr store, int first_world, MembershipOptions options = {});
+  // join() from ddprun's environment, as from_environment() reads it (a replacement ddprun started: DDP_JOIN=1).
+  // Both return null when the members finished (finish()) before they admitted this joiner.
+  static std::unique_ptr<Membership> join_from_environment();
   ~Membership();
 
   GroupPtr group() const { return group_; }
@@ -62,6 +65,8 @@ class Membership {
   // Every member at once: the next generation is the members and the joiners waiting (those not lost meanwhile);
   // returns its group. The state the joiners need is the caller's to send them.
   GroupPtr admit();
+  // The job is done: a joiner still waiting gives up (join() returns null). Any member, once.
+  void finish();
 
  private:
   struct Decision {
@@ -70,6 +75,7 @@ class Membership {
   };
   Membership(StorePtr store, int first_world, MembershipOptions options);  // a joiner's, before it is admitted
   static Decision parse_decision(const std::vector<uint8_t>& stored);
+  bool everyone_lost(int generation);
   Decision agree_on_members(int generation, const std::vector<int>& candidates, int consumed);
   GroupPtr next_generation(std::string reason, bool with_joiners);
   void wait_until_ready(int generation, const std::vector<int>& members);

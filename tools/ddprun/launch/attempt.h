@@ -40,6 +40,7 @@ struct AttemptOutcome {
   bool stopped_by_signal = false;   // ddprun got SIGINT/SIGTERM/...: never restart
   bool stopped_externally = false;  // Attempt::external_stop stopped the ranks (none failed here)
   std::string failure;              // one line naming what failed here (for the other nodes)
+  int replacements = 0;             // --recovery inplace: lost ranks replaced, each a restart used
 };
 
 }  // namespace ddprun

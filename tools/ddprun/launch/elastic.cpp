@@ -98,10 +98,12 @@ int run_attempts(const Options& options, Attempt first, const std::function<Atte
   Attempt attempt = std::move(first);
   for (;;) {
     AttemptOutcome outcome = launch(attempt);
+    const int restarts = attempt.restart_count;
+    attempt.restart_count += outcome.replacements;  // --recovery inplace: each replaced rank was a restart
     if (outcome.exit_code == 0) {
-      if (attempt.restart_count > 0)
-        report("attempt " + std::to_string(attempt.restart_count) + " succeeded after " +
-               std::to_string(attempt.restart_count) + " restart" + (attempt.restart_count == 1 ? "" : "s"));
+      if (restarts > 0)
+        report("attempt " + std::to_string(restarts) + " succeeded after " + std::to_string(restarts) + " restart" +
+               (restarts == 1 ? "" : "s"));
       return 0;
     }
     if (outcome.stopped_by_signal || attempt.restart_count >= options.max_restarts) return outcome.exit_code;

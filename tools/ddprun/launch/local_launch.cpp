@@ -137,12 +137,24 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
       stop_reason = attempt.external_stop();
       return !stop_reason.empty();
     });
+  int replaced = 0;
   if (extras.on_lost)
-    supervisor.set_keep_going([&](size_t i, int status) {
+    supervisor.set_keep_going([&](size_t i, int status) -> std::optional<SpawnSpec> {
       const std::string how =
           WIFSIGNALED(status) ? signal_name(WTERMSIG(status)) : "exit " + std::to_string(WEXITSTATUS(status));
-      report("rank " + std::to_string(ranks[i]) + " was lost (" + how + "); the others go on (--recovery inplace)");
+      const bool replace = replaced < extras.replacements;
+      const int restart = attempt.restart_count + replaced + 1;
+      report("rank " + std::to_string(ranks[i]) + " was lost (" + how + "); the others go on" +
+             (replace ? ", and a replacement joins them (restart " + std::to_string(restart) + " of " +
+                            std::to_string(options.max_restarts) + ", --max-restarts)"
+                      : "") +
+             " (--recovery inplace)");
       extras.on_lost(ranks[i], how);
+      if (!replace) return std::nullopt;
+      ++replaced;
+      SpawnSpec spec = children[i].spec;
+      spec.env = merge_env(spec.env, extras.replacement_env);
+      return spec;
     });
   SupervisorResult result = supervisor.run(children);
 
@@ -158,9 +170,15 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
       std::vector<int> lost;
       for (size_t i : result.lost) lost.push_back(ranks[i]);
       std::sort(lost.begin(), lost.end());
-      report("lost rank(s) " + join_ranks(lost) + " on the way; the other ranks ended normally (--recovery inplace)");
+      report("lost rank(s) " + join_ranks(lost) + " on the way" +
+             (replaced > 0 ? " (" + std::to_string(replaced) + " replaced)" : std::string()) +
+             "; the other ranks ended normally (--recovery inplace)");
     }
-    if (!result.external_stop) return {};
+    if (!result.external_stop) {
+      AttemptOutcome done;
+      done.replacements = replaced;
+      return done;
+    }
     report("stopped the ranks of this node (" + join_ranks(ranks) + "): " + stop_reason);
     AttemptOutcome stopped;
     stopped.exit_code = 1;
@@ -228,9 +246,11 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
   } else {
     summary.exit_code = 1;  // a rank stopped for too long, or a spawn failure
   }
-  const std::string note = restarts_note(options, attempt, result.received_signal);
+  Attempt counted = attempt;  // the restarts used include this attempt's replacements
+  counted.restart_count += replaced;
+  const std::string note = restarts_note(options, counted, result.received_signal);
   if (!note.empty()) summary.notes.push_back(note);
-  summary.final_line = restart_line(options, attempt, result.received_signal > 0);
+  summary.final_line = restart_line(options, counted, result.received_signal > 0);
   if (summary.final_line.empty() && !extras.final_line.empty())
     summary.final_line = extras.final_line + std::to_string(summary.exit_code);
   if (extras.failed_rank != nullptr && result.first_failed >= 0)
@@ -239,6 +259,7 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
   for (const std::string& line : summary_lines) write_line(STDERR_FILENO, extras.summary_prefix, line);
   if (extras.summary != nullptr) *extras.summary = summary_lines;
   AttemptOutcome outcome;
+  outcome.replacements = replaced;
   outcome.exit_code = summary.exit_code;
   outcome.stopped_by_signal = result.received_signal > 0;
   if (result.received_signal > 0) {

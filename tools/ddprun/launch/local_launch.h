@@ -28,6 +28,10 @@ struct LocalLaunchExtras {
   // --recovery inplace: told of each rank that fails while others still run (how: "SIGKILL", "exit 3"); those
   // others go on, and the attempt succeeds when they end normally.
   std::function<void(int rank, const std::string& how)> on_lost;
+  // With on_lost: how many lost ranks may be replaced (a rank started in the lost one's place, with these variables
+  // added to its environment); each counts as a restart (AttemptOutcome::replacements).
+  int replacements = 0;
+  std::vector<std::pair<std::string, std::string>> replacement_env;
 };
 AttemptOutcome run_local(const Options& options, const std::string& exec_path, const Attempt& attempt,
                          const LocalLaunchExtras& extras);

@@ -58,7 +58,7 @@ class Run {
         handler_(handler) {}
 
   void set_external_stop(std::function<bool()> check) { external_stop_ = std::move(check); }
-  void set_keep_going(std::function<void(size_t, int)> lost) { keep_going_ = std::move(lost); }
+  void set_keep_going(Supervisor::KeepGoing lost) { keep_going_ = std::move(lost); }
   void set_grandchild_kill(std::function<bool()> lost, double grace_s) {
     grandchild_lost_ = std::move(lost);
     grandchild_grace_ = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace_s));
@@ -183,6 +183,36 @@ class Run {
     pipe.fd = -1;
   }
 
+  // Starts `spec` in the place of child i, which has exited: its output is read to the end first.
+  void replace(size_t i, const SpawnSpec& spec) {
+    Child& c = children_[i];
+    char buffer[64 * 1024];
+    for (int s = 0; s < 2; ++s) {
+      while (c.pipes[s].fd >= 0) {  // what the lost child wrote last; EOF unless a process it started holds the pipe
+        struct pollfd p {
+          c.pipes[s].fd, POLLIN, 0
+        };
+        if (::poll(&p, 1, 200) <= 0) break;
+        const ssize_t n = ::read(c.pipes[s].fd, buffer, sizeof buffer);
+        if (n <= 0) break;
+        emit(i, s, buffer, static_cast<size_t>(n));
+      }
+      close_pipe(i, s);
+    }
+    SpawnedChild spawned = spawn_child(spec);
+    if (spawned.pid < 0) {
+      report("cannot start a replacement for " + spec.label + ": " + spawned.error + "; the others go on without it");
+      return;
+    }
+    ++result_.replaced;
+    c.config.spec = spec;
+    c.result = ChildResult{};
+    c.result.pid = spawned.pid;
+    c.pipes[0].fd = spawned.out_fd;
+    c.pipes[1].fd = spawned.err_fd;
+    c.stopped = false;
+  }
+
   bool any_running() const {
     return std::any_of(children_.begin(), children_.end(), [](const Child& c) { return !c.result.reaped; });
   }
@@ -219,7 +249,7 @@ class Run {
       const bool bad = rc == r.pid && !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
       if (bad && !stopping_ && keep_going_ && any_running()) {  // in-place recovery: the others go on
         result_.lost.push_back(i);
-        keep_going_(i, status);
+        if (std::optional<SpawnSpec> replacement = keep_going_(i, status)) replace(i, *replacement);
         continue;
       }
       if (bad && failed < 0) failed = static_cast<int>(i);
@@ -464,7 +494,7 @@ class Run {
   LineHandler* handler_;
   Clock::time_point start_;
   std::function<bool()> external_stop_;
-  std::function<void(size_t, int)> keep_going_;
+  Supervisor::KeepGoing keep_going_;
   Clock::time_point next_external_;
   std::function<bool()> grandchild_lost_;  // set_grandchild_kill
   Clock::duration grandchild_grace_{};

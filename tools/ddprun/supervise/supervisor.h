@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,6 +62,7 @@ struct SupervisorResult {
   int stalled_signal = 0;    // the signal that stopped it (0: unknown, seen in /proc)
   double stalled_for_s = 0;  // how long it had been stopped
   std::vector<size_t> lost;  // set_keep_going: the children that failed while others went on, in order
+  int replaced = 0;          // how many of them a replacement was started for
   // The external stop check (set_external_stop) asked to stop the children.
   bool external_stop = false;
 };
@@ -96,8 +98,11 @@ class Supervisor {
 
   // In-place recovery (--recovery inplace): a child that fails on its own, or stays stopped past the stop timeout
   // (it is SIGKILLed then), is passed to `lost` while another child still runs, and the others are left running;
-  // SupervisorResult::lost lists them. A failure with no other child running fails the job as usual.
-  void set_keep_going(std::function<void(size_t child, int status)> lost) { keep_going_ = std::move(lost); }
+  // SupervisorResult::lost lists them. When `lost` returns a spec, that process is started in the child's place
+  // (its output read under the same index, after the lost one's). A failure with no other child running fails the
+  // job as usual.
+  using KeepGoing = std::function<std::optional<SpawnSpec>(size_t child, int status)>;
+  void set_keep_going(KeepGoing lost) { keep_going_ = std::move(lost); }
 
   // Blocks until every child has exited and its output has been drained
   // (at most ~2 s after the last exit, in case descendants keep a pipe open).
@@ -110,7 +115,7 @@ class Supervisor {
   std::function<bool()> external_stop_;
   std::function<bool()> grandchild_lost_;
   double grandchild_grace_s_ = 0;
-  std::function<void(size_t, int)> keep_going_;
+  KeepGoing keep_going_;
   LineHandler* handler_;
 };
 
