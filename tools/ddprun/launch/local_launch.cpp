@@ -139,7 +139,7 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
     });
   int replaced = 0;
   if (extras.on_lost)
-    supervisor.set_keep_going([&](size_t i, int status) -> std::optional<SpawnSpec> {
+    supervisor.set_keep_going([&](size_t i, pid_t pid, int status) -> std::optional<SpawnSpec> {
       const std::string how =
           WIFSIGNALED(status) ? signal_name(WTERMSIG(status)) : "exit " + std::to_string(WEXITSTATUS(status));
       const bool replace = replaced < extras.replacements;
@@ -149,7 +149,7 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
                             std::to_string(options.max_restarts) + ", --max-restarts)"
                       : "") +
              " (--recovery inplace)");
-      extras.on_lost(ranks[i], how);
+      extras.on_lost(ranks[i], pid, how);
       if (!replace) return std::nullopt;
       ++replaced;
       SpawnSpec spec = children[i].spec;

@@ -1,6 +1,8 @@
 // Launching the ranks of this node directly (gloo/auto backends).
 #pragma once
 
+#include <sys/types.h>
+
 #include <functional>
 #include <string>
 #include <utility>
@@ -27,7 +29,7 @@ struct LocalLaunchExtras {
   int* failed_rank = nullptr;                   // receives the first failed rank (-1: none)
   // --recovery inplace: told of each rank that fails while others still run (how: "SIGKILL", "exit 3"); those
   // others go on, and the attempt succeeds when they end normally.
-  std::function<void(int rank, const std::string& how)> on_lost;
+  std::function<void(int rank, pid_t pid, const std::string& how)> on_lost;
   // With on_lost: how many lost ranks may be replaced (a rank started in the lost one's place, with these variables
   // added to its environment); each counts as a restart (AttemptOutcome::replacements).
   int replacements = 0;

@@ -12,9 +12,15 @@ namespace {
 class HostedStore final : public RankStore {
  public:
   explicit HostedStore(c10::intrusive_ptr<c10d::TCPStore> store) : store_(std::move(store)) {}
-  void mark_lost(int rank, const std::string& how) override {
+  void mark_lost(int rank, pid_t pid, const std::string& how) override {
     try {
-      store_->set(ddp::membership_keys::lost(rank), std::vector<uint8_t>(how.begin(), how.end()));
+      int id = rank;
+      const std::string registered = ddp::membership_keys::pid(static_cast<long>(pid));
+      if (store_->check({registered})) {
+        const std::vector<uint8_t> v = store_->get(registered);
+        id = std::stoi(std::string(v.begin(), v.end()));
+      }
+      store_->set(ddp::membership_keys::lost(id), std::vector<uint8_t>(how.begin(), how.end()));
     } catch (const std::exception& e) {  // our own server: only a broken process gets here
       std::fprintf(stderr, "ddprun: warning: cannot mark rank %d lost in the ranks' store: %s\n", rank, e.what());
     }

@@ -2,6 +2,8 @@
 // included), and where ddprun marks the ranks it lost (ddp/dist/membership_keys.h). Torch-free interface.
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
 
@@ -10,8 +12,9 @@ namespace ddprun {
 class RankStore {
  public:
   virtual ~RankStore() = default;
-  // Tells the survivors that `rank` is gone for good; `how` ("SIGKILL", "exit 3") is the key's value.
-  virtual void mark_lost(int rank, const std::string& how) = 0;
+  // Tells the survivors that the process `pid` is gone for good: the member it registered as (a replacement's id
+  // is not its launch rank), else the launch rank `rank`. `how` ("SIGKILL", "exit 3") is the key's value.
+  virtual void mark_lost(int rank, pid_t pid, const std::string& how) = 0;
 };
 
 // Serves the store on host:port until the returned object is destroyed; nullptr and *error when it cannot.

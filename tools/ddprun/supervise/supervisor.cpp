@@ -249,7 +249,7 @@ class Run {
       const bool bad = rc == r.pid && !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
       if (bad && !stopping_ && keep_going_ && any_running()) {  // in-place recovery: the others go on
         result_.lost.push_back(i);
-        if (std::optional<SpawnSpec> replacement = keep_going_(i, status)) replace(i, *replacement);
+        if (std::optional<SpawnSpec> replacement = keep_going_(i, r.pid, status)) replace(i, *replacement);
         continue;
       }
       if (bad && failed < 0) failed = static_cast<int>(i);

@@ -101,7 +101,7 @@ class Supervisor {
   // SupervisorResult::lost lists them. When `lost` returns a spec, that process is started in the child's place
   // (its output read under the same index, after the lost one's). A failure with no other child running fails the
   // job as usual.
-  using KeepGoing = std::function<std::optional<SpawnSpec>(size_t child, int status)>;
+  using KeepGoing = std::function<std::optional<SpawnSpec>(size_t child, pid_t pid, int status)>;
   void set_keep_going(KeepGoing lost) { keep_going_ = std::move(lost); }
 
   // Blocks until every child has exited and its output has been drained
