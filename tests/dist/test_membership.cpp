@@ -125,6 +125,26 @@ void run(const Plan& plan, Outcome& out) {
   for (auto& t : threads) t.join();
 }
 
+// No member failed, and each of `members` ended with exactly them, in `generation`.
+void expect_ended(Outcome& out, const std::vector<int>& members, int generation) {
+  EXPECT_TRUE(out.errors.empty());
+  for (int id : members) {
+    EXPECT_EQ(out.final_members[id], members) << "member " << id;
+    EXPECT_EQ(out.generations[id], generation) << "member " << id;
+  }
+}
+
+// The first generation of `world` members on `store`, each made on a thread of its own (they meet).
+std::vector<std::unique_ptr<Membership>> first_generation(const ddp::StorePtr& store, int world,
+                                                          const MembershipOptions& o) {
+  std::vector<std::unique_ptr<Membership>> m(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int id = 0; id < world; ++id)
+    threads.emplace_back([&, id] { m[static_cast<size_t>(id)] = std::make_unique<Membership>(store, id, world, o); });
+  for (auto& t : threads) t.join();
+  return m;
+}
+
 std::vector<int> survivors(const Plan& plan) {
   std::vector<int> s;
   for (int id = 0; id < plan.world; ++id)
@@ -174,11 +194,7 @@ TEST(Membership, LostOneAfterAnother) {
   plan.leave_at = {{3, 3}, {1, 7}};
   Outcome out;
   run(plan, out);
-  EXPECT_TRUE(out.errors.empty());
-  for (int id : {0, 2}) {
-    EXPECT_EQ(out.final_members[id], (std::vector<int>{0, 2})) << id;
-    EXPECT_EQ(out.generations[id], 2) << id;
-  }
+  expect_ended(out, {0, 2}, 2);
 }
 
 // A member that leaves without being marked lost is counted lost once `settle` has passed.
@@ -216,11 +232,7 @@ TEST(Membership, AJoinerIsAdmittedAndTheWorldGrows) {
   plan.join_after = {5};
   Outcome out;
   run(plan, out);
-  EXPECT_TRUE(out.errors.empty());
-  for (int id : {0, 1, 2, 3}) {
-    EXPECT_EQ(out.final_members[id], (std::vector<int>{0, 1, 2, 3})) << id;
-    EXPECT_EQ(out.generations[id], 1) << id;
-  }
+  expect_ended(out, {0, 1, 2, 3}, 1);
   for (int step = 0; step < plan.steps; ++step) EXPECT_TRUE(out.checked.count({0, step})) << step;
 }
 
@@ -233,11 +245,7 @@ TEST(Membership, LostThenReplaced) {
   plan.join_after = {10};
   Outcome out;
   run(plan, out);
-  EXPECT_TRUE(out.errors.empty());
-  for (int id : {0, 2, 3, 4}) {
-    EXPECT_EQ(out.final_members[id], (std::vector<int>{0, 2, 3, 4})) << id;
-    EXPECT_EQ(out.generations[id], 2) << id;
-  }
+  expect_ended(out, {0, 2, 3, 4}, 2);
 }
 
 // A joiner lost before the members admit it: the admission goes on without it, nobody waits for it.
@@ -246,10 +254,7 @@ TEST(Membership, AJoinerLostBeforeItIsAdmittedIsLeftOut) {
   auto root = ddp::make_prefix_store(ddp::membership_keys::kRoot, store);
   MembershipOptions o;
   o.settle = std::chrono::seconds(60);
-  std::vector<std::unique_ptr<Membership>> m(2);
-  std::thread t1([&] { m[1] = std::make_unique<Membership>(store, 1, 2, o); });
-  m[0] = std::make_unique<Membership>(store, 0, 2, o);
-  t1.join();
+  auto m = first_generation(store, 2, o);
   root->add("joiners", 1);  // joiner id 2 takes its number, writes its id, and is lost
   root->set("joiner/1", std::vector<uint8_t>{'2'});
   store->set(ddp::membership_keys::lost(2), std::vector<uint8_t>{'x'});
@@ -292,12 +297,8 @@ TEST(Membership, MemberLostWhileTheGroupFormsStartsAnotherRound) {
   auto root = ddp::make_prefix_store(ddp::membership_keys::kRoot, store);
   MembershipOptions o;
   o.settle = std::chrono::seconds(60);
-  std::vector<std::unique_ptr<Membership>> m(4);
+  auto m = first_generation(store, 4, o);
   std::vector<std::thread> threads;
-  for (int id = 0; id < 4; ++id)
-    threads.emplace_back([&, id] { m[id] = std::make_unique<Membership>(store, id, 4, o); });
-  for (auto& t : threads) t.join();
-  threads.clear();
   m[3].reset();
   root->set("gen/1/alive/3", std::vector<uint8_t>{'1'});  // member 3 joins generation 1's agreement, then is lost
   const auto start = std::chrono::steady_clock::now();
