@@ -37,7 +37,8 @@ class Checkpoints {
   bool failed() const { return manager_->failed(); }
 
   CheckpointManager& manager() { return *manager_; }
-  const std::string& last() const { return last_; }  // "" before the first save or resume
+  bool active() const { return manager_ != nullptr; }  // false for a default-made one (no run's)
+  const std::string& last() const { return last_; }    // "" before the first save or resume
   void set_last(std::string path) { last_ = std::move(path); }
 
  private:

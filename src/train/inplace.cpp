@@ -134,13 +134,13 @@ void check_recoverable(const TrainConfig& cfg) {
 }
 
 namespace {
+// About when the process started (this library is loaded with it): how long a joiner took to train.
+const Clock::time_point kLoaded = Clock::now();
+}  // namespace
 
 // What a rank holds when its world changes: its committed position, its optimizer's state and bucket order, and
 // its view of the world it leaves.
-// About when the process started (this library is loaded with it): how long a joiner took to train.
-const Clock::time_point kLoaded = Clock::now();
-
-struct Held {
+struct HeldState {
   std::vector<int64_t> position;  // step, epoch, micro-batch, world
   c10::IValue optimizer;
   std::vector<int64_t> bucket_order;
@@ -150,44 +150,54 @@ struct Held {
   Clock::time_point start = Clock::now();
 };
 
-// Takes what the rank holds, then every part that holds the group lets it go, so that the membership can destroy
-// it (a broken group's peers still blocked in it then fail too).
-Held hold_and_release(Job& j, const LoopState& s, bool joining) {
-  Held h;
-  // A joiner holds nothing yet: its position is below every member's.
-  h.position = joining ? std::vector<int64_t>{-1, -1, -1, 0} : committed_position(s, j.cfg.accumulate);
-  if (!joining) h.position.push_back(j.group->size());
-  h.optimizer = optimizer_state_dict(j.strategy->optimizer());
-  h.bucket_order = j.strategy->bucket_order();
-  h.was_leader = !joining && j.group->rank() == 0;
-  h.joining = joining;
-  if (j.membership) h.old_members = j.membership->members();
+namespace {
+
+// Takes what the rank holds (unless a change that another loss interrupted took it already: the parts were not
+// built again since, and the model was not touched), then every part that holds the group lets it go, so that
+// the membership can destroy it (a broken group's peers still blocked in it then fail too).
+const HeldState& hold_and_release(Job& j, const LoopState& s, bool joining) {
+  if (!j.held) {
+    auto h = std::make_shared<HeldState>();
+    // A joiner holds nothing yet: its position is below every member's.
+    h->position = joining ? std::vector<int64_t>{-1, -1, -1, 0} : committed_position(s, j.cfg.accumulate);
+    if (!joining) h->position.push_back(j.group->size());
+    h->optimizer = optimizer_state_dict(j.strategy->optimizer());
+    h->bucket_order = j.strategy->bucket_order();
+    h->was_leader = !joining && j.group->rank() == 0;
+    h->joining = joining;
+    if (j.membership) h->old_members = j.membership->members();
+    j.held = std::move(h);
+  }
   // Rank 0's save in flight (--async-save) finishes, agreeing with no one: the group may be broken.
-  if (const std::string failed = j.checkpoints.manager().abandon(); !failed.empty())
-    j.logs.console().warning("the checkpoint save in flight when the world changed failed: " + failed);
+  if (j.checkpoints.active())
+    if (const std::string failed = j.checkpoints.manager().abandon(); !failed.empty())
+      j.logs.console().warning("the checkpoint save in flight when the world changed failed: " + failed);
   j.strategy.reset();
   j.hook.reset();
   j.evaluator = Evaluator();
   j.data = TrainData();
   j.checkpoints = Checkpoints();
   j.group.reset();
-  return h;
+  return *j.held;
 }
 
 // Every rank of the new world: the latest position any rank holds is the committed state; the lowest rank holding
 // it sends its parameters, buffers, optimizer state and bucket order; the parts are built over the new world.
-void adopt(Job& j, LoopState& s, const Held& h, const std::string& what) {
+void adopt(Job& j, LoopState& s, const HeldState& h, const std::string& what) {
   const auto [source, top] = latest(all_gather_object(c10::IValue(h.position), j.group));
-  {
-    torch::NoGradGuard no_grad;
-    std::vector<at::Tensor> tensors;
-    for (const auto& p : j.task.model.ptr()->parameters()) tensors.push_back(p);
-    for (const auto& b : j.task.model.ptr()->buffers()) tensors.push_back(b);
-    broadcast_coalesced(tensors, source, j.group);
-  }
   const bool mine = j.group->rank() == source;
+  // Received into copies, put in place only once everything came: a source lost halfway leaves the model whole.
+  std::vector<at::Tensor> live, incoming;
+  for (const auto& p : j.task.model.ptr()->parameters()) live.push_back(p);
+  for (const auto& b : j.task.model.ptr()->buffers()) live.push_back(b);
+  for (const auto& t : live) incoming.push_back(mine ? t.detach() : t.detach().clone());
+  broadcast_coalesced(incoming, source, j.group);
   const c10::IValue state = broadcast_object(mine ? h.optimizer : c10::IValue(), source, j.group);
   const c10::IValue order = broadcast_object(mine ? c10::IValue(h.bucket_order) : c10::IValue(), source, j.group);
+  if (!mine) {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < live.size(); ++i) live[i].copy_(incoming[i]);
+  }
   const bool moved = h.position != top;  // this rank's own position was not the committed one
   s.step = top[0];
   s.epoch = top[1];
@@ -212,6 +222,7 @@ void adopt(Job& j, LoopState& s, const Held& h, const std::string& what) {
                                   std::to_string(j.group->size()) + " at step " + std::to_string(s.step) + ", " +
                                   std::to_string(std::chrono::duration<double>(Clock::now() - kLoaded).count()) +
                                   " s after its start");
+  j.held.reset();  // the new world holds the committed state
   j.logs.event("world_change", {{"from", int64_t{old_world}},
                                 {"to", int64_t{j.group->size()}},
                                 {"generation", int64_t{j.membership->generation()}},
@@ -222,26 +233,26 @@ void adopt(Job& j, LoopState& s, const Held& h, const std::string& what) {
 }  // namespace
 
 void recover_in_place(Job& j, LoopState& s, const std::string& why) {
-  const Held h = hold_and_release(j, s, false);
+  const HeldState& h = hold_and_release(j, s, false);
   j.group = j.membership->rebuild(why);
   adopt(j, s, h, "in-place recovery");
 }
 
 void admit_in_place(Job& j, LoopState& s) {
-  const Held h = hold_and_release(j, s, false);
+  const HeldState& h = hold_and_release(j, s, false);
   j.group = j.membership->admit();
   adopt(j, s, h, "admitted new ranks");
 }
 
 bool join_in_place(Job& j, LoopState& s) {
-  Held h = hold_and_release(j, s, true);
+  hold_and_release(j, s, true);
   j.owned_membership = Membership::join_from_environment();
   if (!j.owned_membership) return false;  // the job finished first
   j.membership = j.owned_membership.get();
   j.launch_world = j.membership->first_world();
   j.group = j.membership->group();
-  h.old_members = j.membership->members();
-  adopt(j, s, h, "joined the running job");
+  j.held->old_members = j.membership->members();
+  adopt(j, s, *j.held, "joined the running job");
   return true;
 }
 

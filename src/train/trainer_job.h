@@ -25,6 +25,8 @@
 
 namespace ddp::train::detail {
 
+struct HeldState;  // inplace.cpp: what a rank holds while its world changes
+
 // Each part owns its state; the Job holds the parts and what the whole run shares.
 struct Job {
   // The run: settings, group, device and precision; what its first lines say.
@@ -41,6 +43,7 @@ struct Job {
   Membership* membership = nullptr;
   std::unique_ptr<Membership> owned_membership;  // the membership, once fit has it
   bool joining = false;                          // a replacement set up on a world of its own, to join (DDP_JOIN=1)
+  std::shared_ptr<HeldState> held;               // while a change of world is under way (inplace.cpp)
   int launch_world = 0;
   std::vector<WorldChangeCallback> on_world_change;
   double lr_scale = 1.0;  // what on_world_change callbacks asked for, multiplied
