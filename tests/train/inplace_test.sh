@@ -60,7 +60,7 @@ has "^\[rank $leader\] in-place recovery: world $np -> $left \(members .*, gener
 has "^\[rank $leader\] epoch $epochs/$epochs "
 if [ -n "$replace" ]; then  # the world grew back: the joiners took the next ids, np on
   has "^\[rank $leader\] admitted new ranks: world [0-9]+ -> $np \(members .* -> .*, generation [0-9]+\), going on from step [0-9]+"
-  for v in ${victims//,/ }; do has "^\[rank $v\] .*joined the running job as rank [0-9]+ of $np at step [0-9]+, [0-9.]+ s after its start"; done
+  for v in ${victims//,/ }; do has "^\[rank $v\] .*joined the running job as rank [0-9]+ of [0-9]+ at step [0-9]+, [0-9.]+ s after its start"; done
   has "^\[rank $leader\] replicas identical after in-place recovery: $np rank\(s\), parameters and optimizer digest [0-9a-f]+$"
   has "^ddprun: lost rank\(s\) ${victims//,/, } on the way \(${#pids[@]} replaced\); the other ranks ended normally"
 else
