@@ -60,6 +60,7 @@ void save_checkpoint(Job& j, const LoopState& s) {
                                     j.group->size(), j.data.total_steps());
     add_comm_hook_state(c, j.cfg.comm_hook, hook_states);
     add_bucket_order(c, j.strategy->bucket_order());
+    if (j.membership) add_launch_world(c, j.launch_world);
     return c;
   }));
 }
@@ -99,6 +100,13 @@ LoopState resume_or_start(Job& j) {
       const auto full = j.strategy->full_model(/*writeback=*/true);  // a sharded model keeps what is loaded
       s = restore_checkpoint(ckpt, path, j.cfg, *j.group, *j.task.model.ptr(), *j.strategy, j.average.average(),
                              j.logs.console());
+    }
+    if (const int launch = j.membership ? launch_world_of(ckpt, path) : 0; launch > 0 && launch != j.launch_world) {
+      j.launch_world = launch;  // the checkpoint's global batch and epoch order, split over this world
+      set_up_data_parts(j);
+      j.logs.console().line("global batch " + std::to_string(*j.cfg.batch_size * launch) + " samples (launch world " +
+                            std::to_string(launch) + ") kept from " + path + ", this rank's share " +
+                            std::to_string(j.data.batch_size()));
     }
     if (j.hook) restore_comm_hook(ckpt, path, j.cfg, *j.group, *j.hook, j.logs.console());
     restore_bucket_order(ckpt, path, *j.strategy, j.logs.console());

@@ -77,6 +77,7 @@ class EpochRun {
         first_micro_(s.micro),
         stop_(*j.group),
         since_log_{t0_, s.micro, j.strategy->stats()} {
+    if (j.membership) j.committed_buffers.take(*j.task.model.ptr());  // between steps
     j.data.start_epoch(s.epoch, s.micro);
     j.logs.begin_epoch(s.epoch, *j.cfg.epochs, j.data.steps_per_epoch());
   }
@@ -95,7 +96,7 @@ class EpochRun {
     lr_ = j_.lr.apply(j_.strategy->optimizer(), s_.step);
     if (s_.micro % accumulate == 0) {
       j_.strategy->zero_grad();
-      stop_.begin(s_.step, g_stop_signal.load(), j_.checkpoints.failed(), joiners_waiting());
+      stop_.begin(s_.step, g_stop_signal.load(), j_.checkpoints.failed(), stop_.due(s_.step) ? joiners_waiting() : 0);
     }
     classification_ = forward_backward(j_, *batch, sync, running_) && classification_;
     ++s_.micro;
@@ -114,6 +115,7 @@ class EpochRun {
       j_.strategy->step();
     }
     ++s_.step;
+    if (j_.membership) j_.committed_buffers.take(*j_.task.model.ptr());  // a failure from here on keeps them
     j_.average.after_step(*j_.task.model.ptr(), s_.step, j_.data.total_steps());
     s_.loss_count += window_;
   }

@@ -10,6 +10,7 @@
 #include "ddp/dist/launch_env.h"
 #include "ddp/errors.h"
 #include "ddp/parallel/optimizer_state.h"
+#include "random_streams.h"
 #include "trainer_job.h"
 
 namespace ddp::train::detail {
@@ -93,6 +94,30 @@ void tell_user(Job& j, int old_world, int64_t step) {
 
 }  // namespace
 
+void CommittedBuffers::take(const torch::nn::Module& model) {
+  // Every buffer, every step: batch norm's kernels update running statistics without bumping their version, so
+  // what changed cannot be told (a copy as large as what DDP broadcasts before each forward).
+  const auto live = model.buffers();
+  if (copies_.size() != live.size()) copies_.clear();
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < live.size(); ++i) {
+    if (i < copies_.size() && copies_[i].sizes() == live[i].sizes() && copies_[i].dtype() == live[i].dtype() &&
+        copies_[i].device() == live[i].device())
+      copies_[i].copy_(live[i]);
+    else if (i < copies_.size())
+      copies_[i] = live[i].detach().clone();
+    else
+      copies_.push_back(live[i].detach().clone());
+  }
+}
+
+void CommittedBuffers::put_back(torch::nn::Module& model) const {
+  const auto live = model.buffers();
+  if (live.size() != copies_.size()) return;  // none taken yet: nothing ran since the set-up
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < live.size(); ++i) live[i].copy_(copies_[i]);
+}
+
 void check_replicas(Job& j) {
   const uint64_t mine = digest(j);
   const auto all = all_gather_object(c10::IValue(static_cast<int64_t>(mine)), j.group);
@@ -141,7 +166,7 @@ const Clock::time_point kLoaded = Clock::now();
 // What a rank holds when its world changes: its committed position, its optimizer's state and bucket order, and
 // its view of the world it leaves.
 struct HeldState {
-  std::vector<int64_t> position;  // step, epoch, micro-batch, world
+  std::vector<int64_t> position;  // step, epoch, micro-batch, world, launch world (the global batch's ranks)
   c10::IValue optimizer;
   std::vector<int64_t> bucket_order;
   bool was_leader = false;
@@ -159,11 +184,12 @@ const HeldState& hold_and_release(Job& j, const LoopState& s, bool joining) {
   if (!j.held) {
     auto h = std::make_shared<HeldState>();
     // A joiner holds nothing yet: its position is below every member's.
-    h->position = joining ? std::vector<int64_t>{-1, -1, -1, 0} : committed_position(s, j.cfg.accumulate);
-    if (!joining) h->position.push_back(j.group->size());
+    h->position = joining ? std::vector<int64_t>{-1, -1, -1, 0, 0} : committed_position(s, j.cfg.accumulate);
+    if (!joining) h->position.insert(h->position.end(), {int64_t{j.group->size()}, int64_t{j.launch_world}});
     h->optimizer = optimizer_state_dict(j.strategy->optimizer());
     h->bucket_order = j.strategy->bucket_order();
     h->was_leader = !joining && j.group->rank() == 0;
+    if (!joining) j.committed_buffers.put_back(*j.task.model.ptr());
     h->joining = joining;
     if (j.membership) h->old_members = j.membership->members();
     j.held = std::move(h);
@@ -203,7 +229,10 @@ void adopt(Job& j, LoopState& s, const HeldState& h, const std::string& what) {
   s.epoch = top[1];
   s.micro = top[2];
   if (moved || s.micro == 0) s.loss_sum = 0, s.loss_count = 0;
+  // The generators start afresh (random_streams.h): the failed step's draws are not part of the committed state.
+  at::manual_seed(stream_seed(j.cfg.seed, Stream::kDropout, j.group->rank(), s.step));
   const int old_world = static_cast<int>(top[3]);
+  j.launch_world = static_cast<int>(top[4]);  // a joiner's, and a resumed run's kept from its checkpoint
   set_up_group_parts(j);
   j.strategy->load_optimizer_state(state);
   j.strategy->load_bucket_order(order.toIntVector());
@@ -249,7 +278,6 @@ bool join_in_place(Job& j, LoopState& s) {
   j.owned_membership = Membership::join_from_environment();
   if (!j.owned_membership) return false;  // the job finished first
   j.membership = j.owned_membership.get();
-  j.launch_world = j.membership->first_world();
   j.group = j.membership->group();
   j.held->old_members = j.membership->members();
   adopt(j, s, *j.held, "joined the running job");

@@ -2,7 +2,10 @@
 // group (ddp::Membership) and go on from the committed state, the one after the last optimizer step that a
 // survivor completed, without reading a checkpoint or restarting.
 #pragma once
+#include <torch/nn/module.h>
+
 #include <memory>
+#include <vector>
 
 #include "ddp/dist/membership.h"
 #include "ddp/train/config.h"
@@ -11,6 +14,18 @@
 namespace ddp::train::detail {
 
 struct Job;
+
+// The model's buffers at the last completed step. A failed step's forward has already moved them on (BatchNorm's
+// running statistics and batch count), and the committed state must not hold that: a change of world puts these
+// back.
+class CommittedBuffers {
+ public:
+  void take(const torch::nn::Module& model);  // between steps: the buffers are the committed ones
+  void put_back(torch::nn::Module& model) const;
+
+ private:
+  std::vector<at::Tensor> copies_;
+};
 
 // Under ddprun --recovery inplace (DDP_RECOVERY=inplace), the job's membership (its group is the job's);
 // else null.

@@ -29,7 +29,7 @@ class StopSchedule {
 
   // Before step `step` (every rank calls it for the same steps, in order): on a check step, starts the check.
   void begin(int64_t step, int local_signal, bool save_failed = false, int64_t joiners = 0) {
-    if (next_ >= 0 && step < next_) return;
+    if (!due(step)) return;
     const auto now = Clock::now();
     int64_t propose = 1;
     if (last_step_ >= 0 && step > last_step_) {
@@ -44,6 +44,10 @@ class StopSchedule {
     o.async_op = true;
     work_ = group_.all_reduce(flag_, o);
   }
+
+  // Whether step `step` is a check step: what begin() sends is only read then (a store read for joiners costs
+  // a round trip: ask it only when due).
+  bool due(int64_t step) const { return next_ < 0 || step >= next_; }
 
   // After the step begun last: true when some rank asked to stop (known on check steps; false between them).
   bool requested() {

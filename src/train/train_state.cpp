@@ -4,9 +4,11 @@
 
 #include <cstdio>
 
+#include "ddp/dist/launch_env.h"
 #include "ddp/errors.h"
 #include "ddp/train/checkpoint.h"
 #include "ddp/train/state_dict.h"
+#include "random_streams.h"
 
 namespace ddp::train::detail {
 namespace {
@@ -104,10 +106,15 @@ LoopState restore_checkpoint(const c10::IValue& ckpt, const std::string& path, c
   if (!rng.isList()) throw InvalidArgument("checkpoint " + path + ": 'rng' is not a list of per-rank generator states");
   if (world == group.size() && static_cast<int64_t>(rng.toListRef().size()) == world) {
     set_rng_state(rng.toListRef()[group.rank()].toTensor());
-  } else {
+  } else {  // another world: each rank's generator afresh, as after an in-place change of world (inplace.cpp)
+    at::manual_seed(stream_seed(cfg.seed, Stream::kDropout, group.rank(), get(d, "step", path).toInt()));
+    const bool kept = d.find("launch_world") != d.end() &&
+                      launch_env::choice(launch_env::kRecovery) == std::optional<std::string>("inplace");
     console.warning("checkpoint " + path + " was written by " + std::to_string(world) + " ranks, this run has " +
-                    std::to_string(group.size()) +
-                    ": training continues, but data order and random draws differ from an uninterrupted run");
+                    std::to_string(group.size()) + ": training continues, but " +
+                    (kept ? "each rank's generator starts afresh from (seed, rank, step), as after an in-place "
+                            "change of world; the global batch and the data order are the launch world's, kept"
+                          : "data order and random draws differ from an uninterrupted run"));
   }
   LoopState s;
   s.epoch = get(d, "epoch", path).toInt();
@@ -166,6 +173,19 @@ void restore_comm_hook(const c10::IValue& ckpt, const std::string& path, const T
 void add_bucket_order(c10::IValue& ckpt, const std::vector<int64_t>& order) {
   if (order.empty()) return;
   ckpt.toGenericDict().insert("ddp_bucket_order", c10::List<int64_t>(order));
+}
+
+void add_launch_world(c10::IValue& ckpt, int launch_world) {
+  if (launch_world > 0) ckpt.toGenericDict().insert("launch_world", int64_t{launch_world});
+}
+
+int launch_world_of(const c10::IValue& ckpt, const std::string& path) {
+  auto d = ckpt.toGenericDict();
+  auto it = d.find("launch_world");
+  if (it == d.end()) return 0;
+  if (!it->value().isInt() || it->value().toInt() < 1)
+    throw InvalidArgument("checkpoint " + path + ": 'launch_world' is not a positive integer");
+  return static_cast<int>(it->value().toInt());
 }
 
 void restore_bucket_order(const c10::IValue& ckpt, const std::string& path, Strategy& strategy,

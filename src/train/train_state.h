@@ -57,6 +57,11 @@ void add_comm_hook_state(c10::IValue& ckpt, const std::string& spec, const std::
 // without it gets the usual rebuild after the first step, one whose order does not fit the model a warning too.
 void add_bucket_order(c10::IValue& ckpt, const std::vector<int64_t>& order);
 void restore_bucket_order(const c10::IValue& ckpt, const std::string& path, Strategy& strategy, const Console& console);
+// "launch_world": an in-place run's launch world, whose global batch (batch_size x launch_world samples) and epoch
+// order every later world keeps (nothing when 0). A run resumed under --recovery inplace keeps it too, at any
+// world size; launch_world_of gives 0 for a checkpoint without it.
+void add_launch_world(c10::IValue& ckpt, int launch_world);
+int launch_world_of(const c10::IValue& ckpt, const std::string& path);
 // Loads this rank's hook state, if the checkpoint has one for the same spec and
 // world size; otherwise (a checkpoint of another hook or world) the hook starts
 // afresh and rank 0 prints a warning saying so.

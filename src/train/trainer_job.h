@@ -16,6 +16,7 @@
 #include "ddp/train/precision.h"
 #include "ddp/train/trainer.h"
 #include "evaluator.h"
+#include "inplace.h"
 #include "learning_rates.h"
 #include "random_streams.h"
 #include "strategy/strategy.h"
@@ -44,6 +45,7 @@ struct Job {
   std::unique_ptr<Membership> owned_membership;  // the membership, once fit has it
   bool joining = false;                          // a replacement set up on a world of its own, to join (DDP_JOIN=1)
   std::shared_ptr<HeldState> held;               // while a change of world is under way (inplace.cpp)
+  CommittedBuffers committed_buffers;            // the model's buffers at the last completed step
   int launch_world = 0;
   std::vector<WorldChangeCallback> on_world_change;
   double lr_scale = 1.0;  // what on_world_change callbacks asked for, multiplied
@@ -77,6 +79,8 @@ void set_up(Job& j, Task task);
 // The parts built over j.group, again (in-place recovery changed it): evaluator, comm hook, strategy and
 // optimizer (fresh state), learning rates, training data, checkpoints.
 void set_up_group_parts(Job& j);
+// The training data and checkpoints again, over j.launch_world (a resumed in-place run takes its checkpoint's).
+void set_up_data_parts(Job& j);
 // With cfg.resume: the state of the newest checkpoint every rank can read, else a fresh start.
 LoopState resume_or_start(Job& j);
 

@@ -191,12 +191,16 @@ void set_up_data(Job& j) {
 
 }  // namespace
 
+void set_up_data_parts(Job& j) {
+  set_up_data(j);
+  j.checkpoints = Checkpoints(j.cfg, j.group, j.data.micro_per_epoch());
+}
+
 void set_up_group_parts(Job& j) {
   j.evaluator = Evaluator(j.task, j.cfg, *j.group);
   if (j.cfg.comm_hook != "allreduce") j.hook = make_comm_hook(j.cfg.comm_hook);
   set_up_strategy(j);
-  set_up_data(j);
-  j.checkpoints = Checkpoints(j.cfg, j.group, j.data.micro_per_epoch());
+  set_up_data_parts(j);
 }
 
 void fill_task_defaults(TrainConfig& cfg, const Task& task) {

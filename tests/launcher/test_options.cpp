@@ -347,6 +347,16 @@ TEST(Options, RestartFlags) {
             "invalid value 'a b' for --role: expected a non-empty name without spaces or '='");
 }
 
+TEST(Options, MinRanksNeedsInplaceAndAtMostTheRanksStarted) {
+  EXPECT_EQ(parse_ok({"prog"}).min_ranks, 1);
+  EXPECT_EQ(parse_ok({"--nproc-per-node", "4", "--recovery", "inplace", "--min-ranks", "3", "prog"}).min_ranks, 3);
+  EXPECT_EQ(parse_error({"--nproc-per-node", "4", "--min-ranks", "3", "prog"}),
+            "--min-ranks needs --recovery inplace: with --recovery restart any lost rank stops every rank");
+  EXPECT_EQ(parse_error({"--nproc-per-node", "2", "--recovery", "inplace", "--min-ranks", "3", "prog"}),
+            "--min-ranks 3 is more than the 2 rank(s) started (--nproc-per-node); give at most that many");
+  EXPECT_EQ(parse_error({"--min-ranks", "0", "prog"}), "invalid value '0' for --min-ranks: expected an integer >= 1");
+}
+
 TEST(Options, MoreThanFourRanksPerCoreNeedOversubscribe) {
   EXPECT_EQ(parse_ok({"--nproc-per-node", "24", "prog"}).nproc_per_node, 4 * kCpus);
   const std::string e = parse_error({"--nproc-per-node", "1000", "prog"});

@@ -25,3 +25,16 @@ unset_launcher_env() {
   for v in RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE GROUP_RANK GROUP_WORLD_SIZE MASTER_ADDR MASTER_PORT DDP_BACKEND \
     OMPI_COMM_WORLD_SIZE PMI_SIZE PMIX_RANK; do unset "$v"; done
 }
+# kill_rank_in_epoch3 LAUNCHER LOG EPOCHS RANK: once LOG (ddprun's output) has "epoch 2/EPOCHS", 0.2 s into epoch 3,
+# SIGKILLs the rank RANK among LAUNCHER's children; then waits for LAUNCHER and fails unless it exited 0.
+kill_rank_in_epoch3() {
+  local launcher=$1 log=$2 epochs=$3 rank=$4 pid rc=0
+  for _ in $(seq 900); do grep -q "epoch 2/$epochs" "$log" && break; sleep 0.1; done
+  grep -q "epoch 2/$epochs" "$log" || { kill -KILL "$launcher"; cat "$log"; echo "FAIL: no epoch 2 within 90 s"; exit 1; }
+  sleep 0.2
+  for pid in $(pgrep -P "$launcher"); do
+    tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "RANK=$rank" && kill -KILL "$pid"
+  done
+  wait "$launcher" || rc=$?
+  [ $rc = 0 ] || { cat "$log"; echo "FAIL: ddprun exited with $rc"; exit 1; }
+}

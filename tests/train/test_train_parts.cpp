@@ -6,6 +6,7 @@
 #include <cmath>
 #include <thread>
 
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/linear.h>
 #include "ddp/errors.h"
 #include "ddp/parallel/clip_grad.h"
@@ -17,6 +18,7 @@
 #include "ddp/train/schedule.h"
 #include "support/rank_threads.h"
 #include "train/finite_check.h"
+#include "train/inplace.h"
 #include "train/recipes/common.h"
 #include "train/stop_check.h"
 #include "train/test_files.h"
@@ -213,10 +215,11 @@ TEST(StopSchedule, EveryRankStopsAtTheSameCheckStep) {
   constexpr int64_t kSignalAt = 37, kMaxInterval = 8;
   for (int world : {1, 2, 3}) {
     std::vector<int64_t> stopped(world, -1);
-    std::vector<std::vector<int64_t>> intervals(world);
+    std::vector<std::vector<int64_t>> intervals(world), due(world);
     ddp::testing::run_ranks(is_backend_available("gloo") ? "gloo" : "local", world, [&](ProcessGroup& g) {
       detail::StopSchedule stop(g, /*target_s=*/0.5, kMaxInterval);
       for (int64_t step = 0; step < 200; ++step) {
+        if (stop.due(step)) due[g.rank()].push_back(step);  // what a rank reads the store for only then
         stop.begin(step, g.rank() == g.size() - 1 && step >= kSignalAt ? 15 : 0);
         std::this_thread::sleep_for(std::chrono::milliseconds(1 + g.rank()));  // ranks of different speeds
         if (stop.requested()) {
@@ -234,6 +237,10 @@ TEST(StopSchedule, EveryRankStopsAtTheSameCheckStep) {
     EXPECT_LT(stopped[0], kSignalAt + kMaxInterval) << "world " << world;
     // The first check has no pace to go by (the next step checks again); steps of a few ms against a 0.5 s
     // target: from the second check on, the interval is the maximum.
+    // The check steps due() names: 0, 1, then every kMaxInterval steps, the stop step among them.
+    std::vector<int64_t> expected{0};
+    for (int64_t step = 1; step <= stopped[0]; step += kMaxInterval) expected.push_back(step);
+    EXPECT_EQ(due[0], expected) << "world " << world;
     ASSERT_GE(intervals[0].size(), 2u);
     EXPECT_EQ(intervals[0][0], 1) << "world " << world;
     EXPECT_EQ(intervals[0][1], kMaxInterval) << "world " << world;
@@ -261,6 +268,31 @@ TEST(StopSchedule, RankZerosFailedSaveReachesEveryRankAtTheSameStep) {
     EXPECT_GE(seen[0], kFailAt) << "world " << world;
     EXPECT_LT(seen[0], kFailAt + kMaxInterval) << "world " << world;
   }
+}
+
+// In-place recovery's committed buffers: a failed step's forward moved BatchNorm's running statistics and batch
+// count on; put_back() restores those of the last completed step exactly, also after steps that changed them.
+TEST(CommittedBuffers, PutBackGivesTheLastCompletedStepsBuffers) {
+  torch::nn::BatchNorm1d bn(4);
+  bn->train();
+  detail::CommittedBuffers committed;
+  auto snapshot = [&] {
+    std::vector<at::Tensor> v;
+    for (const auto& b : bn->buffers()) v.push_back(b.clone());
+    return v;
+  };
+  for (int step = 0; step < 3; ++step) {
+    bn->forward(at::randn({8, 4}));  // a completed step
+    committed.take(*bn);
+  }
+  const auto at_commit = snapshot();
+  bn->forward(at::randn({8, 4}) * 3 + 1);  // the failed step's forward
+  ASSERT_FALSE(at::equal(bn->buffers()[0], at_commit[0]));
+  committed.put_back(*bn);
+  const auto restored = snapshot();
+  ASSERT_EQ(restored.size(), at_commit.size());
+  for (size_t i = 0; i < restored.size(); ++i) EXPECT_TRUE(at::equal(restored[i], at_commit[i])) << "buffer " << i;
+  EXPECT_EQ(restored.back().item<int64_t>(), 3);  // num_batches_tracked: the 3 completed steps
 }
 
 // --nan-check's test of the reduced gradients: exact, also where a fast float32 sum overflows.

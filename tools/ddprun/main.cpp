@@ -90,6 +90,7 @@ AttemptOutcome run_inplace(const Options& options, const std::string& exec_path,
   extras.on_lost = [&](int rank, pid_t pid, const std::string& how) { store->mark_lost(rank, pid, how); };
   extras.replacements = options.max_restarts - attempt.restart_count;  // each replaced rank is a restart
   extras.replacement_env = {{ddp::launch_env::kJoin.name, "1"}};
+  extras.min_ranks = options.min_ranks;
   return run_local(options, exec_path, attempt, extras);
 }
 

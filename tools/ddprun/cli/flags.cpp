@@ -240,6 +240,10 @@ std::vector<Flag> declare() {
                        "restart | inplace: when a rank is lost, restart stops every rank (see --max-restarts); "
                        "inplace keeps the others running: they rebuild their group among themselves and go on "
                        "(ddprun hosts their store; gloo, one node)"),
+      integer("--min-ranks,--min_ranks", &Options::min_ranks, 1, INT_MAX, "1",
+              "--recovery inplace: the fewest ranks the job trains with (Horovod's --min-np): a loss that leaves "
+              "fewer running stops the others, as --recovery restart does (they save the committed state first), "
+              "and --max-restarts starts every rank again from it; above it, a lost rank is replaced"),
       with_note(choice<Rdzv>("--rdzv-backend,--rdzv_backend", &Options::rdzv_backend,
                              {{"static", Rdzv::kStatic}, {"c10d", Rdzv::kC10d}}, "static",
                              "static | c10d: c10d assigns node ranks at a rendezvous each round (elastic, restarts "

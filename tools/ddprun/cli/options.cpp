@@ -230,12 +230,17 @@ std::string check_together(Options& o, const Given& given, int online_cpus) {
     if (o.rdzv_backend == Rdzv::kC10d || o.nnodes > 1)
       return "--recovery inplace runs on one node for now (static rendezvous, --nnodes 1); across nodes use "
              "--recovery restart with --rdzv-backend c10d";
+    if (o.min_ranks > o.nproc_per_node)
+      return "--min-ranks " + std::to_string(o.min_ranks) + " is more than the " + std::to_string(o.nproc_per_node) +
+             " rank(s) started (--nproc-per-node); give at most that many";
     if (o.backend == Backend::kMpi || o.backend == Backend::kNccl)
       return std::string("--recovery inplace cannot be used with --backend ") + backend_name(o.backend) +
              (o.backend == Backend::kMpi ? ": OpenMPI's communicators cannot survive a lost rank"
                                          : ": ddp cannot abort NCCL's communicators yet") +
              "; use --backend gloo, or --recovery restart";
   }
+  if (o.min_ranks > 1 && o.recovery != Recovery::kInplace)
+    return "--min-ranks needs --recovery inplace: with --recovery restart any lost rank stops every rank";
   if ((o.redirects != 0 || o.tee != 0) && o.log_dir.empty())
     return std::string(o.redirects != 0 ? "--redirects" : "--tee") +
            " needs --log-dir DIR: the directory the ranks' log files are written to";

@@ -55,6 +55,7 @@ struct Options {
   // Restarts (torchrun's elastic agent): how often every rank is started again after a failed attempt (elastic.h).
   int max_restarts{};
   Recovery recovery{};
+  int min_ranks{};  // --recovery inplace: the fewest ranks running that the job goes on with
   Rdzv rdzv_backend{};
   std::string rdzv_host;  // --rdzv-endpoint HOST[:PORT]
   int rdzv_port = kDefaultRdzvPort;

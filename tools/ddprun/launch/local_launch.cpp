@@ -138,10 +138,18 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
       return !stop_reason.empty();
     });
   int replaced = 0;
+  int running = nproc;  // ranks running, a replacement from its start
   if (extras.on_lost)
-    supervisor.set_keep_going([&](size_t i, pid_t pid, int status) -> std::optional<SpawnSpec> {
+    supervisor.set_keep_going([&](size_t i, pid_t pid, int status) -> Supervisor::AfterLoss {
       const std::string how =
           WIFSIGNALED(status) ? signal_name(WTERMSIG(status)) : "exit " + std::to_string(WEXITSTATUS(status));
+      if (--running < extras.min_ranks) {  // below the fewest ranks the job trains with: no replacement either
+        report("rank " + std::to_string(ranks[i]) + " was lost (" + how + ") and " + std::to_string(running) +
+               " rank(s) are left, fewer than --min-ranks " + std::to_string(extras.min_ranks) +
+               ": stopping the others (--recovery inplace falls back to the restart path)");
+        extras.on_lost(ranks[i], pid, how);  // they rebuild, see the stop and save the committed state first
+        return {false, std::nullopt};
+      }
       const bool replace = replaced < extras.replacements;
       const int restart = attempt.restart_count + replaced + 1;
       report("rank " + std::to_string(ranks[i]) + " was lost (" + how + "); the others go on" +
@@ -150,11 +158,12 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
                       : "") +
              " (--recovery inplace)");
       extras.on_lost(ranks[i], pid, how);
-      if (!replace) return std::nullopt;
+      if (!replace) return {true, std::nullopt};
       ++replaced;
+      ++running;  // the replacement, from its start
       SpawnSpec spec = children[i].spec;
       spec.env = merge_env(spec.env, extras.replacement_env);
-      return spec;
+      return {true, spec};
     });
   SupervisorResult result = supervisor.run(children);
 

@@ -33,6 +33,9 @@ struct LocalLaunchExtras {
   // With on_lost: how many lost ranks may be replaced (a rank started in the lost one's place, with these variables
   // added to its environment); each counts as a restart (AttemptOutcome::replacements).
   int replacements = 0;
+  // With on_lost: a loss that leaves fewer ranks running (a replacement counts from its start) fails the attempt
+  // instead, and starts no replacement.
+  int min_ranks = 1;
   std::vector<std::pair<std::string, std::string>> replacement_env;
 };
 AttemptOutcome run_local(const Options& options, const std::string& exec_path, const Attempt& attempt,

@@ -248,9 +248,12 @@ class Run {
       children_[i].stopped = false;
       const bool bad = rc == r.pid && !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
       if (bad && !stopping_ && keep_going_ && any_running()) {  // in-place recovery: the others go on
-        result_.lost.push_back(i);
-        if (std::optional<SpawnSpec> replacement = keep_going_(i, r.pid, status)) replace(i, *replacement);
-        continue;
+        Supervisor::AfterLoss after = keep_going_(i, r.pid, status);
+        if (after.go_on) {
+          result_.lost.push_back(i);
+          if (after.replacement) replace(i, *after.replacement);
+          continue;
+        }
       }
       if (bad && failed < 0) failed = static_cast<int>(i);
     }

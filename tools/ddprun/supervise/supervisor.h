@@ -99,9 +99,13 @@ class Supervisor {
   // In-place recovery (--recovery inplace): a child that fails on its own, or stays stopped past the stop timeout
   // (it is SIGKILLed then), is passed to `lost` while another child still runs, and the others are left running;
   // SupervisorResult::lost lists them. When `lost` returns a spec, that process is started in the child's place
-  // (its output read under the same index, after the lost one's). A failure with no other child running fails the
-  // job as usual.
-  using KeepGoing = std::function<std::optional<SpawnSpec>(size_t child, pid_t pid, int status)>;
+  // (its output read under the same index, after the lost one's). A failure with no other child running, or one
+  // that `lost` answers with go_on false (too few left), fails the job as usual.
+  struct AfterLoss {
+    bool go_on = true;
+    std::optional<SpawnSpec> replacement;
+  };
+  using KeepGoing = std::function<AfterLoss(size_t child, pid_t pid, int status)>;
   void set_keep_going(KeepGoing lost) { keep_going_ = std::move(lost); }
 
   // Blocks until every child has exited and its output has been drained
