@@ -5,10 +5,10 @@
 # error line). Cases that need root (disk-full, link-cut) are left out without it.
 # usage: bench/faults.sh [BUILD_DIR] [BACKENDS] [CASES]
 #   BACKENDS: default "gloo mpi"; CASES: default all of
-#   kill stop preempt elastic inplace disk-full corrupt-checkpoint corrupt-data mismatch bad-input unreachable link-cut
+#   kill stop preempt elastic inplace min-ranks disk-full corrupt-checkpoint corrupt-data mismatch bad-input unreachable link-cut
 set -uo pipefail
 build=$(cd "${1:-build}" && pwd) backends=${2:-gloo mpi}
-cases=${3:-kill stop preempt elastic inplace disk-full corrupt-checkpoint corrupt-data mismatch bad-input unreachable link-cut}
+cases=${3:-kill stop preempt elastic inplace min-ranks disk-full corrupt-checkpoint corrupt-data mismatch bad-input unreachable link-cut}
 here=$(cd "$(dirname "$0")/.." && pwd)
 py=${DDP_PYTHON:-/usr/bin/python3}
 work=$(mktemp -d)
@@ -94,6 +94,18 @@ case_inplace() {  # SIGKILL of rank 1 with --recovery inplace: the survivors go 
   finish
   row "rank 1 SIGKILLed, --recovery inplace" "$1" "$rc" "$going s to going on (0 steps redone)" \
     "$(grep -o 'in-place recovery: world [^(]*' "$work/ip.log" | head -1)$(grep -o 'going on from step [0-9]* ([^)]*) in [0-9.]* s' "$work/ip.log" | head -1); $(grep -o 'lost rank(s) .*' "$work/ip.log")"
+}
+case_min_ranks() {  # the same kill below --min-ranks: the survivors save the committed state, every rank restarts
+  [ "$1" = gloo ] || { row "rank 1 SIGKILLed, --recovery inplace --min-ranks" "$1" 2 - "refused: OpenMPI's communicators cannot survive a lost rank"; return; }
+  launch "$work/mr.log" --backend "$1" --recovery inplace --min-ranks "$np" --max-restarts 1 $(train mlp --epochs 12 --data sampler --out-dir "$work/mr-$1")
+  wait_line "$work/mr.log" "epoch 2/"
+  kill -9 "$(rank_pid 1 "mr-$1")"
+  local t=$(now)
+  wait_line "$work/mr.log" "resumed from"
+  local resumed=$(since "$t")
+  finish
+  row "rank 1 SIGKILLed, --recovery inplace --min-ranks $np --max-restarts 1" "$1" "$rc" "$resumed s to the resume (0 steps redone)" \
+    "$(grep -o 'preempted (SIGTERM): stopped after step [0-9]*' "$work/mr.log" | head -1); $(grep -o 'resumed from [^ ]* at epoch [0-9]*, step [0-9]*' "$work/mr.log" | head -1 | sed 's|from .*/|from |'); $(grep -o 'attempt 1 succeeded.*' "$work/mr.log")"
 }
 case_disk_full() {  # --out-dir on a 16 MiB tmpfs: the second checkpoint does not fit
   [ "$(id -u)" = 0 ] || { row "disk full" "$1" - - "skipped: needs root"; return; }
