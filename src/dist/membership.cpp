@@ -54,7 +54,7 @@ Membership::Membership(StorePtr store, int id, int world, MembershipOptions opti
   if (world < 1 || id < 0 || id >= world)
     throw InvalidArgument("[elastic] member id " + std::to_string(id) + " must be in [0, " + std::to_string(world) +
                           ")");
-  store_->set("pid/" + std::to_string(::getpid()), bytes(std::to_string(id)));  // membership_keys::pid
+  store_->set(membership_keys::pid_key(options_.node, ::getpid()), bytes(std::to_string(id)));
   std::vector<int> everyone(static_cast<size_t>(world));
   for (int i = 0; i < world; ++i) everyone[static_cast<size_t>(i)] = i;
   try {
@@ -98,6 +98,7 @@ LauncherEnv launcher_env() {
   if (auto t = le::seconds(le::kTimeout)) e.options.timeout = Milliseconds(static_cast<int64_t>(*t * 1000));
   if (auto h = le::seconds(le::kHeartbeatTimeout); h && *h > 0)
     e.options.settle = Milliseconds(static_cast<int64_t>(*h * 1000));
+  e.options.node = static_cast<int>(le::count(le::kGroupRank).value_or(0));
   try {
     e.store = make_tcp_store(host, port, false, e.world, e.options.timeout);
   } catch (...) {
@@ -269,7 +270,7 @@ std::unique_ptr<Membership> Membership::join(StorePtr store, int first_world, Me
   std::unique_ptr<Membership> m(new Membership(std::move(store), first_world, std::move(options)));
   const int number = static_cast<int>(m->store_->add("joiners", 1));
   m->id_ = first_world + number - 1;
-  m->store_->set("pid/" + std::to_string(::getpid()), bytes(std::to_string(m->id_)));  // membership_keys::pid
+  m->store_->set(membership_keys::pid_key(m->options_.node, ::getpid()), bytes(std::to_string(m->id_)));
   m->store_->set("joiner/" + std::to_string(number), bytes(std::to_string(m->id_)));
   const auto deadline = Clock::now() + m->options_.timeout;
   int said = -1;  // the generation this joiner said it is alive in

@@ -244,8 +244,12 @@ TrainSummary train_job(Job& j, Clock::time_point start) {
             summary);
   else
     log_end(j, summary.stopped.empty() ? "finished" : "stopped", summary.stopped, summary);
-  if (j.membership) j.membership->finish();  // a replacement still waiting to join gives up
   if (j.membership && j.membership->generation() > 0) detail::check_replicas(j);
+  if (j.membership) try {
+      j.membership->finish();            // a replacement still waiting to join gives up
+    } catch (const std::exception& e) {  // the store's node ended first: no joiner can be waiting on it
+      j.logs.console().rank_message("note: could not tell joiners the job is done: " + std::string(e.what()));
+    }
   j.strategy->finish();  // a sharded model's trained weights back in the Task's model
   finish_timeline(j);
   if (!summary.preempted) print_done(j, summary);

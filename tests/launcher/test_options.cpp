@@ -355,6 +355,21 @@ TEST(Options, MinRanksNeedsInplaceAndAtMostTheRanksStarted) {
   EXPECT_EQ(parse_error({"--nproc-per-node", "2", "--recovery", "inplace", "--min-ranks", "3", "prog"}),
             "--min-ranks 3 is more than the 2 rank(s) started (--nproc-per-node); give at most that many");
   EXPECT_EQ(parse_error({"--min-ranks", "0", "prog"}), "invalid value '0' for --min-ranks: expected an integer >= 1");
+  EXPECT_EQ(
+      parse_error({"--nnodes", "2", "--nproc-per-node", "2", "--recovery", "inplace", "--min-ranks", "2", "prog"}),
+      "--min-ranks counts one node's ranks: it cannot be used with --nnodes 2 yet");
+}
+
+TEST(Options, InplaceRunsOnFixedNodesWithReplacements) {
+  const Options o = parse_ok({"--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1", "--recovery", "inplace",
+                              "--max-restarts", "2", "prog"});
+  EXPECT_EQ(o.nnodes, 2);
+  EXPECT_EQ(o.max_restarts, 2);  // replacements: a node cannot restart the job alone
+  EXPECT_NE(parse_error({"--nnodes", "2", "--max-restarts", "2", "prog"}).find("needs --rdzv-backend c10d"),
+            std::string::npos);
+  EXPECT_EQ(parse_error({"--nnodes", "1:2", "--rdzv-endpoint", "h:1", "--recovery", "inplace", "prog"}),
+            "--recovery inplace runs on fixed nodes for now (--rdzv-backend static: --nnodes N --node-rank R "
+            "--master-addr, node 0's ddprun hosting the ranks' store); for --nnodes MIN:MAX use --recovery restart");
 }
 
 TEST(Options, MoreThanFourRanksPerCoreNeedOversubscribe) {

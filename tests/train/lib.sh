@@ -33,7 +33,7 @@ kill_rank_in_epoch3() {
   grep -q "epoch 2/$epochs" "$log" || { kill -KILL "$launcher"; cat "$log"; echo "FAIL: no epoch 2 within 90 s"; exit 1; }
   sleep 0.2
   for pid in $(pgrep -P "$launcher"); do
-    tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "RANK=$rank" && kill -KILL "$pid"
+    tr '\0' '\n' 2>/dev/null < "/proc/$pid/environ" | grep -qx "RANK=$rank" && kill -KILL "$pid"
   done
   wait "$launcher" || rc=$?
   [ $rc = 0 ] || { cat "$log"; echo "FAIL: ddprun exited with $rc"; exit 1; }

@@ -77,11 +77,14 @@ int merge_timeline_at_end(const Options& options, int exit_code) {
   return exit_code;
 }
 
-// --recovery inplace: this attempt's ranks meet on a store ddprun hosts, which outlives any of them; each rank
-// that fails while others run is marked lost there, and the others rebuild their group (ddp::Membership).
+// --recovery inplace: this attempt's ranks meet on a store node 0's ddprun hosts, which outlives any of them; each
+// rank that fails while others run is marked lost there by its node's ddprun, and the others rebuild their group
+// (ddp::Membership).
 AttemptOutcome run_inplace(const Options& options, const std::string& exec_path, const Attempt& attempt) {
   std::string error;
-  auto store = host_rank_store(attempt.place.master_addr, attempt.place.master_port, attempt.place.world_size, &error);
+  // Node 0 hosts it; another node waits for it as long as its ranks would wait for a rendezvous.
+  auto store = open_rank_store(attempt.place.master_addr, attempt.place.master_port, attempt.place.world_size,
+                               attempt.place.node_rank, options.rdzv_timeout_s.value_or(600), &error);
   if (!store) {
     report(error);
     return AttemptOutcome(1);
@@ -91,7 +94,20 @@ AttemptOutcome run_inplace(const Options& options, const std::string& exec_path,
   extras.replacements = options.max_restarts - attempt.restart_count;  // each replaced rank is a restart
   extras.replacement_env = {{ddp::launch_env::kJoin.name, "1"}};
   extras.min_ranks = options.min_ranks;
-  return run_local(options, exec_path, attempt, extras);
+  extras.alone_too = options.nnodes > 1;  // the other nodes' ranks go on when this node's last one is lost
+  if (options.nnodes == 1) return run_local(options, exec_path, attempt, extras);
+  Attempt beating = attempt;  // another node says it is alive each --monitor-interval
+  if (attempt.place.node_rank > 0) beating.external_stop = [&store] { return store->beat(), std::string(); };
+  AttemptOutcome outcome = run_local(options, exec_path, beating, extras);
+  if (attempt.place.node_rank > 0) {
+    store->done();
+  } else {  // the other nodes' ranks may still train: they need the store until they end
+    const std::vector<int> silent = store->serve_until_others_end(options.nnodes, options.heartbeat_timeout_s);
+    for (int k : silent)
+      report("node " + std::to_string(k) + "'s ddprun went silent for " + seconds_text(options.heartbeat_timeout_s) +
+             " (--heartbeat-timeout): counted lost, with its ranks");
+  }
+  return outcome;
 }
 
 }  // namespace
@@ -158,6 +174,9 @@ int main(int argc, char** argv) {
     first.place = *place;
   else
     return 1;
+  // In place across fixed nodes, --max-restarts gives replacements only: a node cannot restart the job alone.
+  if (options.recovery == Recovery::kInplace && options.nnodes > 1)
+    return merge_timeline_at_end(options, run_inplace(options, program.path, first).exit_code);
   return merge_timeline_at_end(options, run_attempts(options, first, [&](const Attempt& attempt) {
                                  if (choice.backend == Backend::kMpi)
                                    return run_mpi(options, mpirun_path, program.path, attempt);

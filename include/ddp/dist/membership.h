@@ -30,6 +30,7 @@ struct MembershipOptions {
   // How long a rebuild waits for a member that neither joins the new generation nor is marked lost (a rank that
   // stopped, a cut link) before counting it lost.
   Milliseconds settle{30000};
+  int node = 0;  // the launcher's node rank (GROUP_RANK): the member registers its pid there (membership_keys.h)
 };
 
 class Membership {
@@ -37,7 +38,8 @@ class Membership {
   // Generation 0: ids 0..world-1, this process `id`. Blocks until every member's group is up.
   Membership(StorePtr store, int id, int world, MembershipOptions options = {});
   // From ddprun --recovery inplace's environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, DDP_BACKEND,
-  // DDP_TIMEOUT, DDP_HEARTBEAT_TIMEOUT for `settle`); ddp::Error when ddprun did not host the store.
+  // DDP_TIMEOUT, DDP_HEARTBEAT_TIMEOUT for `settle`, GROUP_RANK for `node`); ddp::Error when ddprun did not host
+  // the store.
   static std::unique_ptr<Membership> from_environment();
   // A new member (a replacement, a node that comes back): takes the next free id (first_world, first_world + 1,
   // ...), waits until the members admit it (admit()) and returns in the generation they formed with it. ddp::Error

@@ -11,8 +11,11 @@ inline constexpr const char* kRoot = "ddp_elastic";
 // never joins a later generation. ddprun sets it when the rank exits; the value says how ("SIGKILL", "exit 3").
 inline std::string lost(int id) { return std::string(kRoot) + "/lost/" + std::to_string(id); }
 
-// Each member writes its id under its process id, so that a launcher that sees a process end knows which member
-// was lost (a replacement's id is not its launch rank).
-inline std::string pid(long process) { return std::string(kRoot) + "/pid/" + std::to_string(process); }
+// Each member writes its id under its node (its launcher's node rank, GROUP_RANK) and process id, so that a
+// launcher that sees a process end knows which member was lost (a replacement's id is not its launch rank).
+inline std::string pid_key(int node, long process) {  // below kRoot
+  return "pid/" + std::to_string(node) + "/" + std::to_string(process);
+}
+inline std::string pid(int node, long process) { return std::string(kRoot) + "/" + pid_key(node, process); }
 
 }  // namespace ddp::membership_keys

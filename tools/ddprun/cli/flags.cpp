@@ -234,12 +234,13 @@ std::vector<Flag> declare() {
                 "random on one node; none-MASTER_ADDR:MASTER_PORT with --nnodes > 1; none-ENDPOINT with c10d"),
       integer("--max-restarts,--max_restarts", &Options::max_restarts, 0, INT_MAX, "0",
               "start every rank again after a failed attempt, at most this many times; across nodes with "
-              "--rdzv-backend c10d"),
+              "--rdzv-backend c10d (with --recovery inplace: replacements, each a restart; across fixed nodes "
+              "replacements only)"),
       choice<Recovery>("--recovery", &Options::recovery,
                        {{"restart", Recovery::kRestart}, {"inplace", Recovery::kInplace}}, "restart",
                        "restart | inplace: when a rank is lost, restart stops every rank (see --max-restarts); "
                        "inplace keeps the others running: they rebuild their group among themselves and go on "
-                       "(ddprun hosts their store; gloo, one node)"),
+                       "(node 0's ddprun hosts their store; gloo, fixed nodes)"),
       integer("--min-ranks,--min_ranks", &Options::min_ranks, 1, INT_MAX, "1",
               "--recovery inplace: the fewest ranks the job trains with (Horovod's --min-np): a loss that leaves "
               "fewer running stops the others, as --recovery restart does (they save the committed state first), "

@@ -209,7 +209,7 @@ std::string check_static(Options& o, const Given& given) {
     std::snprintf(id, sizeof(id), "%08x%08x", rd(), rd());
     o.rdzv_id = id;
   }
-  if (o.max_restarts > 0 && o.nnodes > 1)
+  if (o.max_restarts > 0 && o.nnodes > 1 && o.recovery != Recovery::kInplace)  // inplace: replacements only
     return "--max-restarts " + std::to_string(o.max_restarts) + " across nodes (--nnodes " + nnodes +
            ") needs --rdzv-backend c10d and --rdzv-endpoint HOST[:PORT]: the static rendezvous has fixed node ranks "
            "and cannot re-rendezvous";
@@ -227,9 +227,12 @@ std::string check_together(Options& o, const Given& given, int online_cpus) {
   const std::string error = o.rdzv_backend == Rdzv::kC10d ? check_c10d(o, given) : check_static(o, given);
   if (!error.empty()) return error;
   if (o.recovery == Recovery::kInplace) {
-    if (o.rdzv_backend == Rdzv::kC10d || o.nnodes > 1)
-      return "--recovery inplace runs on one node for now (static rendezvous, --nnodes 1); across nodes use "
-             "--recovery restart with --rdzv-backend c10d";
+    if (o.rdzv_backend == Rdzv::kC10d)
+      return "--recovery inplace runs on fixed nodes for now (--rdzv-backend static: --nnodes N --node-rank R "
+             "--master-addr, node 0's ddprun hosting the ranks' store); for --nnodes MIN:MAX use --recovery restart";
+    if (o.min_ranks > 1 && o.nnodes > 1)
+      return "--min-ranks counts one node's ranks: it cannot be used with --nnodes " + std::to_string(o.nnodes) +
+             " yet";
     if (o.min_ranks > o.nproc_per_node)
       return "--min-ranks " + std::to_string(o.min_ranks) + " is more than the " + std::to_string(o.nproc_per_node) +
              " rank(s) started (--nproc-per-node); give at most that many";

@@ -140,24 +140,25 @@ AttemptOutcome run_local(const Options& options, const std::string& exec_path, c
   int replaced = 0;
   int running = nproc;  // ranks running, a replacement from its start
   if (extras.on_lost)
-    supervisor.set_keep_going([&](size_t i, pid_t pid, int status) -> Supervisor::AfterLoss {
+    supervisor.set_keep_going(extras.alone_too, [&](size_t i, pid_t pid, int status) -> Supervisor::AfterLoss {
       const std::string how =
           WIFSIGNALED(status) ? signal_name(WTERMSIG(status)) : "exit " + std::to_string(WEXITSTATUS(status));
-      if (--running < extras.min_ranks) {  // below the fewest ranks the job trains with: no replacement either
+      extras.on_lost(ranks[i], pid, how);  // the others rebuild without it (and, on a stop, save first)
+      const bool replace = replaced < extras.replacements;
+      if (--running == 0 && !replace) return {false, std::nullopt};  // this node's last rank: it fails as usual
+      // Below the fewest ranks the job trains with: no replacement either (one node: its ranks are the job's).
+      if (!extras.alone_too && running < extras.min_ranks) {
         report("rank " + std::to_string(ranks[i]) + " was lost (" + how + ") and " + std::to_string(running) +
                " rank(s) are left, fewer than --min-ranks " + std::to_string(extras.min_ranks) +
                ": stopping the others (--recovery inplace falls back to the restart path)");
-        extras.on_lost(ranks[i], pid, how);  // they rebuild, see the stop and save the committed state first
         return {false, std::nullopt};
       }
-      const bool replace = replaced < extras.replacements;
       const int restart = attempt.restart_count + replaced + 1;
       report("rank " + std::to_string(ranks[i]) + " was lost (" + how + "); the others go on" +
              (replace ? ", and a replacement joins them (restart " + std::to_string(restart) + " of " +
                             std::to_string(options.max_restarts) + ", --max-restarts)"
                       : "") +
              " (--recovery inplace)");
-      extras.on_lost(ranks[i], pid, how);
       if (!replace) return {true, std::nullopt};
       ++replaced;
       ++running;  // the replacement, from its start

@@ -33,9 +33,12 @@ struct LocalLaunchExtras {
   // With on_lost: how many lost ranks may be replaced (a rank started in the lost one's place, with these variables
   // added to its environment); each counts as a restart (AttemptOutcome::replacements).
   int replacements = 0;
-  // With on_lost: a loss that leaves fewer ranks running (a replacement counts from its start) fails the attempt
-  // instead, and starts no replacement.
+  // With on_lost, on one node: a loss that leaves fewer ranks running (a replacement counts from its start) fails
+  // the attempt instead, and starts no replacement.
   int min_ranks = 1;
+  // With on_lost: also when none of this node's other ranks runs (several nodes: the others' ranks may). A loss
+  // that nothing replaces then fails this node's attempt, as without on_lost.
+  bool alone_too = false;
   std::vector<std::pair<std::string, std::string>> replacement_env;
 };
 AttemptOutcome run_local(const Options& options, const std::string& exec_path, const Attempt& attempt,

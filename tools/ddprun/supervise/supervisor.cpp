@@ -58,7 +58,10 @@ class Run {
         handler_(handler) {}
 
   void set_external_stop(std::function<bool()> check) { external_stop_ = std::move(check); }
-  void set_keep_going(Supervisor::KeepGoing lost) { keep_going_ = std::move(lost); }
+  void set_keep_going(bool alone_too, Supervisor::KeepGoing lost) {
+    keep_going_alone_ = alone_too;
+    keep_going_ = std::move(lost);
+  }
   void set_grandchild_kill(std::function<bool()> lost, double grace_s) {
     grandchild_lost_ = std::move(lost);
     grandchild_grace_ = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace_s));
@@ -247,7 +250,7 @@ class Run {
       r.exit_wall_us = wall_us();
       children_[i].stopped = false;
       const bool bad = rc == r.pid && !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-      if (bad && !stopping_ && keep_going_ && any_running()) {  // in-place recovery: the others go on
+      if (bad && !stopping_ && keep_going_ && (keep_going_alone_ || any_running())) {  // in place: others go on
         Supervisor::AfterLoss after = keep_going_(i, r.pid, status);
         if (after.go_on) {
           result_.lost.push_back(i);
@@ -498,6 +501,7 @@ class Run {
   Clock::time_point start_;
   std::function<bool()> external_stop_;
   Supervisor::KeepGoing keep_going_;
+  bool keep_going_alone_ = false;
   Clock::time_point next_external_;
   std::function<bool()> grandchild_lost_;  // set_grandchild_kill
   Clock::duration grandchild_grace_{};
@@ -527,7 +531,7 @@ SupervisorResult Supervisor::run(const std::vector<ManagedChild>& children) {
   Run run(grace_s_, stop_timeout_s_, monitor_interval_s_, handler_);
   run.set_external_stop(external_stop_);
   run.set_grandchild_kill(grandchild_lost_, grandchild_grace_s_);
-  run.set_keep_going(keep_going_);
+  run.set_keep_going(keep_going_alone_, keep_going_);
   return run.run(children);
 }
 

@@ -106,7 +106,11 @@ class Supervisor {
     std::optional<SpawnSpec> replacement;
   };
   using KeepGoing = std::function<AfterLoss(size_t child, pid_t pid, int status)>;
-  void set_keep_going(KeepGoing lost) { keep_going_ = std::move(lost); }
+  // alone_too: `lost` is asked also when no other child runs (the job's other ranks are on other nodes).
+  void set_keep_going(bool alone_too, KeepGoing lost) {
+    keep_going_alone_ = alone_too;
+    keep_going_ = std::move(lost);
+  }
 
   // Blocks until every child has exited and its output has been drained
   // (at most ~2 s after the last exit, in case descendants keep a pipe open).
@@ -120,6 +124,7 @@ class Supervisor {
   std::function<bool()> grandchild_lost_;
   double grandchild_grace_s_ = 0;
   KeepGoing keep_going_;
+  bool keep_going_alone_ = false;
   LineHandler* handler_;
 };
 
