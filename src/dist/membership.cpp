@@ -192,7 +192,7 @@ void Membership::build(int generation, std::vector<int> members) {
   members_ = std::move(members);
   if (generation > 0) wait_until_ready(generation, members_);  // the first: ranks start at their own pace
   group_ = create_backend(options_.backend, o);
-  store_->set("current", bytes(std::to_string(generation)));  // joiners wait for the generation after it
+  store_->set("current", bytes(std::to_string(generation)));  // membership_keys::current: joiners wait for the next
 }
 
 GroupPtr Membership::rebuild(const std::string& why) { return next_generation(why, false); }

@@ -7,6 +7,8 @@
 #          after --heartbeat-timeout, go on as a world of 2 to the end; node 0's ddprun says node 1 went silent.
 #   node0: both of node 0's ranks SIGKILLed (rank 0 among them): node 0's ddprun fails its attempt but keeps
 #          serving the store until node 1 is done; node 1's ranks go on as a world of 2 and end normally.
+#   comeback: node 1 lost whole as in `node`, then started again with the same command: its ddprun finds the job
+#          running and starts its ranks as joiners; the world goes 4 -> 2 -> 4 and the replicas end identical.
 # usage: inplace_nodes_test.sh DDPRUN DDP_TRAIN CASE
 set -euo pipefail
 ddprun=$1 train=$2 case=$3
@@ -14,6 +16,7 @@ recipe=fashion-mnist
 source "$(dirname "$0")/lib.sh"
 fail() { echo "FAIL: $*"; for n in 0 1; do echo "--- node $n"; cat "$work/node$n.log"; done; exit 1; }
 epochs=8
+[ "$case" = comeback ] && epochs=30  # node 1's ranks start again, set up and join well before the end
 args=(fashion-mnist "${data[@]}" --no-progress --batch-size 8 --epochs $epochs --data sampler --backend gloo
   --out-dir "$work/run")
 port=$(${DDP_PYTHON:-/usr/bin/python3} -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -43,6 +46,21 @@ kill_ranks() {  # LAUNCHER RANK...
 case $case in
   rank) kill_ranks $node1 3 ;;
   node) kill -KILL $node1 ;;
+  comeback)
+    kill -KILL $node1
+    wait $node1 || true
+    for _ in $(seq 600); do grep -q "in-place recovery: world 4 -> 2" "$work/node0.log" && break; sleep 0.1; done
+    mv "$work/node1.log" "$work/node1-lost.log"
+    node 1
+    node1=$! ;;
+  comeback)
+    [ $rc0 = 0 ] && [ $rc1 = 0 ] || fail "the nodes exited with $rc0 and $rc1"
+    has 0 "^\[rank 0\] in-place recovery: world 4 -> 2 \(members 0, 1, 2, 3 -> 0, 1, generation 1\)"
+    has 1 "^ddprun: the job is running already \(this node comes back after it was lost\): its ranks join it"
+    has 0 "^\[rank 0\] admitted new ranks: world 2 -> (3|4) "
+    has 0 "^\[rank 0\] replicas identical after in-place recovery: 4 rank\(s\)"
+    has 1 "^\[rank 2\] .*joined the running job as rank [23] of [34]"
+    has 1 "^\[rank 3\] .*joined the running job as rank [23] of [34]" ;;
   node0) kill_ranks $node0 0 1 ;;
 esac
 rc0=0 rc1=0

@@ -96,6 +96,10 @@ AttemptOutcome run_inplace(const Options& options, const std::string& exec_path,
   extras.min_ranks = options.min_ranks;
   extras.alone_too = options.nnodes > 1;  // the other nodes' ranks go on when this node's last one is lost
   if (options.nnodes == 1) return run_local(options, exec_path, attempt, extras);
+  if (attempt.place.node_rank > 0 && store->job_running()) {  // the job went on without this node: it comes back
+    report("the job is running already (this node comes back after it was lost): its ranks join it");
+    extras.env = extras.replacement_env;
+  }
   Attempt beating = attempt;  // another node says it is alive each --monitor-interval
   if (attempt.place.node_rank > 0) beating.external_stop = [&store] { return store->beat(), std::string(); };
   AttemptOutcome outcome = run_local(options, exec_path, beating, extras);

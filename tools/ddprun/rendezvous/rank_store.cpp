@@ -28,6 +28,7 @@ class NodeStore final : public RankStore {
     }
   }
 
+  bool job_running() override { return store_->check({ddp::membership_keys::current()}); }
   void beat() override {
     try_to([&] { store_->add(key("beat", node_), 1); });
   }

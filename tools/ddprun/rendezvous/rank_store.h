@@ -22,6 +22,8 @@ class RankStore {
   // Several nodes: another node's ddprun says it is alive (each --monitor-interval) and, at its end, done. Node
   // 0's keeps serving the store after its own ranks end until every other node is done or was silent for
   // `silent_s` (its ddprun died with the node); returns the nodes it counted lost so.
+  // Whether the members formed their group already: ranks started now (a node that comes back) must join it.
+  virtual bool job_running() = 0;
   virtual void beat() = 0;
   virtual void done() = 0;
   virtual std::vector<int> serve_until_others_end(int nnodes, double silent_s) = 0;
