@@ -23,7 +23,7 @@ TEST(RankStore, ALostProcessIsMarkedByTheMemberItRegisteredAs) {
   std::string error;
   const int port = pick_free_port(&error);
   ASSERT_GT(port, 0) << error;
-  auto hosted = open_rank_store("127.0.0.1", port, 3, /*node=*/0, 30, &error);
+  auto hosted = open_rank_store("127.0.0.1", port, 3, /*node=*/0, 30, 30, &error);
   ASSERT_NE(hosted, nullptr) << error;
   auto client = connect(port);
   const std::string id = "7";
@@ -43,9 +43,9 @@ TEST(RankStore, AnotherNodeMarksItsLostProcessesInNodeZerosStore) {
   std::string error;
   const int port = pick_free_port(&error);
   ASSERT_GT(port, 0) << error;
-  auto node0 = open_rank_store("127.0.0.1", port, 4, 0, 30, &error);
+  auto node0 = open_rank_store("127.0.0.1", port, 4, 0, 30, 30, &error);
   ASSERT_NE(node0, nullptr) << error;
-  auto node1 = open_rank_store("127.0.0.1", port, 4, 1, 30, &error);
+  auto node1 = open_rank_store("127.0.0.1", port, 4, 1, 30, 30, &error);
   ASSERT_NE(node1, nullptr) << error;
   auto client = connect(port);
   const std::string on0 = "1", on1 = "5";
@@ -63,7 +63,7 @@ TEST(RankStore, NodeZerosStoreUnreachableIsAnError) {
   std::string error;
   const int port = pick_free_port(&error);
   ASSERT_GT(port, 0) << error;
-  EXPECT_EQ(open_rank_store("127.0.0.1", port, 2, 1, 0.5, &error), nullptr);
+  EXPECT_EQ(open_rank_store("127.0.0.1", port, 2, 1, 0.5, 5, &error), nullptr);
   EXPECT_NE(error.find("--recovery inplace: cannot reach the ranks' store that node 0 hosts on 127.0.0.1:" +
                        std::to_string(port)),
             std::string::npos)
@@ -74,9 +74,9 @@ TEST(RankStore, APortInUseIsAnError) {
   std::string error;
   const int port = pick_free_port(&error);
   ASSERT_GT(port, 0) << error;
-  auto first = open_rank_store("127.0.0.1", port, 2, 0, 30, &error);
+  auto first = open_rank_store("127.0.0.1", port, 2, 0, 30, 30, &error);
   ASSERT_NE(first, nullptr) << error;
-  EXPECT_EQ(open_rank_store("127.0.0.1", port, 2, 0, 30, &error), nullptr);
+  EXPECT_EQ(open_rank_store("127.0.0.1", port, 2, 0, 30, 30, &error), nullptr);
   EXPECT_NE(error.find("--recovery inplace: cannot host the ranks' store on 127.0.0.1:" + std::to_string(port)),
             std::string::npos)
       << error;

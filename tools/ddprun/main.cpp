@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -83,8 +84,10 @@ int merge_timeline_at_end(const Options& options, int exit_code) {
 AttemptOutcome run_inplace(const Options& options, const std::string& exec_path, const Attempt& attempt) {
   std::string error;
   // Node 0 hosts it; another node waits for it as long as its ranks would wait for a rendezvous.
+  // An operation unanswered for the heartbeat timeout (at least 5 s) means node 0's ddprun or the link to it is gone.
+  const double op_timeout_s = std::max(5.0, options.heartbeat_timeout_s > 0 ? options.heartbeat_timeout_s : 30.0);
   auto store = open_rank_store(attempt.place.master_addr, attempt.place.master_port, attempt.place.world_size,
-                               attempt.place.node_rank, options.rdzv_timeout_s.value_or(600), &error);
+                               attempt.place.node_rank, options.rdzv_timeout_s.value_or(600), op_timeout_s, &error);
   if (!store) {
     report(error);
     return AttemptOutcome(1);
@@ -101,15 +104,18 @@ AttemptOutcome run_inplace(const Options& options, const std::string& exec_path,
     extras.env = extras.replacement_env;
   }
   Attempt beating = attempt;  // another node says it is alive each --monitor-interval
-  if (attempt.place.node_rank > 0) beating.external_stop = [&store] { return store->beat(), std::string(); };
+  if (attempt.place.node_rank > 0) beating.external_stop = [&store] { return store->beat(); };
   AttemptOutcome outcome = run_local(options, exec_path, beating, extras);
   if (attempt.place.node_rank > 0) {
     store->done();
   } else {  // the other nodes' ranks may still train: they need the store until they end
-    const std::vector<int> silent = store->serve_until_others_end(options.nnodes, options.heartbeat_timeout_s);
-    for (int k : silent)
-      report("node " + std::to_string(k) + "'s ddprun went silent for " + seconds_text(options.heartbeat_timeout_s) +
-             " (--heartbeat-timeout): counted lost, with its ranks");
+    try {
+      for (int k : store->serve_until_others_end(options.nnodes, options.heartbeat_timeout_s))
+        report("node " + std::to_string(k) + "'s ddprun went silent for " + seconds_text(options.heartbeat_timeout_s) +
+               " (--heartbeat-timeout): counted lost, with its ranks");
+    } catch (const std::exception& e) {  // its own store: only a broken process gets here
+      report(std::string("warning: stopped serving the ranks' store early: ") + e.what());
+    }
   }
   return outcome;
 }

@@ -7,51 +7,69 @@
 #include <thread>
 
 #include "ddp/dist/membership_keys.h"
+#include "rendezvous/rdzv_store.h"
 
 namespace ddprun {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+// Every operation on the store has a deadline (guard_store): a client whose link to node 0 is cut must not hang.
 class NodeStore final : public RankStore {
  public:
-  NodeStore(c10::intrusive_ptr<c10d::TCPStore> store, int node) : store_(std::move(store)), node_(node) {}
+  NodeStore(std::shared_ptr<RdzvKV> kv, int node) : kv_(std::move(kv)), node_(node) {}
+
   void mark_lost(int rank, pid_t pid, const std::string& how) override {
     try {
       int id = rank;
       const std::string registered = ddp::membership_keys::pid(node_, static_cast<long>(pid));
-      if (store_->check({registered})) {
-        const std::vector<uint8_t> v = store_->get(registered);
-        id = std::stoi(std::string(v.begin(), v.end()));
-      }
-      store_->set(ddp::membership_keys::lost(id), std::vector<uint8_t>(how.begin(), how.end()));
-    } catch (const std::exception& e) {  // node 0's ddprun is gone (the job with it), or ours is broken
+      if (kv_->check(registered)) id = std::stoi(kv_->get(registered));
+      kv_->set(ddp::membership_keys::lost(id), how);
+    } catch (const std::exception& e) {  // node 0's ddprun is gone (the job with it), or its link is cut
       std::fprintf(stderr, "ddprun: warning: cannot mark rank %d lost in the ranks' store: %s\n", rank, e.what());
     }
   }
 
-  bool job_running() override { return store_->check({ddp::membership_keys::current()}); }
-  void beat() override {
-    try_to([&] { store_->add(key("beat", node_), 1); });
-  }
-  void done() override {
-    try_to([&] { store_->set(key("done", node_), std::vector<uint8_t>{'1'}); });
+  bool job_running() override {
+    try {
+      return kv_->check(ddp::membership_keys::current());
+    } catch (const std::exception&) {  // node 0's store did not answer: its ranks' start fails and says so
+      return false;
+    }
   }
 
-  std::vector<int> serve_until_others_end(int nnodes, double silent_s) override {
-    using Clock = std::chrono::steady_clock;
+  std::string beat() override {
+    try {
+      kv_->add(key("beat", node_), 1);
+      return "";
+    } catch (const std::exception& e) {
+      return std::string("this node is cut off from the job: ") + e.what() + "; stopping its ranks";
+    }
+  }
+
+  void done() override {
+    try {
+      kv_->set(key("done", node_), "1");
+    } catch (const std::exception&) {  // node 0's ddprun is gone: nobody waits for this
+    }
+  }
+
+  std::vector<int> serve_until_others_end(int max_nodes, double silent_s) override {
     const auto silent = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(silent_s));
-    std::vector<int64_t> beats(static_cast<size_t>(nnodes), -1);
-    std::vector<Clock::time_point> heard(static_cast<size_t>(nnodes), Clock::now());
+    std::vector<int64_t> beats(static_cast<size_t>(max_nodes), -1);  // -2: ended
+    std::vector<Clock::time_point> heard(static_cast<size_t>(max_nodes), Clock::now());
     std::vector<int> silent_nodes;
     bool told = false;
-    for (int left = nnodes - 1; left > 0;) {
+    for (int left = 1; left > 0;) {
       left = 0;
-      for (int k = 1; k < nnodes; ++k) {
+      for (int k = 1; k < max_nodes; ++k) {
         const auto i = static_cast<size_t>(k);
-        if (beats[i] == -2 || store_->check({key("done", k)})) {
-          beats[i] = -2;  // ended
+        // A node that never beat never started; one that said done ended.
+        if (beats[i] == -2 || !kv_->check(key("beat", k)) || kv_->check(key("done", k))) {
+          beats[i] = -2;
           continue;
         }
-        if (const int64_t b = store_->add(key("beat", k), 0); b != beats[i]) beats[i] = b, heard[i] = Clock::now();
+        if (const int64_t b = kv_->add(key("beat", k), 0); b != beats[i]) beats[i] = b, heard[i] = Clock::now();
         if (silent_s > 0 && Clock::now() - heard[i] > silent) {  // --heartbeat-timeout 0: wait for it
           beats[i] = -2;
           silent_nodes.push_back(k);
@@ -72,36 +90,31 @@ class NodeStore final : public RankStore {
   static std::string key(const char* what, int node) {
     return std::string(ddp::membership_keys::kRoot) + "/node/" + std::to_string(node) + "/" + what;
   }
-  template <typename F>
-  void try_to(F f) {
-    try {
-      f();
-    } catch (const std::exception&) {  // node 0's ddprun is gone: its ranks and the job with it
-    }
-  }
 
-  c10::intrusive_ptr<c10d::TCPStore> store_;
+  std::shared_ptr<RdzvKV> kv_;
   int node_;
 };
 
 }  // namespace
 
 std::unique_ptr<RankStore> open_rank_store(const std::string& host, int port, int world_size, int node,
-                                           double timeout_s, std::string* error) {
+                                           double connect_timeout_s, double op_timeout_s, std::string* error) {
   c10d::TCPStoreOptions o;
   o.port = static_cast<std::uint16_t>(port);
   o.isServer = node == 0;
   o.numWorkers = static_cast<std::size_t>(world_size);
   o.waitWorkers = false;
-  o.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  o.timeout = std::chrono::milliseconds(static_cast<int64_t>(connect_timeout_s * 1000));
+  const std::string where = host + ":" + std::to_string(port);
   try {
-    return std::make_unique<NodeStore>(c10::make_intrusive<c10d::TCPStore>(host, o), node);
+    auto store = c10::make_intrusive<c10d::TCPStore>(host, o);
+    return std::make_unique<NodeStore>(guard_store(store, where, op_timeout_s, "the ranks' store"), node);
   } catch (const std::exception& e) {
     std::string what = e.what();
     if (auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
     *error = "--recovery inplace: cannot " +
              std::string(node == 0 ? "host the ranks' store on " : "reach the ranks' store that node 0 hosts on ") +
-             host + ":" + std::to_string(port) + ": " + what;
+             where + ": " + what;
     return nullptr;
   }
 }

@@ -19,19 +19,22 @@ class RankStore {
   // key's value.
   virtual void mark_lost(int rank, pid_t pid, const std::string& how) = 0;
 
-  // Several nodes: another node's ddprun says it is alive (each --monitor-interval) and, at its end, done. Node
-  // 0's keeps serving the store after its own ranks end until every other node is done or was silent for
-  // `silent_s` (its ddprun died with the node); returns the nodes it counted lost so.
   // Whether the members formed their group already: ranks started now (a node that comes back) must join it.
   virtual bool job_running() = 0;
-  virtual void beat() = 0;
+
+  // Several nodes: another node's ddprun says it is alive (each --monitor-interval; an error message when node
+  // 0's store did not answer: this node is cut off) and, at its end, done. Node 0's keeps serving the store after
+  // its own ranks end until every node that ever beat (1 .. max_nodes - 1) is done or was silent for `silent_s`
+  // (its ddprun died with the node, or its link is cut); returns the nodes it counted lost so.
+  virtual std::string beat() = 0;
   virtual void done() = 0;
-  virtual std::vector<int> serve_until_others_end(int nnodes, double silent_s) = 0;
+  virtual std::vector<int> serve_until_others_end(int max_nodes, double silent_s) = 0;
 };
 
 // Node `node` (its node rank): node 0 serves the store on host:port until the returned object is destroyed; the
-// others connect to it, waiting up to `timeout_s` for it. nullptr and *error when it cannot.
+// others connect to it, waiting up to `connect_timeout_s` for it. Every operation gets `op_timeout_s` to answer.
+// nullptr and *error when it cannot.
 std::unique_ptr<RankStore> open_rank_store(const std::string& host, int port, int world_size, int node,
-                                           double timeout_s, std::string* error);
+                                           double connect_timeout_s, double op_timeout_s, std::string* error);
 
 }  // namespace ddprun

@@ -20,8 +20,8 @@ std::chrono::milliseconds to_ms(double s) { return std::chrono::milliseconds(sta
 // recv() when the host's link is cut. After a timeout the store is dead for good (the stuck thread keeps it).
 class GuardedStore : public RdzvKV {
  public:
-  GuardedStore(c10::intrusive_ptr<c10d::Store> store, std::string where, double op_timeout_s)
-      : state_(std::make_shared<State>()), where_(std::move(where)), timeout_s_(op_timeout_s) {
+  GuardedStore(c10::intrusive_ptr<c10d::Store> store, std::string where, double op_timeout_s, std::string what)
+      : state_(std::make_shared<State>()), where_(std::move(where)), what_(std::move(what)), timeout_s_(op_timeout_s) {
     state_->store = std::move(store);
   }
 
@@ -65,7 +65,7 @@ class GuardedStore : public RdzvKV {
     }).detach();
     if (result.wait_for(to_ms(timeout_s_)) != std::future_status::ready) {
       dead_ = true;
-      dead_message_ = "the rendezvous store at " + where_ + " did not answer within " + seconds_text(timeout_s_) +
+      dead_message_ = what_ + " at " + where_ + " did not answer within " + seconds_text(timeout_s_) +
                       ": the agent hosting it is gone or the link to it is down";
       throw RendezvousError(dead_message_);
     }
@@ -75,14 +75,15 @@ class GuardedStore : public RdzvKV {
       dead_ = true;
       std::string what = e.what();
       if (auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
-      dead_message_ = "lost the rendezvous store at " + where_ + " (" + what +
-                      "): the agent hosting it exited or the link to it is down";
+      dead_message_ =
+          "lost " + what_ + " at " + where_ + " (" + what + "): the agent hosting it exited or the link to it is down";
       throw RendezvousError(dead_message_);
     }
   }
 
   std::shared_ptr<State> state_;
   std::string where_;
+  std::string what_;
   double timeout_s_;
   bool dead_ = false;
   std::string dead_message_;
@@ -91,8 +92,8 @@ class GuardedStore : public RdzvKV {
 }  // namespace
 
 std::shared_ptr<RdzvKV> guard_store(c10::intrusive_ptr<c10d::Store> store, const std::string& where,
-                                    double op_timeout_s) {
-  return std::make_shared<GuardedStore>(std::move(store), where, op_timeout_s);
+                                    double op_timeout_s, const std::string& what) {
+  return std::make_shared<GuardedStore>(std::move(store), where, op_timeout_s, what);
 }
 
 RdzvStore open_rdzv_store(const std::string& host, int port, double connect_timeout_s, double op_timeout_s) {

@@ -22,8 +22,8 @@ struct RdzvStore {
 // with a RendezvousError naming host:port when it gets no answer within op_timeout_s.
 RdzvStore open_rdzv_store(const std::string& host, int port, double connect_timeout_s, double op_timeout_s);
 
-// The same guarded operations over any c10d store (tests use a HashStore).
+// The same guarded operations over any c10d store (tests use a HashStore); `what` names it in the errors.
 std::shared_ptr<RdzvKV> guard_store(c10::intrusive_ptr<c10d::Store> store, const std::string& where,
-                                    double op_timeout_s);
+                                    double op_timeout_s, const std::string& what = "the rendezvous store");
 
 }  // namespace ddprun
