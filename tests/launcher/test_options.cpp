@@ -360,16 +360,18 @@ TEST(Options, MinRanksNeedsInplaceAndAtMostTheRanksStarted) {
       "--min-ranks counts one node's ranks: it cannot be used with --nnodes 2 yet");
 }
 
-TEST(Options, InplaceRunsOnFixedNodesWithReplacements) {
+TEST(Options, InplaceRunsAcrossNodesWithReplacements) {
   const Options o = parse_ok({"--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1", "--recovery", "inplace",
                               "--max-restarts", "2", "prog"});
   EXPECT_EQ(o.nnodes, 2);
   EXPECT_EQ(o.max_restarts, 2);  // replacements: a node cannot restart the job alone
   EXPECT_NE(parse_error({"--nnodes", "2", "--max-restarts", "2", "prog"}).find("needs --rdzv-backend c10d"),
             std::string::npos);
-  EXPECT_EQ(parse_error({"--nnodes", "1:2", "--rdzv-endpoint", "h:1", "--recovery", "inplace", "prog"}),
-            "--recovery inplace runs on fixed nodes for now (--rdzv-backend static: --nnodes N --node-rank R "
-            "--master-addr, node 0's ddprun hosting the ranks' store); for --nnodes MIN:MAX use --recovery restart");
+  const Options elastic = parse_ok({"--nnodes", "1:2", "--rdzv-endpoint", "h:1", "--recovery", "inplace", "prog"});
+  EXPECT_EQ(elastic.nnodes_max, 2);  // c10d: nodes that come attach to the running round
+  EXPECT_EQ(
+      parse_error({"--nnodes", "1:2", "--rdzv-endpoint", "h:1", "--recovery", "inplace", "--min-ranks", "2", "prog"}),
+      "--min-ranks counts one node's ranks: it cannot be used with --nnodes 1:2 yet");
 }
 
 TEST(Options, MoreThanFourRanksPerCoreNeedOversubscribe) {

@@ -266,3 +266,51 @@ TEST(RendezvousStore, HostAndClientThenHostGone) {
     EXPECT_NE(what.find("): the agent hosting it exited or the link to it is down"), std::string::npos) << what;
   }
 }
+
+// --recovery inplace: the round never restarts for nodes that come; they attach to it while fewer than MAX nodes
+// are live (an ended or lost node frees its place), each with a node rank after the round's and the round's world
+// (its ranks join with new ids); one with no place waits and fails after join_timeout, naming the limit.
+TEST(Rendezvous, InplaceNodesAttachToTheRunningRoundUpToMax) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  auto inplace = [](RdzvSettings s) {
+    s.inplace = true;
+    return s;
+  };
+  Agent host(store, inplace(settings(1, 2, 2, true)));
+  const RoundInfo h = join(host).get();  // alone after the last call
+  EXPECT_EQ(h.nnodes, 1);
+  EXPECT_EQ(h.world_size, 2);
+  EXPECT_FALSE(h.attached);
+  Agent a(store, inplace(settings(1, 2, 3, false)));
+  const RoundInfo x = join(a).get();
+  EXPECT_TRUE(x.attached);
+  EXPECT_EQ(x.round, 0);
+  EXPECT_EQ(x.node_rank, 1);
+  EXPECT_EQ(x.world_size, 2);  // the round's: joiners take ids from it
+  EXPECT_EQ(x.first_rank, 2);
+  EXPECT_EQ(x.master_port, 4242);
+  EXPECT_EQ(host.rdzv.should_stop(h), "");  // nodes that come never restart it
+  EXPECT_EQ(host.rdzv.node_ranks(h), 2);
+
+  RdzvSettings late = inplace(settings(1, 2, 1, false));
+  late.join_timeout_s = 0.3;
+  Agent b(store, late);
+  auto start = Clock::now();
+  try {
+    join(b).get();
+    ADD_FAILURE() << "a third node attached to a round of at most 2";
+  } catch (const RendezvousError& e) {
+    EXPECT_NE(std::string(e.what()).find("round 0 kept 2 node(s), the most --nnodes allows, for join_timeout 0.3 s"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_GE(since(start), 0.3);
+
+  host.rdzv.node_left(x);  // node 1 lost (node 0 counted it so): its place is free
+  Agent c(store, inplace(settings(1, 2, 1, false)));
+  const RoundInfo y = join(c).get();
+  EXPECT_TRUE(y.attached);
+  EXPECT_EQ(y.node_rank, 2);  // a new node rank
+  EXPECT_EQ(y.first_rank, 2 + 1 * 1);
+  EXPECT_EQ(host.rdzv.node_ranks(h), 3);
+}

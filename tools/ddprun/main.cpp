@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/options.h"
@@ -78,16 +80,26 @@ int merge_timeline_at_end(const Options& options, int exit_code) {
   return exit_code;
 }
 
+// Node 0, several nodes: a node that went silent is lost, with its ranks (told to the rendezvous, if any).
+void report_lost_nodes(const std::vector<int>& nodes, const Options& options, const Attempt& attempt) {
+  for (int k : nodes) {
+    report("node " + std::to_string(k) + "'s ddprun went silent for " + seconds_text(options.heartbeat_timeout_s) +
+           " (--heartbeat-timeout): counted lost, with its ranks");
+    if (attempt.node_lost) attempt.node_lost(k);
+  }
+}
+
 // --recovery inplace: this attempt's ranks meet on a store node 0's ddprun hosts, which outlives any of them; each
 // rank that fails while others run is marked lost there by its node's ddprun, and the others rebuild their group
 // (ddp::Membership).
 AttemptOutcome run_inplace(const Options& options, const std::string& exec_path, const Attempt& attempt) {
   std::string error;
+  const int node = attempt.place.node_rank;
   // Node 0 hosts it; another node waits for it as long as its ranks would wait for a rendezvous.
   // An operation unanswered for the heartbeat timeout (at least 5 s) means node 0's ddprun or the link to it is gone.
   const double op_timeout_s = std::max(5.0, options.heartbeat_timeout_s > 0 ? options.heartbeat_timeout_s : 30.0);
-  auto store = open_rank_store(attempt.place.master_addr, attempt.place.master_port, attempt.place.world_size,
-                               attempt.place.node_rank, options.rdzv_timeout_s.value_or(600), op_timeout_s, &error);
+  auto store = open_rank_store(attempt.place.master_addr, attempt.place.master_port, attempt.place.world_size, node,
+                               options.rdzv_timeout_s.value_or(600), op_timeout_s, &error);
   if (!store) {
     report(error);
     return AttemptOutcome(1);
@@ -97,25 +109,40 @@ AttemptOutcome run_inplace(const Options& options, const std::string& exec_path,
   extras.replacements = options.max_restarts - attempt.restart_count;  // each replaced rank is a restart
   extras.replacement_env = {{ddp::launch_env::kJoin.name, "1"}};
   extras.min_ranks = options.min_ranks;
-  extras.alone_too = options.nnodes > 1;  // the other nodes' ranks go on when this node's last one is lost
-  if (options.nnodes == 1) return run_local(options, exec_path, attempt, extras);
-  if (attempt.place.node_rank > 0 && store->job_running()) {  // the job went on without this node: it comes back
+  extras.alone_too = options.nnodes_max > 1;  // the other nodes' ranks go on when this node's last one is lost
+  if (options.nnodes_max == 1) return run_local(options, exec_path, attempt, extras);
+  if (attempt.attached) {
+    extras.env = extras.replacement_env;          // a node that came to the running job
+  } else if (node > 0 && store->job_running()) {  // the job went on without this node: it comes back
     report("the job is running already (this node comes back after it was lost): its ranks join it");
     extras.env = extras.replacement_env;
   }
-  Attempt beating = attempt;  // another node says it is alive each --monitor-interval
-  if (attempt.place.node_rank > 0) beating.external_stop = [&store] { return store->beat(); };
-  AttemptOutcome outcome = run_local(options, exec_path, beating, extras);
-  if (attempt.place.node_rank > 0) {
-    store->done();
-  } else {  // the other nodes' ranks may still train: they need the store until they end
-    try {
-      for (int k : store->serve_until_others_end(options.nnodes, options.heartbeat_timeout_s))
-        report("node " + std::to_string(k) + "'s ddprun went silent for " + seconds_text(options.heartbeat_timeout_s) +
-               " (--heartbeat-timeout): counted lost, with its ranks");
-    } catch (const std::exception& e) {  // its own store: only a broken process gets here
-      report(std::string("warning: stopped serving the ranks' store early: ") + e.what());
+  const auto node_ranks = [&] { return attempt.node_ranks ? attempt.node_ranks() : options.nnodes; };
+  Attempt watched = attempt;  // each --monitor-interval: another node says it is alive; node 0 looks at them
+  watched.external_stop = [&]() -> std::string {
+    if (node > 0) {
+      if (std::string cut = store->beat(); !cut.empty()) return cut;
+    } else {
+      report_lost_nodes(store->watch(node_ranks(), options.heartbeat_timeout_s), options, attempt);
     }
+    return attempt.external_stop ? attempt.external_stop() : "";
+  };
+  AttemptOutcome outcome = run_local(options, exec_path, watched, extras);
+  if (node > 0) {
+    store->done();
+    return outcome;
+  }
+  try {  // the other nodes' ranks may still train: they need the store until they end
+    bool told = false;
+    for (;;) {
+      report_lost_nodes(store->watch(node_ranks(), options.heartbeat_timeout_s), options, attempt);
+      if (store->others_running() == 0) break;
+      if (!told) report("this node's ranks ended; serving the ranks' store until the other nodes' end");
+      told = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  } catch (const std::exception& e) {  // its own store: only a broken process gets here
+    report(std::string("warning: stopped serving the ranks' store early: ") + e.what());
   }
   return outcome;
 }
@@ -175,6 +202,8 @@ int main(int argc, char** argv) {
 
   if (options.rdzv_backend == Rdzv::kC10d)
     return merge_timeline_at_end(options, run_c10d(options, choice, [&](const Attempt& attempt) {
+                                   if (options.recovery == Recovery::kInplace)
+                                     return run_inplace(options, program.path, attempt);
                                    return run_local(options, program.path, attempt);
                                  }));
 

@@ -240,7 +240,7 @@ std::vector<Flag> declare() {
                        {{"restart", Recovery::kRestart}, {"inplace", Recovery::kInplace}}, "restart",
                        "restart | inplace: when a rank is lost, restart stops every rank (see --max-restarts); "
                        "inplace keeps the others running: they rebuild their group among themselves and go on "
-                       "(node 0's ddprun hosts their store; gloo, fixed nodes)"),
+                       "(node 0's ddprun hosts their store; gloo; with c10d, nodes that come join the running round)"),
       integer("--min-ranks,--min_ranks", &Options::min_ranks, 1, INT_MAX, "1",
               "--recovery inplace: the fewest ranks the job trains with (Horovod's --min-np): a loss that leaves "
               "fewer running stops the others, as --recovery restart does (they save the committed state first), "

@@ -227,11 +227,10 @@ std::string check_together(Options& o, const Given& given, int online_cpus) {
   const std::string error = o.rdzv_backend == Rdzv::kC10d ? check_c10d(o, given) : check_static(o, given);
   if (!error.empty()) return error;
   if (o.recovery == Recovery::kInplace) {
-    if (o.rdzv_backend == Rdzv::kC10d)
-      return "--recovery inplace runs on fixed nodes for now (--rdzv-backend static: --nnodes N --node-rank R "
-             "--master-addr, node 0's ddprun hosting the ranks' store); for --nnodes MIN:MAX use --recovery restart";
-    if (o.min_ranks > 1 && o.nnodes > 1)
-      return "--min-ranks counts one node's ranks: it cannot be used with --nnodes " + std::to_string(o.nnodes) +
+    if (o.min_ranks > 1 && o.nnodes_max > 1)
+      return "--min-ranks counts one node's ranks: it cannot be used with --nnodes " +
+             (o.nnodes_min == o.nnodes_max ? std::to_string(o.nnodes_max)
+                                           : std::to_string(o.nnodes_min) + ":" + std::to_string(o.nnodes_max)) +
              " yet";
     if (o.min_ranks > o.nproc_per_node)
       return "--min-ranks " + std::to_string(o.min_ranks) + " is more than the " + std::to_string(o.nproc_per_node) +

@@ -31,6 +31,11 @@ struct Attempt {
   // Multi-node (c10d): checked every --monitor-interval while the ranks run; a
   // non-empty reason (another node failed, nodes wait to join) stops them.
   std::function<std::string()> external_stop;
+  // --recovery inplace with c10d: this node attached to the running round (its ranks join the job); node 0 tells
+  // the rendezvous of each node counted lost, and asks how many node ranks the round gave out.
+  bool attached = false;
+  std::function<void(int node)> node_lost;
+  std::function<int()> node_ranks;
 };
 
 // How one attempt ended.

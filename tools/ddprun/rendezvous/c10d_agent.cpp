@@ -39,6 +39,24 @@ class SignalSleep {
 
 std::string plural(int n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
 
+// --recovery inplace: the round runs until the job ends; its ranks go on in place when nodes are lost, and nodes
+// that come attach to it (rendezvous.h). A node's failure ends this node only: no round restarts.
+int run_inplace_round(Rendezvous& rdzv, const RoundInfo& r, Attempt attempt, const RoundLaunch& launch) {
+  attempt.attached = r.attached;
+  attempt.node_lost = [&rdzv, &r](int) { rdzv.node_left(r); };
+  attempt.node_ranks = [&rdzv, &r] { return rdzv.node_ranks(r); };
+  const AttemptOutcome out = launch(attempt);
+  try {
+    rdzv.node_left(r);  // its place is free
+    if (out.exit_code == 0) rdzv.mark_done(r);
+  } catch (const RendezvousError& e) {  // the host's store ended with the job
+  }
+  if (out.exit_code == 0 && r.restart_count == 0) return 0;
+  if (out.exit_code == 0)
+    report("round " + std::to_string(r.round) + " succeeded after " + plural(r.restart_count, "restart"));
+  return out.exit_code;
+}
+
 }  // namespace
 
 int run_c10d(const Options& options, const LaunchBackend& backend, const RoundLaunch& launch) {
@@ -69,6 +87,7 @@ int run_c10d(const Options& options, const LaunchBackend& backend, const RoundLa
     return pick_free_port(&error);
   };
   settings.log = [](const std::string& line) { report(line); };
+  settings.inplace = options.recovery == Recovery::kInplace;
   Rendezvous rdzv(*store.kv, settings);
   report(std::string(store.is_host ? "hosting" : "joining") + " the c10d rendezvous at " + endpoint + " (job " +
          options.rdzv_id + ", --nnodes " + std::to_string(options.nnodes_min) + ":" +
@@ -88,11 +107,17 @@ int run_c10d(const Options& options, const LaunchBackend& backend, const RoundLa
       report("received " + signal_name(i.signal) + " during the rendezvous: stopping");
       return 128 + i.signal;
     }
-    report("round " + std::to_string(r.round) + ": node rank " + std::to_string(r.node_rank) + " of " +
-           std::to_string(r.nnodes) + " node(s), ranks " + std::to_string(r.first_rank) + ".." +
-           std::to_string(r.first_rank + options.nproc_per_node - 1) + " of " + std::to_string(r.world_size) +
-           ", MASTER_ADDR:MASTER_PORT " + r.master_addr + ":" + std::to_string(r.master_port) + ", restart count " +
-           std::to_string(r.restart_count));
+    if (r.attached)
+      report("round " + std::to_string(r.round) + ": node rank " + std::to_string(r.node_rank) +
+             ", attached (the round " + "started with " + std::to_string(r.nnodes) + " node(s), " +
+             std::to_string(r.world_size) + " ranks), MASTER_ADDR:MASTER_PORT " + r.master_addr + ":" +
+             std::to_string(r.master_port));
+    else
+      report("round " + std::to_string(r.round) + ": node rank " + std::to_string(r.node_rank) + " of " +
+             std::to_string(r.nnodes) + " node(s), ranks " + std::to_string(r.first_rank) + ".." +
+             std::to_string(r.first_rank + options.nproc_per_node - 1) + " of " + std::to_string(r.world_size) +
+             ", MASTER_ADDR:MASTER_PORT " + r.master_addr + ":" + std::to_string(r.master_port) + ", restart count " +
+             std::to_string(r.restart_count));
     Attempt attempt;
     attempt.backend = backend;
     attempt.place = {r.node_rank, r.nnodes, r.world_size, r.first_rank, r.master_addr, r.master_port};
@@ -106,6 +131,7 @@ int run_c10d(const Options& options, const LaunchBackend& backend, const RoundLa
         return lost;
       }
     };
+    if (settings.inplace) return run_inplace_round(rdzv, r, attempt, launch);
     AttemptOutcome out = launch(attempt);
     const int code = out.exit_code != 0 ? out.exit_code : (lost.empty() ? 0 : 1);
     if (!lost.empty() && out.exit_code != 0) {

@@ -54,45 +54,47 @@ class NodeStore final : public RankStore {
     }
   }
 
-  std::vector<int> serve_until_others_end(int max_nodes, double silent_s) override {
+  std::vector<int> watch(int node_ranks, double silent_s) override {
     const auto silent = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(silent_s));
-    std::vector<int64_t> beats(static_cast<size_t>(max_nodes), -1);  // -2: ended
-    std::vector<Clock::time_point> heard(static_cast<size_t>(max_nodes), Clock::now());
-    std::vector<int> silent_nodes;
-    bool told = false;
-    for (int left = 1; left > 0;) {
-      left = 0;
-      for (int k = 1; k < max_nodes; ++k) {
-        const auto i = static_cast<size_t>(k);
-        // A node that never beat never started; one that said done ended.
-        if (beats[i] == -2 || !kv_->check(key("beat", k)) || kv_->check(key("done", k))) {
-          beats[i] = -2;
-          continue;
-        }
-        if (const int64_t b = kv_->add(key("beat", k), 0); b != beats[i]) beats[i] = b, heard[i] = Clock::now();
-        if (silent_s > 0 && Clock::now() - heard[i] > silent) {  // --heartbeat-timeout 0: wait for it
-          beats[i] = -2;
-          silent_nodes.push_back(k);
-          continue;
-        }
-        ++left;
+    if (static_cast<int>(nodes_.size()) < node_ranks) nodes_.resize(static_cast<size_t>(node_ranks));
+    std::vector<int> lost;
+    running_ = 0;
+    for (int k = 1; k < node_ranks; ++k) {
+      Node& n = nodes_[static_cast<size_t>(k)];
+      if (n.ended) continue;
+      if (!kv_->check(key("beat", k))) continue;  // not started (yet)
+      if (kv_->check(key("done", k))) {
+        n.ended = true;
+        continue;
       }
-      if (left > 0 && !told) {
-        std::fprintf(stderr, "ddprun: this node's ranks ended; serving the ranks' store until the other nodes' end\n");
-        told = true;
+      if (const int64_t b = kv_->add(key("beat", k), 0); b != n.beats) n.beats = b, n.heard = Clock::now();
+      if (silent_s > 0 && Clock::now() - n.heard > silent) {
+        n.ended = true;
+        lost.push_back(k);
+        continue;
       }
-      if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      ++running_;
     }
-    return silent_nodes;
+    return lost;
   }
+
+  int others_running() const override { return running_; }
 
  private:
   static std::string key(const char* what, int node) {
     return std::string(ddp::membership_keys::kRoot) + "/node/" + std::to_string(node) + "/" + what;
   }
 
+  struct Node {  // another node, as node 0 watches it
+    int64_t beats = -1;
+    Clock::time_point heard = Clock::now();
+    bool ended = false;
+  };
+
   std::shared_ptr<RdzvKV> kv_;
   int node_;
+  std::vector<Node> nodes_;
+  int running_ = 0;
 };
 
 }  // namespace

@@ -23,12 +23,14 @@ class RankStore {
   virtual bool job_running() = 0;
 
   // Several nodes: another node's ddprun says it is alive (each --monitor-interval; an error message when node
-  // 0's store did not answer: this node is cut off) and, at its end, done. Node 0's keeps serving the store after
-  // its own ranks end until every node that ever beat (1 .. max_nodes - 1) is done or was silent for `silent_s`
-  // (its ddprun died with the node, or its link is cut); returns the nodes it counted lost so.
+  // 0's store did not answer: this node is cut off) and, at its end, done.
   virtual std::string beat() = 0;
   virtual void done() = 0;
-  virtual std::vector<int> serve_until_others_end(int max_nodes, double silent_s) = 0;
+  // Node 0's: one look at nodes 1 .. node_ranks - 1 (those that ever beat); returns those now counted lost, silent
+  // for `silent_s` (their ddprun died with the node, or their link is cut; 0: never).
+  virtual std::vector<int> watch(int node_ranks, double silent_s) = 0;
+  // After watch(): how many of the other nodes still run (neither done nor counted lost).
+  virtual int others_running() const = 0;
 };
 
 // Node `node` (its node rank): node 0 serves the store on host:port until the returned object is destroyed; the

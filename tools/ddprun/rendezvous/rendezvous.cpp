@@ -93,8 +93,32 @@ void Rendezvous::close_round(int round) {
   if (n > s_.max_nodes) n = s_.max_nodes;
   int port = s_.pick_port();
   if (port <= 0) throw RendezvousError(where() + ": cannot find a free port for the ranks' store on this host");
+  kv_.add(key(round, "live"), n);  // nodes in the running round (--recovery inplace), before anyone reads it
   kv_.set(key(round, "closed"), std::to_string(n) + " " + std::to_string(port) + " " + std::to_string(restart_count) +
                                     " " + std::to_string(host_index_));
+}
+
+RoundInfo Rendezvous::describe(int round, int index) {
+  Closed c = parse_closed(wait_key(key(round, "closed"), "round " + std::to_string(round) + " closing"));
+  // The host is node 0; the others follow in join order, as many as fit.
+  std::vector<int> members = {c.host_index};
+  for (int i = 1; static_cast<int>(members.size()) < c.nnodes; ++i)
+    if (i != c.host_index) members.push_back(i);
+  RoundInfo r;
+  r.round = round;
+  r.node_rank = -1;
+  r.nnodes = c.nnodes;
+  r.master_addr = s_.host;
+  r.master_port = c.port;
+  r.restart_count = c.restart_count;
+  for (int g = 0; g < c.nnodes; ++g) {
+    const int member = members[static_cast<size_t>(g)];
+    const std::string text =
+        wait_key(key(round, "nproc" + std::to_string(member)), "node " + std::to_string(g) + "'s registration");
+    if (member == index) r.node_rank = g, r.first_rank = r.world_size;
+    r.world_size += std::atoi(text.c_str());
+  }
+  return r;
 }
 
 RoundInfo Rendezvous::next_round() {
@@ -103,6 +127,11 @@ RoundInfo Rendezvous::next_round() {
   if (round < 0) {  // a node starting: the first round not closed yet
     round = 0;
     while (kv_.check(key(round, "closed"))) ++round;
+    RoundInfo running;  // --recovery inplace: the round before it may be running
+    if (s_.inplace && round > 0 && attach(round - 1, describe(round - 1, -1), &running)) {
+      next_ = round;
+      return running;
+    }
   }
   for (;;) {
     const int index = static_cast<int>(kv_.add(key(round, "joined"), 1));  // 1-based join order
@@ -111,43 +140,61 @@ RoundInfo Rendezvous::next_round() {
       host_index_ = index;
       close_round(round);
     }
-    Closed c = parse_closed(wait_key(key(round, "closed"), "round " + std::to_string(round) + " closing"));
-    // The host is node 0; the others follow in join order, as many as fit.
-    std::vector<int> members = {c.host_index};
-    for (int i = 1; static_cast<int>(members.size()) < c.nnodes; ++i)
-      if (i != c.host_index) members.push_back(i);
-    int node_rank = -1;
-    for (size_t g = 0; g < members.size(); ++g)
-      if (members[g] == index) node_rank = static_cast<int>(g);
-    if (node_rank < 0) {  // joined after the close: the next round (the running ones see us waiting)
+    RoundInfo r = describe(round, index);
+    if (r.node_rank < 0 && s_.inplace && attach(round, r, &r)) {
+      next_ = round + 1;
+      return r;
+    }
+    if (r.node_rank < 0) {  // joined after the close: the next round (the running ones see us waiting)
       if (s_.log)
-        s_.log("round " + std::to_string(round) + " closed with " + std::to_string(c.nnodes) +
+        s_.log("round " + std::to_string(round) + " closed with " + std::to_string(r.nnodes) +
                " node(s) before this node joined; waiting for the next round");
       ++round;
       continue;
-    }
-    RoundInfo r;
-    r.round = round;
-    r.node_rank = node_rank;
-    r.nnodes = c.nnodes;
-    r.master_addr = s_.host;
-    r.master_port = c.port;
-    r.restart_count = c.restart_count;
-    for (int g = 0; g < c.nnodes; ++g) {
-      const std::string text = wait_key(key(round, "nproc" + std::to_string(members[static_cast<size_t>(g)])),
-                                        "node " + std::to_string(g) + "'s registration");
-      const int nproc = std::atoi(text.c_str());
-      if (g == node_rank) r.first_rank = r.world_size;
-      r.world_size += nproc;
     }
     next_ = round + 1;
     return r;
   }
 }
 
+bool Rendezvous::attach(int round, const RoundInfo& closed, RoundInfo* r) {
+  const auto start = Clock::now();
+  bool told = false;
+  for (;;) {
+    if (kv_.check(key(round, "failed")) || kv_.add(key(round, "live"), 0) <= 0) return false;  // it ended
+    if (kv_.add(key(round, "live"), 1) <= s_.max_nodes) break;
+    kv_.add(key(round, "live"), -1);
+    if (!told && s_.log)
+      s_.log("round " + std::to_string(round) + " runs " + std::to_string(s_.max_nodes) +
+             " node(s), the most --nnodes allows: waiting for a place (a node that ends or is lost)");
+    told = true;
+    if (since(start) >= s_.join_timeout_s)
+      throw RendezvousError(where() + ": round " + std::to_string(round) + " kept " + std::to_string(s_.max_nodes) +
+                            " node(s), the most --nnodes allows, for join_timeout " + secs(s_.join_timeout_s) +
+                            " (--rdzv-conf join_timeout): no place for this node");
+    if (int sig = s_.sleep(s_.poll_s)) throw RdzvInterrupted{sig};
+  }
+  *r = closed;
+  const int extra = static_cast<int>(kv_.add(key(round, "extra"), 1));  // 1-based
+  r->node_rank = closed.nnodes + extra - 1;
+  r->first_rank = closed.world_size + (extra - 1) * s_.nproc;  // names only: its ranks join with new ids
+  r->attached = true;
+  if (s_.log)
+    s_.log("round " + std::to_string(round) + " is running (--recovery inplace): this node attaches to it as node " +
+           std::to_string(r->node_rank) + "; its ranks join the job");
+  return true;
+}
+
+void Rendezvous::node_left(const RoundInfo& r) { kv_.add(key(r.round, "live"), -1); }
+
+int Rendezvous::node_ranks(const RoundInfo& r) {
+  return r.nnodes + static_cast<int>(kv_.add(key(r.round, "extra"), 0));
+}
+
 std::string Rendezvous::should_stop(const RoundInfo& r) {
   if (kv_.check(key(r.round, "failed")))
     return "round " + std::to_string(r.round) + " failed on " + kv_.get(key(r.round, "failed"));
+  if (s_.inplace) return "";  // nodes that come attach to the running round
   if (kv_.check(key(r.round, "grow"))) return kv_.get(key(r.round, "grow"));
   if (r.nnodes < s_.max_nodes) {
     int64_t waiting = kv_.add(key(r.round + 1, "joined"), 0);

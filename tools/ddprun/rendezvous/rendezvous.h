@@ -51,6 +51,9 @@ struct RdzvSettings {
   std::function<int()> pick_port;
   // Progress lines for the user (optional).
   std::function<void(const std::string&)> log;
+  // --recovery inplace: a node that comes after the close attaches to the running round (its ranks join the job)
+  // while the round has fewer than max_nodes nodes left; nodes waiting never make a running round restart.
+  bool inplace = false;
 };
 
 // One closed round, as this node takes part in it.
@@ -63,6 +66,7 @@ struct RoundInfo {
   std::string master_addr;
   int master_port = 0;
   int restart_count = 0;  // failed rounds before this one
+  bool attached = false;  // --recovery inplace: joined the round while it ran (node_rank >= nnodes)
 };
 
 // ddprun got a stop signal while waiting in the rendezvous.
@@ -88,6 +92,10 @@ class Rendezvous {
   bool failed(const RoundInfo& r);
   // This node leaves the job (its ranks all exited 0, or it gives up).
   void mark_done(const RoundInfo& r);
+  // --recovery inplace: a node of `r` ended or was counted lost (its place is free for a node to attach), and the
+  // node ranks `r` gave out so far (attached nodes included).
+  void node_left(const RoundInfo& r);
+  int node_ranks(const RoundInfo& r);
   // The host, before it exits (its store goes with it): waits until every node of `r` is done (exited or
   // gave up), `r` failed (with stop_on_failure) or `timeout_s` passed. Returns the number of nodes done.
   int wait_done(const RoundInfo& r, double timeout_s, bool stop_on_failure);
@@ -99,6 +107,10 @@ class Rendezvous {
   // Waits until `k` exists (host's progress), polling; throws after join_timeout.
   std::string wait_key(const std::string& k, const std::string& what);
   void close_round(int round);  // the host: waits for the closing rule, then publishes the round
+  // Round `round` once closed, as the node with join index `index` takes part in it (node_rank -1: not a member).
+  RoundInfo describe(int round, int index);
+  // --recovery inplace: this node came after `round` closed; a place in it while it runs, else false.
+  bool attach(int round, const RoundInfo& closed, RoundInfo* r);
 
   RdzvKV& kv_;
   RdzvSettings s_;
