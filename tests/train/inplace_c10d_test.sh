@@ -8,6 +8,9 @@
 #             attaches, its ranks join: 4 -> 2 -> 4.
 #   full:     both agents in the round; a third agent finds the round at --nnodes' 2, waits for a place and fails
 #             after join_timeout, naming the limit; the job goes on and ends normally.
+#   below_min: --nnodes 2 (MIN 2), --max-restarts 1; agent 1 SIGKILLed: node 0 counts it lost, one node is fewer
+#             than MIN, so it fails the round: its ranks save the committed state on the stop, and it re-joins the
+#             rendezvous (the restart path); agent 1 started again, round 1 resumes from that very step.
 # usage: inplace_c10d_test.sh DDPRUN DDP_TRAIN CASE
 set -euo pipefail
 ddprun=$1 train=$2 case=$3
@@ -21,7 +24,7 @@ port=$(${DDP_PYTHON:-/usr/bin/python3} -c 'import socket; s=socket.socket(); s.b
 agent() {  # TAG EXTRA_FLAGS...: an agent in the background, its pid in $pid, its output in $work/TAG.log
   local tag=$1
   shift
-  "$ddprun" --nnodes 1:2 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id inplace-c10d --nproc-per-node 2 \
+  "$ddprun" --nnodes "$nnodes" --rdzv-endpoint "127.0.0.1:$port" --rdzv-id inplace-c10d --nproc-per-node 2 \
     --rdzv-conf last_call_timeout=1 --recovery inplace --heartbeat-timeout 2 --monitor-interval 0.1 "$@" \
     "$train" "${args[@]}" > "$work/$tag.log" 2>&1 &
   pid=$!
@@ -31,7 +34,9 @@ wait_line() {  # FILE TEXT
   fail "no '$2' in $1 within 90 s"
 }
 has() { grep -qE -- "$2" "$work/$1.log" || fail "$1's output lacks: $2"; }
-agent a0
+nnodes=1:2 first=()
+[ "$case" = below_min ] && nnodes=2 first=(--max-restarts 1)
+agent a0 "${first[@]}"
 a0=$pid
 wait_line "$work/a0.log" "hosting the c10d rendezvous"
 case $case in
@@ -39,8 +44,8 @@ case $case in
     wait_line "$work/a0.log" "epoch 2/$epochs"
     agent a1
     a1=$pid ;;
-  comeback|full)
-    agent a1
+  comeback|full|below_min)
+    agent a1 "${first[@]}"
     a1=$pid
     wait_line "$work/a0.log" "epoch 2/$epochs" ;;
 esac
@@ -51,6 +56,13 @@ case $case in
     wait_line "$work/a0.log" "node 1's ddprun went silent for 2 s"
     mv "$work/a1.log" "$work/a1-lost.log"
     agent a1
+    a1=$pid ;;
+  below_min)
+    kill -KILL $a1
+    wait $a1 || true
+    wait_line "$work/a0.log" "re-joining the rendezvous for round 1"
+    mv "$work/a1.log" "$work/a1-lost.log"
+    agent a1 "${first[@]}"
     a1=$pid ;;
   full)
     agent a2 --rdzv-conf last_call_timeout=1,join_timeout=3
@@ -77,6 +89,14 @@ case $case in
     has a0 "^\[rank 0\] replicas identical after in-place recovery: 4 rank\(s\)" ;;
   full)
     has a0 "round 0: node rank 0 of 2 node\(s\)" ;;
+  below_min)
+    has a0 "node 1's ddprun went silent for 2 s"
+    has a0 "round 0 failed on node 0: only 1 node left, fewer than --nnodes' minimum 2 \(--recovery inplace falls back to the restart path\)"
+    has a0 "re-joining the rendezvous for round 1 \(restart 1 of 1\)"
+    saved=$(grep -oE "preempted \(SIGTERM\): stopped after step [0-9]+" "$work/a0.log" | grep -oE "[0-9]+$" | head -1)
+    [ -n "$saved" ] || fail "node 0's ranks did not save the committed state on the stop"
+    has a0 "^\[rank 0\] resumed from .* at epoch [0-9]+, step $saved$"
+    has a0 "round 1 succeeded after 1 restart" ;;
 esac
 has a0 "^\[rank 0\] epoch $epochs/$epochs "
-grep -hE "round 0|in-place recovery|admitted new ranks|joined the running job|went silent|most --nnodes" "$work"/a*.log
+grep -hE "round [01]|in-place recovery|preempted|resumed from|admitted new ranks|joined the running job|went silent|most --nnodes" "$work"/a*.log

@@ -40,21 +40,28 @@ class SignalSleep {
 std::string plural(int n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
 
 // --recovery inplace: the round runs until the job ends; its ranks go on in place when nodes are lost, and nodes
-// that come attach to it (rendezvous.h). A node's failure ends this node only: no round restarts.
-int run_inplace_round(Rendezvous& rdzv, const RoundInfo& r, Attempt attempt, const RoundLaunch& launch) {
+// that come attach to it (rendezvous.h). A node's failure ends that node only, unless fewer than MIN nodes are
+// left: the host then fails the round, and every node takes the restart path.
+AttemptOutcome launch_inplace(Rendezvous& rdzv, const RoundInfo& r, Attempt attempt, const RoundLaunch& launch,
+                              int min_nodes) {
   attempt.attached = r.attached;
   attempt.node_lost = [&rdzv, &r](int) { rdzv.node_left(r); };
   attempt.node_ranks = [&rdzv, &r] { return rdzv.node_ranks(r); };
-  const AttemptOutcome out = launch(attempt);
+  if (r.node_rank == 0) {
+    attempt.external_stop = [&rdzv, &r, min_nodes, stop = attempt.external_stop]() -> std::string {
+      if (const int live = rdzv.live_nodes(r); live < min_nodes && !rdzv.failed(r))
+        rdzv.mark_failed(r, "only " + plural(live, "node") + " left, fewer than --nnodes' minimum " +
+                                std::to_string(min_nodes) + " (--recovery inplace falls back to the restart path)");
+      return stop();
+    };
+  }
+  AttemptOutcome out = launch(attempt);
   try {
     rdzv.node_left(r);  // its place is free
     if (out.exit_code == 0) rdzv.mark_done(r);
-  } catch (const RendezvousError& e) {  // the host's store ended with the job
+  } catch (const RendezvousError&) {  // the host's store ended with the job
   }
-  if (out.exit_code == 0 && r.restart_count == 0) return 0;
-  if (out.exit_code == 0)
-    report("round " + std::to_string(r.round) + " succeeded after " + plural(r.restart_count, "restart"));
-  return out.exit_code;
+  return out;
 }
 
 }  // namespace
@@ -131,8 +138,22 @@ int run_c10d(const Options& options, const LaunchBackend& backend, const RoundLa
         return lost;
       }
     };
-    if (settings.inplace) return run_inplace_round(rdzv, r, attempt, launch);
-    AttemptOutcome out = launch(attempt);
+    AttemptOutcome out;
+    if (settings.inplace) {
+      out = launch_inplace(rdzv, r, attempt, launch, options.nnodes_min);
+      bool failed = false;
+      try {
+        failed = rdzv.failed(r);
+      } catch (const RendezvousError&) {  // the host's store ended with the job
+      }
+      if (!failed) {  // the job ended here: no round restarts under inplace
+        if (out.exit_code == 0 && r.restart_count > 0)
+          report("round " + std::to_string(r.round) + " succeeded after " + plural(r.restart_count, "restart"));
+        return out.exit_code;
+      }  // fewer than MIN nodes: the restart path, below
+    } else {
+      out = launch(attempt);
+    }
     const int code = out.exit_code != 0 ? out.exit_code : (lost.empty() ? 0 : 1);
     if (!lost.empty() && out.exit_code != 0) {
       report(lost + "; cannot re-join: exiting");

@@ -187,6 +187,8 @@ bool Rendezvous::attach(int round, const RoundInfo& closed, RoundInfo* r) {
 
 void Rendezvous::node_left(const RoundInfo& r) { kv_.add(key(r.round, "live"), -1); }
 
+int Rendezvous::live_nodes(const RoundInfo& r) { return static_cast<int>(kv_.add(key(r.round, "live"), 0)); }
+
 int Rendezvous::node_ranks(const RoundInfo& r) {
   return r.nnodes + static_cast<int>(kv_.add(key(r.round, "extra"), 0));
 }

@@ -95,6 +95,7 @@ class Rendezvous {
   // --recovery inplace: a node of `r` ended or was counted lost (its place is free for a node to attach), and the
   // node ranks `r` gave out so far (attached nodes included).
   void node_left(const RoundInfo& r);
+  int live_nodes(const RoundInfo& r);  // the round's nodes neither ended nor lost
   int node_ranks(const RoundInfo& r);
   // The host, before it exits (its store goes with it): waits until every node of `r` is done (exited or
   // gave up), `r` failed (with stop_on_failure) or `timeout_s` passed. Returns the number of nodes done.
