@@ -1,6 +1,7 @@
 // A program for in-place recovery tests, run under ddprun --recovery inplace:
-//   inplace_probe STEPS R:S[:stop],...
-// Rank R SIGKILLs itself (":stop": SIGSTOPs itself) before step S. Every step all-reduces (id + 1) * (step + 1)
+//   inplace_probe STEPS R:S[:stop|:rebuild],...
+// Rank R SIGKILLs itself (":stop": SIGSTOPs itself) before step S (":rebuild": when a loss makes it rebuild at or
+// after step S, before it does: a second loss while the others rebuild). Every step all-reduces (id + 1) * (step + 1)
 // over 4096 doubles, checks the sum against the current members, then sleeps 20 ms. After a rebuild the members go
 // on from the highest step any of them completed (a member may have completed the failed one). Prints
 // "member I: STEPS steps checked, generation G, members A,B" and exits 0; a wrong sum exits 3; a ddp::Error out of
@@ -22,6 +23,7 @@ namespace {
 struct Fault {
   int step = -1;
   bool stop = false;
+  bool in_rebuild = false;
 };
 
 std::map<int, Fault> parse_faults(const std::string& spec) {
@@ -32,6 +34,7 @@ std::map<int, Fault> parse_faults(const std::string& spec) {
     const auto a = item.find(':'), b = item.find(':', a + 1);
     f.step = std::stoi(item.substr(a + 1, b - a - 1));
     f.stop = b != std::string::npos && item.substr(b + 1) == "stop";
+    f.in_rebuild = b != std::string::npos && item.substr(b + 1) == "rebuild";
     out[std::stoi(item.substr(0, a))] = f;
   }
   return out;
@@ -48,7 +51,8 @@ int run(int steps, const std::map<int, Fault>& faults) {
   const int id = m->id();
   int step = 0;
   while (step < steps) {
-    if (auto f = faults.find(id); f != faults.end() && f->second.step == step) {
+    const auto f = faults.find(id);
+    if (f != faults.end() && f->second.step == step && !f->second.in_rebuild) {
       std::printf("member %d: %s itself before step %d\n", id, f->second.stop ? "stops" : "kills", step);
       std::fflush(stdout);
       std::raise(f->second.stop ? SIGSTOP : SIGKILL);
@@ -66,6 +70,11 @@ int run(int steps, const std::map<int, Fault>& faults) {
       ++step;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     } catch (const ddp::CommError& e) {
+      if (f != faults.end() && f->second.in_rebuild && step >= f->second.step) {
+        std::printf("member %d: kills itself as the others rebuild, at step %d\n", id, step);
+        std::fflush(stdout);
+        std::raise(SIGKILL);
+      }
       m->rebuild(e.what());
       at::Tensor s = at::full({1}, step, at::kLong);
       ddp::AllReduceOptions max;
@@ -83,7 +92,7 @@ int run(int steps, const std::map<int, Fault>& faults) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: inplace_probe STEPS R:S[:stop],...\n");
+    std::fprintf(stderr, "usage: inplace_probe STEPS R:S[:stop|:rebuild],...\n");
     return 2;
   }
   try {

@@ -1,6 +1,6 @@
 #!/bin/bash
 # ddprun --recovery inplace over inplace_probe: ranks killed (rank 0, the old store host, included), two at once,
-# one after another, one stopped past the heartbeat timeout; every survivor checks every step's sum against the
+# one after another, one while the others rebuild, one stopped past the heartbeat timeout; every survivor checks every step's sum against the
 # members it has, and ends in the expected generation with the expected members. Then: no survivor at all fails
 # the job; mpi and several nodes are refused.
 # Usage: inplace_test.sh DDPRUN INPLACE_PROBE
@@ -44,6 +44,7 @@ case_ok 3 1:5,2:20 2 0
 case_ok 4 3:4,0:12,1:30 3 2
 case_ok 3 1:6:stop 1 0,2 --heartbeat-timeout 1
 grep -q "rank 1 (pid [0-9]*) is still stopped after 1 s: killing it (SIGKILL)" "$out" || bad "stop: no kill line"
+case_ok 4 1:10,2:0:rebuild 1 0,3  # rank 2 dies while the others rebuild after rank 1's loss
 
 echo "--- no survivor: the job fails"
 timeout 120 "$ddprun" --standalone --nproc-per-node 2 --recovery inplace "$probe" 40 0:3,1:3 >"$out" 2>&1
