@@ -272,6 +272,9 @@ std::unique_ptr<Membership> Membership::join(StorePtr store, int first_world, Me
   m->id_ = first_world + number - 1;
   m->store_->set(membership_keys::pid_key(m->options_.node, ::getpid()), bytes(std::to_string(m->id_)));
   m->store_->set("joiner/" + std::to_string(number), bytes(std::to_string(m->id_)));
+  std::fprintf(stderr, "[elastic] member %d: asked to join; the members admit joiners at their next step boundary\n",
+               m->id_);
+  std::fflush(stderr);
   const auto deadline = Clock::now() + m->options_.timeout;
   int said = -1;  // the generation this joiner said it is alive in
   for (;;) {
