@@ -45,7 +45,7 @@ ranks() {
     done
   done
 }
-last_step() { sed -n 's/.*"step":\([0-9]*\).*/\1/p' "$OUT/soak/metrics.jsonl" 2>/dev/null | tail -n1; }
+last_step() { { sed -n 's/.*"step":\([0-9]*\).*/\1/p' "$OUT/soak/metrics.jsonl" 2>/dev/null || true; } | tail -n1; }  # none yet: ""
 kills=0
 : > "$OUT/kills.txt"
 while [ $kills -lt "$KILLS" ] && kill -0 $launcher 2>/dev/null; do
