@@ -49,7 +49,8 @@ AttemptOutcome launch_inplace(Rendezvous& rdzv, const RoundInfo& r, Attempt atte
   attempt.node_ranks = [&rdzv, &r] { return rdzv.node_ranks(r); };
   if (r.node_rank == 0) {
     attempt.external_stop = [&rdzv, &r, min_nodes, stop = attempt.external_stop]() -> std::string {
-      if (const int live = rdzv.live_nodes(r); live < min_nodes && !rdzv.failed(r))
+      // A node that ended normally ended the job: fewer nodes then is its end, not a loss.
+      if (const int live = rdzv.live_nodes(r); live < min_nodes && !rdzv.failed(r) && !rdzv.any_done(r))
         rdzv.mark_failed(r, "only " + plural(live, "node") + " left, fewer than --nnodes' minimum " +
                                 std::to_string(min_nodes) + " (--recovery inplace falls back to the restart path)");
       return stop();
@@ -57,9 +58,9 @@ AttemptOutcome launch_inplace(Rendezvous& rdzv, const RoundInfo& r, Attempt atte
   }
   AttemptOutcome out = launch(attempt);
   try {
-    rdzv.node_left(r);  // its place is free
-    if (out.exit_code == 0) rdzv.mark_done(r);
-  } catch (const RendezvousError&) {  // the host's store ended with the job
+    if (out.exit_code == 0) rdzv.mark_done(r);  // first: the host never sees it gone without it done
+    rdzv.node_left(r);                          // its place is free
+  } catch (const RendezvousError&) {            // the host's store ended with the job
   }
   return out;
 }

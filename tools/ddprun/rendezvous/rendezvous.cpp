@@ -189,6 +189,8 @@ void Rendezvous::node_left(const RoundInfo& r) { kv_.add(key(r.round, "live"), -
 
 int Rendezvous::live_nodes(const RoundInfo& r) { return static_cast<int>(kv_.add(key(r.round, "live"), 0)); }
 
+bool Rendezvous::any_done(const RoundInfo& r) { return kv_.add(key(r.round, "done"), 0) > 0; }
+
 int Rendezvous::node_ranks(const RoundInfo& r) {
   return r.nnodes + static_cast<int>(kv_.add(key(r.round, "extra"), 0));
 }

@@ -96,6 +96,7 @@ class Rendezvous {
   // node ranks `r` gave out so far (attached nodes included).
   void node_left(const RoundInfo& r);
   int live_nodes(const RoundInfo& r);  // the round's nodes neither ended nor lost
+  bool any_done(const RoundInfo& r);   // a node of `r` ended normally (mark_done)
   int node_ranks(const RoundInfo& r);
   // The host, before it exits (its store goes with it): waits until every node of `r` is done (exited or
   // gave up), `r` failed (with stop_on_failure) or `timeout_s` passed. Returns the number of nodes done.
