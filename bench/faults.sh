@@ -45,6 +45,16 @@ rank_pid() {
   done
 }
 finish() { rc=0; wait "$launcher" || rc=$?; }
+# kill_until LOG TAG TEXT: once LOG has "epoch 2/", SIGKILLs rank 1 of TAG's run; sets $took to the seconds until
+# LOG has TEXT (60 s at most), then waits for ddprun ($rc).
+kill_until() {
+  wait_line "$1" "epoch 2/"
+  kill -9 "$(rank_pid 1 "$2")"
+  local t=$(now)
+  for _ in $(seq 6000); do grep -q -- "$3" "$1" && break; sleep 0.01; done
+  took=$(since "$t")
+  finish
+}
 train() { echo "$build/bin/ddp-train" "$@" --no-progress; }
 
 case_kill() {  # SIGKILL of rank 1 mid-training
@@ -74,37 +84,22 @@ case_preempt() {  # SIGTERM to ddprun: the ranks finish the step, checkpoint, ex
 }
 case_elastic() {  # SIGKILL of rank 1 with --max-restarts 1: every rank restarts from the last checkpoint
   launch "$work/el.log" --backend "$1" --max-restarts 1 $(train mlp --epochs 12 --checkpoint-every 20 --out-dir "$work/el-$1")
-  wait_line "$work/el.log" "epoch 2/"
-  kill -9 "$(rank_pid 1 "el-$1")"
-  local t=$(now)
-  wait_line "$work/el.log" "resumed from"
-  local resumed=$(since "$t")
-  finish
-  row "rank 1 SIGKILLed, --max-restarts 1" "$1" "$rc" "$resumed s to the resume" \
+  kill_until "$work/el.log" "el-$1" "resumed from"
+  row "rank 1 SIGKILLed, --max-restarts 1" "$1" "$rc" "$took s to the resume" \
     "$(grep -o 'resumed from [^ ]*' "$work/el.log" | head -1 | sed 's|.*/||'); $(grep -o 'attempt 1 succeeded.*' "$work/el.log")"
 }
 case_inplace() {  # SIGKILL of rank 1 with --recovery inplace: the survivors go on from their memory
   [ "$1" = gloo ] || { row "rank 1 SIGKILLed, --recovery inplace" "$1" 2 - "refused: OpenMPI's communicators cannot survive a lost rank"; return; }
   launch "$work/ip.log" --backend "$1" --recovery inplace $(train mlp --epochs 12 --data sampler --out-dir "$work/ip-$1")
-  wait_line "$work/ip.log" "epoch 2/"
-  kill -9 "$(rank_pid 1 "ip-$1")"
-  local t=$(now)
-  for _ in $(seq 6000); do grep -q "in-place recovery" "$work/ip.log" && break; sleep 0.01; done
-  local going=$(since "$t")
-  finish
-  row "rank 1 SIGKILLed, --recovery inplace" "$1" "$rc" "$going s to going on (0 steps redone)" \
+  kill_until "$work/ip.log" "ip-$1" "in-place recovery"
+  row "rank 1 SIGKILLed, --recovery inplace" "$1" "$rc" "$took s to going on (0 steps redone)" \
     "$(grep -o 'in-place recovery: world [^(]*' "$work/ip.log" | head -1)$(grep -o 'going on from step [0-9]* ([^)]*) in [0-9.]* s' "$work/ip.log" | head -1); $(grep -o 'lost rank(s) .*' "$work/ip.log")"
 }
 case_min_ranks() {  # the same kill below --min-ranks: the survivors save the committed state, every rank restarts
   [ "$1" = gloo ] || { row "rank 1 SIGKILLed, --recovery inplace --min-ranks" "$1" 2 - "refused: OpenMPI's communicators cannot survive a lost rank"; return; }
   launch "$work/mr.log" --backend "$1" --recovery inplace --min-ranks "$np" --max-restarts 1 $(train mlp --epochs 12 --data sampler --out-dir "$work/mr-$1")
-  wait_line "$work/mr.log" "epoch 2/"
-  kill -9 "$(rank_pid 1 "mr-$1")"
-  local t=$(now)
-  wait_line "$work/mr.log" "resumed from"
-  local resumed=$(since "$t")
-  finish
-  row "rank 1 SIGKILLed, --recovery inplace --min-ranks $np --max-restarts 1" "$1" "$rc" "$resumed s to the resume (0 steps redone)" \
+  kill_until "$work/mr.log" "mr-$1" "resumed from"
+  row "rank 1 SIGKILLed, --recovery inplace --min-ranks $np --max-restarts 1" "$1" "$rc" "$took s to the resume (0 steps redone)" \
     "$(grep -o 'preempted (SIGTERM): stopped after step [0-9]*' "$work/mr.log" | head -1); $(grep -o 'resumed from [^ ]* at epoch [0-9]*, step [0-9]*' "$work/mr.log" | head -1 | sed 's|from .*/|from |'); $(grep -o 'attempt 1 succeeded.*' "$work/mr.log")"
 }
 case_disk_full() {  # --out-dir on a 16 MiB tmpfs: the second checkpoint does not fit
