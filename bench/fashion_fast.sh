@@ -37,19 +37,4 @@ for i in "${!jobs[@]}"; do
   end=$(date +%s.%N)
   printf '%s\t%s\t%s\t%s\n' "$name" "$dir" "$start" "$end" >> "$OUT/runs.tsv"
 done
-$PY - "$OUT/runs.tsv" <<'PY'
-import json, os, sys
-print("| run | first evaluation >= 90% (epoch) | acc1 then | wall s to 90% | final acc1 | wall s in all |")
-print("|---|---|---|---|---|---|")
-for line in open(sys.argv[1]):
-    name, d, start, end = line.rstrip("\n").split("\t")
-    start, end = float(start), float(end)
-    if os.path.exists(d + ".json"):  # the peer
-        evals = [(e["epoch"], e["acc1"], e["unix_time"]) for e in json.load(open(d + ".json"))["evals"]]
-    else:
-        rows = [json.loads(l) for l in open(d + "/metrics.jsonl")]
-        evals = [(r["epoch"], r["acc1/val"], r["unix_time"]) for r in rows if r.get("kind") in ("eval", "epoch")]
-    hit = next((e for e in evals if e[1] >= 0.90), None)
-    cross = f"{hit[0]:.2f} | {100 * hit[1]:.2f}% | **{hit[2] - start:.1f}**" if hit else "none | | -"
-    print(f"| {name} | {cross} | {100 * evals[-1][1]:.2f}% | {end - start:.1f} |")
-PY
+$PY bench/time_to_accuracy.py "$OUT/runs.tsv" --target 0.90

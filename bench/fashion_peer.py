@@ -3,6 +3,7 @@ FashionCNN on Fashion-MNIST, same flags, schedule, sampler, evaluation and JSON
 schema, for time-to-accuracy beside ours (bench/compare_train.py reads both).
 Run: build/bin/ddprun --nproc-per-node 2 --standalone /usr/bin/python3 bench/fashion_peer.py --json w2.json
      build/bin/ddprun --nproc-per-node 1 --standalone /usr/bin/python3 bench/fashion_peer.py --no-ddp --json w1.json
+     ... bench/fashion_peer.py --device cuda   # on LOCAL_RANK's GPU, DDP over nccl, the data held on the GPU
 Threads per rank follow OMP_NUM_THREADS (1 when unset). ddprun gives each rank cores / nproc-per-node, i.e. 2 at
 world 1 on two cores: export OMP_NUM_THREADS=1 (as bench/ddp.sh does) to compare worlds at 1 thread per rank."""
 import argparse
@@ -118,16 +119,17 @@ def parse_schedule(spec):
 
 def evaluate(model, x, y, batch, rank, world, use_dist):
     """Every test sample exactly once over the ranks: this rank takes r, r+W, ...; sums all-reduced in float64."""
-    idx = torch.arange(rank, x.size(0), world)
-    sums = torch.zeros(4, dtype=torch.float64)  # loss sum, top-1 hits, top-5 hits, samples
+    idx = torch.arange(rank, x.size(0), world, device=x.device)
+    sums = torch.zeros(4, dtype=torch.float64, device=x.device)  # loss sum, top-1 hits, top-5 hits, samples
     model.eval()
     with torch.no_grad():
         for start in range(0, idx.numel(), batch):
             i = idx[start:start + batch]
             logits, target = model(x.index_select(0, i)), y.index_select(0, i)
             top = logits.topk(min(5, logits.size(1)), 1).indices.eq(target.unsqueeze(1))
-            sums += torch.tensor([F.cross_entropy(logits, target, reduction="sum").item(),
-                                  top[:, 0].sum().item(), top.any(1).sum().item(), i.numel()], dtype=torch.float64)
+            sums += torch.stack([F.cross_entropy(logits, target, reduction="sum").double(), top[:, 0].sum().double(),
+                                 top.any(1).sum().double(), torch.tensor(float(i.numel()), dtype=torch.float64,
+                                                                         device=x.device)])
     model.train()
     if use_dist:
         dist.all_reduce(sums)
@@ -153,8 +155,17 @@ def main():
     p.add_argument("--limit-train", type=int, default=0, help="first N training samples (0: all)")
     p.add_argument("--limit-test", type=int, default=0, help="first N test samples (0: all)")
     p.add_argument("--no-ddp", action="store_true", help="world 1 only: a plain loop, no process group")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda: LOCAL_RANK's GPU (DDP over nccl)")
     p.add_argument("--json", default="")
     a = p.parse_args()
+    if a.device not in ("cpu", "cuda"):
+        sys.exit(f"fashion_peer.py: --device {a.device}: use cpu or cuda")
+    device = torch.device("cpu")
+    if a.device == "cuda":
+        if not torch.cuda.is_available():
+            sys.exit(f"fashion_peer.py: --device cuda: no GPU is visible to torch {torch.__version__}")
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+        torch.cuda.set_device(device)
     schedule = parse_schedule(a.schedule)
     threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
     torch.set_num_threads(threads)
@@ -164,14 +175,16 @@ def main():
     if not use_ddp and world > 1:
         sys.exit("fashion_peer.py: --no-ddp needs a world of 1")
     if use_ddp:
-        dist.init_process_group("gloo")
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     rank = dist.get_rank() if use_ddp else 0
 
     train_x, train_y = load(a.data_dir, "train", a.limit_train)
     test_x, test_y = load(a.data_dir, "test", a.limit_test)
+    train_x, train_y, test_x, test_y = (t.to(device) for t in (train_x, train_y, test_x, test_y))
     torch.manual_seed(a.seed)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
-    net = FashionCNN()
-    model = nn.parallel.DistributedDataParallel(net) if use_ddp else net
+    net = FashionCNN().to(device)
+    model = nn.parallel.DistributedDataParallel(net, device_ids=[device] if device.type == "cuda" else None) \
+        if use_ddp else net
     torch.manual_seed(a.seed * 1000003 + 1 + rank)  # dropout differs across ranks
     opt = torch.optim.SGD(net.parameters(), lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay,
                           nesterov=a.momentum > 0)
@@ -184,10 +197,12 @@ def main():
                   weight_decay=a.weight_decay, nesterov=a.momentum > 0, schedule=a.schedule, seed=a.seed,
                   data_dir=a.data_dir, eval_batch=a.eval_batch, train_samples=train_x.size(0),
                   test_samples=test_x.size(0), steps_per_epoch=steps_per_epoch, total_steps=total_steps,
-                  eval_every=a.eval_every, sampler="DistributedSampler", backend="gloo" if use_ddp else None, threads_per_rank=threads,
+                  eval_every=a.eval_every, sampler="DistributedSampler",
+                  backend=("nccl" if device.type == "cuda" else "gloo") if use_ddp else None, device=str(device),
+                  threads_per_rank=threads,
                   torch=torch.__version__)
     if rank == 0:
-        print(f"pytorch fashion-mnist: {world} rank(s), {'DDP over gloo' if use_ddp else 'no DDP'}, "
+        print(f"pytorch fashion-mnist: {world} rank(s), {'DDP over ' + config['backend'] if use_ddp else 'no DDP'} on {device}, "
               f"{train_x.size(0)} training samples, {test_x.size(0)} test samples, batch {a.batch_size} per rank, "
               f"{steps_per_epoch} steps per epoch, lr {a.lr} ({a.schedule})", flush=True)
 
@@ -197,9 +212,9 @@ def main():
     t_begin = time.perf_counter()
     for epoch in range(a.epochs):
         sampler.set_epoch(epoch)
-        order = torch.tensor(list(sampler), dtype=torch.long)
+        order = torch.tensor(list(sampler), dtype=torch.long, device=device)
         t0 = time.perf_counter()
-        loss_sum = 0.0
+        loss_sum = torch.zeros((), dtype=torch.float64, device=device)  # read at the epoch's end: no sync per step
         for b in range(steps_per_epoch):
             i = order[b * a.batch_size:(b + 1) * a.batch_size]
             lr = a.lr * schedule(step, total_steps)
@@ -210,9 +225,11 @@ def main():
             loss.backward()
             opt.step()
             step += 1
-            loss_sum += loss.item()
+            loss_sum += loss.detach().double()
             # ddp-train's --eval-every: not within half an interval of the epoch's end (evaluated anyway)
             if a.eval_every > 0 and step % a.eval_every == 0 and 2 * (steps_per_epoch - b - 1) >= a.eval_every:
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)  # the steps before are training time
                 e0 = time.perf_counter()
                 r = evaluate(model, test_x, test_y, a.eval_batch, rank, world, use_ddp)
                 evals.append(dict(step=step, epoch=epoch + (b + 1) / steps_per_epoch, acc1=r["acc1"],
@@ -220,6 +237,7 @@ def main():
                 if rank == 0:
                     print(f"step {step} (epoch {evals[-1]['epoch']:.2f}) | acc1 {100 * r['acc1']:.2f}%", flush=True)
                 t0 += time.perf_counter() - e0  # evaluation is not training time
+        loss_sum = loss_sum.item()  # waits for the epoch's last step
         train_s = time.perf_counter() - t0
         train_total += train_s
         r = evaluate(model, test_x, test_y, a.eval_batch, rank, world, use_ddp)

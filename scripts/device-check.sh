@@ -2,15 +2,19 @@
 # The GPU check (issue "GPUs"), for a machine with a GPU that installs nothing (the device tool's):
 #   here:  ./scripts/device-check.sh --pack      # into .device/ (git-ignored): the binaries the check runs, built
 #                                                # here against the GPU machines' LibTorch (torch 2.11.0, CUDA
-#                                                # 13.0), stripped, found there under /opt/torch/.venv; and the
-#                                                # headers a build there would lack
+#                                                # 13.0), stripped, found there under /opt/torch/.venv; the
+#                                                # headers a build there would lack; Fashion-MNIST (the demo's)
+#          DEVICE_PACK_BINARIES=0 ./scripts/device-check.sh --pack    # the headers and data alone (a minute):
+#                                                # the check then builds there (16 cores: minutes of the budget)
 #   there: ./scripts/device-check.sh             # with .device carried along
 # There it runs the packed binaries if they were built from these sources and start; else it builds them against
 # the machine's LibTorch (DEVICE_PYTHON's torch, default /opt/torch/.venv). Then each check with a timeout of its
 # own: the cuda tests, the shared suites over nccl at world 1 and at world 2 on one GPU (on CUDA tensors: the
 # suites run on ProcessGroup::device()), nccl's fault tests, ddp-train on the GPU (worlds 1 and 2, bf16, a resume,
-# compute-sanitizer), and the benchmarks beside PyTorch's. It writes a short report, device-report.md, with a log per check into OUT (default
-# device-out/). Everything inside DEVICE_CHECK_BUDGET seconds (default 480: 8 minutes); out of budget fails.
+# compute-sanitizer), and the benchmarks beside PyTorch's (the DDP step, the airbench-shaped step, the demo's job to
+# 91%). It writes a short report, OUT/device-report.md (default OUT: device-out/), and the checks' logs as one
+# archive, OUT/device-logs.tar.gz (the device tool brings back at most 8 files). Everything inside
+# DEVICE_CHECK_BUDGET seconds (default 480: the issue's 8 minutes); out of budget fails.
 # DEVICE_IGNORE_SYSTEM=1 hides /usr from CMake's searches, so that a rehearsal on a machine that has the
 # packages proves .device/ holds all that the build finds.
 set -euo pipefail
@@ -42,6 +46,9 @@ if [ "${1:-}" = --pack ]; then
   cp -r /usr/share/cmake/{CLI11,nlohmann_json} "$DEV/usr/share/cmake/"
   cp -r $ARCH_LIB/cmake/{GTest,tomlplusplus} "$DEV/usr/lib/x86_64-linux-gnu/cmake/"
   cp $ARCH_LIB/lib{gtest,gtest_main,gmock,gmock_main}.a "$DEV/usr/lib/x86_64-linux-gnu/"
+  # The demo's data (Debian's dataset-fashion-mnist, 30 MB of gzip): the GPU machines have none.
+  mkdir -p "$DEV/data" && cp -r /usr/share/datasets/fashion-mnist "$DEV/data/"
+  if [ "${DEVICE_PACK_BINARIES:-1}" = 0 ]; then du -sh "$DEV"; exit 0; fi
   # The binaries, against the same LibTorch as there (PyPI's torch==2.11.0 in a venv here).
   venv=${DEVICE_PACK_VENV:-build-device-pack/venv}
   DDP_TORCH2_VERSION=$THERE_TORCH DDP_TORCHVISION_VERSION=0.26.0 ./scripts/install-deps.sh --torch 2 --venv "$venv"
@@ -66,12 +73,18 @@ START=$(date +%s)
 BUDGET=${DEVICE_CHECK_BUDGET:-480}
 PY=${DEVICE_PYTHON:-/opt/torch/.venv/bin/python3}
 OUT=${OUT:-$PWD/device-out}
+LOGS=${DEVICE_LOGS:-$(mktemp -d /tmp/device-logs.XXXXXX)}  # each check's log, and runs/: archived on exit
 BUILD=${DEVICE_BUILD:-build-device}
-mkdir -p "$OUT"
+mkdir -p "$OUT" "$LOGS"
 REPORT=$OUT/device-report.md
 log() { echo "$*" | tee -a "$REPORT"; }
 : > "$REPORT"
-trap 'rc=$?; [ $rc = 0 ] || echo "device-check: stopped with exit $rc (see $OUT)" >&2' EXIT
+# On every exit: the logs, results and metrics (not checkpoints) in one archive beside the report.
+archive_logs() {
+  (cd "$LOGS" && find . -type f \( -name '*.log' -o -name '*.json' -o -name '*.jsonl' -o -name '*.tsv' \) -size -4M |
+    tar czf "$OUT/device-logs.tar.gz" -T -) || echo "device-check: could not archive $LOGS" >&2
+}
+trap 'rc=$?; archive_logs; [ $rc = 0 ] || echo "device-check: stopped with exit $rc (see $OUT)" >&2' EXIT
 # budget STEP [LIMIT]: T = the seconds STEP may take (LIMIT, or what is left if less); once the budget is
 # spent, the check stops, saying before which step (and T never reaches 0, which `timeout` takes as no limit).
 budget() {
@@ -86,14 +99,17 @@ log "- GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=c
 log "- torch: $("$PY" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())' 2>&1 | tail -1)"
 log "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores"
 
-# The binaries: the packed ones if built from these sources and they start here, else a build.
-BIN=
-if [ -x "$DEV/bin/test_init" ] && [ "$(cat "$DEV/source-hash" 2>/dev/null)" = "$(source_hash)" ]; then
-  if "$DEV/bin/test_init" --gtest_list_tests > "$OUT/packed-start.log" 2>&1; then
+# The binaries: the packed ones if built from these sources and they start here, else a build (DEVICE_BIN: these,
+# for a rehearsal with a build of this machine).
+BIN=${DEVICE_BIN:-}
+if [ -n "$BIN" ]; then
+  log "- binaries: $BIN (DEVICE_BIN)"
+elif [ -x "$DEV/bin/test_init" ] && [ "$(cat "$DEV/source-hash" 2>/dev/null)" = "$(source_hash)" ]; then
+  if "$DEV/bin/test_init" --gtest_list_tests > "$LOGS/packed-start.log" 2>&1; then
     BIN=$DEV/bin
     log "- binaries: packed ($(cat "$DEV/built"))"
   else
-    log "- binaries: packed ones do not start here ($(tail -1 "$OUT/packed-start.log" | cut -c1-160)): building"
+    log "- binaries: packed ones do not start here ($(tail -1 "$LOGS/packed-start.log" | cut -c1-160)): building"
   fi
 elif [ -x "$DEV/bin/test_init" ]; then
   log "- binaries: packed from other sources ($(cat "$DEV/source-hash")): building"
@@ -111,29 +127,29 @@ if [ -z "$BIN" ]; then
   set +e
   budget configure
   device_cmake "$BUILD" "$TORCH_CMAKE;$DEV/usr" "$PY"
-  timeout "$T" cmake "${CMAKE_ARGS[@]}" "${ignore[@]}" -DZLIB_INCLUDE_DIR="$DEV/usr/include" -DZLIB_LIBRARY="$ZLIB_SO" > "$OUT/configure.log" 2>&1
+  timeout "$T" cmake "${CMAKE_ARGS[@]}" "${ignore[@]}" -DZLIB_INCLUDE_DIR="$DEV/usr/include" -DZLIB_LIBRARY="$ZLIB_SO" > "$LOGS/configure.log" 2>&1
   rc=$?
   set -e
-  grep -E 'ddp:|ddp backends' "$OUT/configure.log" | sed 's/^-- /- /' | tee -a "$REPORT"
-  [ $rc = 0 ] || { log "- configure FAILED ($rc): see configure.log"; tail -30 "$OUT/configure.log"; exit 1; }
+  grep -E 'ddp:|ddp backends' "$LOGS/configure.log" | sed 's/^-- /- /' | tee -a "$REPORT"
+  [ $rc = 0 ] || { log "- configure FAILED ($rc): see configure.log"; tail -30 "$LOGS/configure.log"; exit 1; }
   t0=$(date +%s)
   budget build
   set +e
-  timeout "$T" cmake --build "$BUILD" -j "$(nproc)" --target "${TARGETS[@]}" > "$OUT/build.log" 2>&1
+  timeout "$T" cmake --build "$BUILD" -j "$(nproc)" --target "${TARGETS[@]}" > "$LOGS/build.log" 2>&1
   rc=$?
   set -e
   log "- build: exit $rc in $(( $(date +%s) - t0 )) s"
-  [ $rc = 0 ] || { log "- build FAILED: see build.log"; grep -B2 -A12 -m3 'error' "$OUT/build.log" | head -60; exit 1; }
+  [ $rc = 0 ] || { log "- build FAILED: see build.log"; grep -B2 -A12 -m3 'error' "$LOGS/build.log" | head -60; exit 1; }
   BIN=$BUILD/bin
 fi
 
-# check NAME LIMIT_S COMMAND...: one check, its log OUT/NAME.log, one line in the report (its last summary
+# check NAME LIMIT_S COMMAND...: one check, its log LOGS/NAME.log, one line in the report (its last summary
 # line: gtest's, ctest's, a script's). A check that fails is counted; the next one still runs.
 failed=()
 check() {
   local name=$1 limit=$2 t0 rc f
   shift 2
-  f=$OUT/$name.log
+  f=$LOGS/$name.log
   budget "$name" "$limit"
   t0=$(date +%s)
   set +e
@@ -155,10 +171,10 @@ check nccl-faults-one-gpu 200 tests/dist/nccl_one_gpu_test.sh "$BIN"
 # ddp-train's MLP on the GPU and on the CPU, then through ddprun (backend auto: nccl for the GPU).
 for run in cuda cpu ddprun-cuda; do
   dev=${run##*-}
-  cmd=("$BIN/ddp-train" mlp --device "$dev" --epochs 2 --no-progress --out-dir "$OUT/runs/mlp-$run")
+  cmd=("$BIN/ddp-train" mlp --device "$dev" --epochs 2 --no-progress --out-dir "$LOGS/runs/mlp-$run")
   [ "$run" = ddprun-cuda ] && cmd=("$BIN/ddprun" --nproc-per-node 1 --standalone "${cmd[@]}")
   check "mlp-$run" 90 "${cmd[@]}"
-  log "    $( (grep -m1 'rank(s) on' "$OUT/mlp-$run.log"; grep -E '^done' "$OUT/mlp-$run.log") | xargs | cut -c1-200)"
+  log "    $( (grep -m1 'rank(s) on' "$LOGS/mlp-$run.log"; grep -E '^done' "$LOGS/mlp-$run.log") | xargs | cut -c1-200)"
 done
 # World 2 on the one GPU over nccl (each rank its own NCCL host) and over gloo (processes: CUDA tensors through
 # gloo), beside world 2 on the CPU over gloo.
@@ -167,20 +183,24 @@ for run in nccl-cuda-w2 gloo-cuda-w2 gloo-cpu-w2; do
   host=()
   [ "$be" = nccl ] && host=(tests/dist/own_host.sh)
   check "mlp-$run" 120 "$BIN/ddprun" --nproc-per-node 2 --standalone --backend "$be" "${host[@]}" "$BIN/ddp-train" mlp \
-    --device "$dev" --epochs 2 --no-progress --out-dir "$OUT/runs/mlp-$run"
-  log "    $(grep -E '^(\[rank 0\] )?done' "$OUT/mlp-$run.log" | head -1 | cut -c1-200)"
+    --device "$dev" --epochs 2 --no-progress --out-dir "$LOGS/runs/mlp-$run"
+  log "    $(grep -E '^(\[rank 0\] )?done' "$LOGS/mlp-$run.log" | head -1 | cut -c1-200)"
 done
 # bf16 autocast on the GPU; a checkpoint written on the GPU, resumed to the uninterrupted run's weights bit for
 # bit; a short compute-sanitizer (memcheck) pass over DDP steps on the GPU.
-check mlp-bf16-cuda 90 "$BIN/ddp-train" mlp --device cuda --precision bf16 --epochs 1 --no-progress --out-dir "$OUT/runs/bf16"
-log "    $(grep -m1 'rank(s) on' "$OUT/mlp-bf16-cuda.log" | cut -c1-200)"
+check mlp-bf16-cuda 90 "$BIN/ddp-train" mlp --device cuda --precision bf16 --epochs 1 --no-progress --out-dir "$LOGS/runs/bf16"
+log "    $(grep -m1 'rank(s) on' "$LOGS/mlp-bf16-cuda.log" | cut -c1-200)"
 check resume-cuda 120 env DDP_PYTHON="$PY" tests/train/resume_test.sh "$BIN/ddprun" "$BIN/ddp-train" mlp 1 --device cuda
+# World 2 over gloo with CUDA gradients and PowerSGD: its per-rank state comes back from the checkpoint on the CPU
+# and must move onto the GPU (found by reading: it did not), and the GPUs' generators are kept ("device_rng").
+check resume-cuda-powersgd-w2 150 env DDP_PYTHON="$PY" DDP_BACKEND=gloo tests/train/resume_test.sh "$BIN/ddprun" \
+  "$BIN/ddp-train" mlp 2 --device cuda --limit-train 576 --limit-test 96 --comm-hook powersgd:rank=2,start=2
 SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 if [ -n "$SANITIZER" ]; then
   check sanitizer-ddp-step 150 "$SANITIZER" --tool memcheck --error-exitcode 9 "$BIN/ddp-train" mlp --device cuda \
-    --epochs 1 --limit-train 1024 --no-progress --out-dir "$OUT/runs/sanitizer"
+    --epochs 1 --limit-train 1024 --no-progress --out-dir "$LOGS/runs/sanitizer"
   # gVisor's runtime refuses it (device/KINDS.md): said so, not counted as ddp's failure.
-  if grep -q 'Device not supported' "$OUT/sanitizer-ddp-step.log"; then
+  if grep -q 'Device not supported' "$LOGS/sanitizer-ddp-step.log"; then
     log "    compute-sanitizer: 'Device not supported' on this machine's runtime: no memory check here"
     failed=("${failed[@]/sanitizer-ddp-step}")
   fi
@@ -200,12 +220,37 @@ for w in 1 2; do
       "$BIN/ddp-bench" ddp --model $m --device cuda "${BENCH[@]}"
     check "bench-$m-w$w-pytorch" 90 "$BIN/ddprun" --nproc-per-node $w --standalone "${host[@]}" "$PY" bench/ddp_peer.py \
       --model $m --device cuda "${BENCH[@]}"
-    log "    ddp $(grep -o 'step [0-9.]* ms' "$OUT/bench-$m-w$w.log" | head -1) | pytorch $(grep -o 'step [0-9.]* ms' "$OUT/bench-$m-w$w-pytorch.log" | head -1)"
+    log "    ddp $(grep -o 'step [0-9.]* ms' "$LOGS/bench-$m-w$w.log" | head -1) | pytorch $(grep -o 'step [0-9.]* ms' "$LOGS/bench-$m-w$w-pytorch.log" | head -1)"
   done
 done
+# The airbench-shaped step on synthetic CIFAR-sized data (batch 1024, channels-last, as airbench94 runs it): ours
+# beside PyTorch eager's, and PyTorch's captured whole in a CUDA graph (what graphs give).
+AIR=(--models airbench --batch 1024 --steps 10 --layouts nhwc --precisions fp32,bf16)
+check bench-airbench 90 "$BIN/ddp-bench" compute --device cuda --gemm-n 4096 "${AIR[@]}" --json "$LOGS/air-ours.json"
+check bench-airbench-pytorch 120 "$PY" bench/compute_peer.py --device cuda --cuda-graph "${AIR[@]}" \
+  --json "$LOGS/air-pytorch.json"
+log "    $("$PY" bench/compare_compute.py "$LOGS/air-ours.json" "$LOGS/air-pytorch.json" 2>&1 | xargs | cut -c1-300)"
+# The demo's job to 91% on the GPU (fashion-mnist-fast, world 1) beside PyTorch's DDP on the same data and GPU
+# (FashionCNN at its best CPU settings, 4 epochs, evaluating every 58 steps as the demo does): wall time from the
+# launch to the first evaluation at >= 91%.
+DATA=$DEV/data/fashion-mnist
+: > "$LOGS/demo-runs.tsv"
+mkdir -p "$LOGS/runs"
+for run in demo demo-pytorch; do
+  if [ $run = demo ]; then
+    cmd=("$BIN/ddp-train" fashion-mnist-fast --device cuda --data-dir "$DATA" --no-progress --out-dir "$LOGS/runs/demo")
+  else
+    cmd=("$PY" bench/fashion_peer.py --device cuda --epochs 4 --batch-size 128 --eval-every 58 --data-dir "$DATA"
+         --json "$LOGS/runs/demo-pytorch.json")
+  fi
+  t0=$(date +%s.%N)
+  check "$run" 120 "$BIN/ddprun" --nproc-per-node 1 --standalone "${cmd[@]}"
+  printf '%s\t%s\t%s\t%s\n' "$run" "$LOGS/runs/$run" "$t0" "$(date +%s.%N)" >> "$LOGS/demo-runs.tsv"
+done
+"$PY" bench/time_to_accuracy.py "$LOGS/demo-runs.tsv" --target 0.91 2>&1 | sed 's/^/    /' | tee -a "$REPORT"
 # Last: rank threads sharing one GPU (and so autograd's one thread for it) over gloo, predicted to fail by the
 # timeout (test_cuda_trainer.cpp); a short DDP_TIMEOUT, so that a hang is an error within the limit.
 check cuda-thread-ranks 90 env DDP_TIMEOUT=15 "$BIN/test_cuda" --gtest_brief=1 --gtest_filter='*ThreadRanksOnOneGpu*'
 failed=(${failed[@]})  # drop entries emptied above
 log "- total: $(( $(date +%s) - START )) s; failed: ${failed[*]:-none}"
-[ ${#failed[@]} = 0 ] || { for n in "${failed[@]}"; do echo "== $n"; grep -E -B3 -A20 'Failure|FAILED|FAIL' "$OUT/$n.log" | head -40; done; exit 1; }
+[ ${#failed[@]} = 0 ] || { for n in "${failed[@]}"; do echo "== $n"; grep -E -B3 -A20 'Failure|FAILED|FAIL' "$LOGS/$n.log" | head -40; done; exit 1; }

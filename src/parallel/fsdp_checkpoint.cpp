@@ -22,6 +22,7 @@
 #include "ddp/parallel/fully_shard.h"
 #include "ddp/parallel/optimizer_state.h"
 #include "dist/atomic_file.h"
+#include "dist/ivalue_tensors.h"
 #include "parallel/fsdp_optimizer.h"
 
 namespace ddp {
@@ -126,7 +127,9 @@ void ShardedModel::save_sharded(const std::string& dir, const torch::optim::Opti
   if (!replicate || replicate->rank() == 0) {  // HSDP: replica 0 writes (the others hold the same rows)
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    const std::vector<char> bytes = torch::jit::pickle_save(top);
+    // On the CPU: a file of GPU tensors would load every rank's reads onto the writer's device index.
+    const std::vector<char> bytes = torch::jit::pickle_save(
+        ddp::detail::map_tensors(top, [](const at::Tensor& t) { return t.is_cpu() ? t : t.cpu(); }));
     try {  // whole or not at all
       ddp::detail::write_file_atomic(shard_file(dir, r, w), bytes.data(), bytes.size());
     } catch (const Error& e) {

@@ -56,6 +56,15 @@ void check_size(const at::Tensor& t, int64_t numel, const char* what, size_t buc
                           "Start the hook afresh.");
 }
 
+// State loaded from a checkpoint arrives on the CPU (object collectives and checkpoint files hold CPU tensors):
+// this bucket's memories move to the bucket's device before its step uses them.
+void keep_on_device(PowerSGDState& st, size_t b, const at::Device& device) {
+  for (auto* kept : {&st.error, &st.p, &st.q}) {
+    auto it = kept->find(b);
+    if (it != kept->end() && it->second.device() != device) it->second = it->second.to(device);
+  }
+}
+
 // Plain averaging before start_powerSGD_iter: PyTorch's _allreduce_fut.
 Work average(ProcessGroup& group, GradBucket& bucket) {
   at::Tensor buffer = bucket.buffer;
@@ -135,6 +144,7 @@ Work PowerSGDHook::run(ProcessGroup& group, GradBucket& bucket) {
     if (bucket.is_last()) ++state_->iter;
     return average(group, bucket);
   }
+  keep_on_device(*state_, bucket.index, bucket.buffer.device());
   return batched_ ? run_batched(group, bucket) : run_layerwise(group, bucket);
 }
 

@@ -51,6 +51,7 @@ void save_checkpoint(Job& j, const LoopState& s) {
   const auto full = j.strategy->full_model(/*writeback=*/false);  // a sharded model's whole weights
   check_finite_before_saving(j, s);
   auto rng = gather_rng_states(*j.group);  // collectives: every rank
+  auto device_rng = gather_rng_states(*j.group, j.device);
   at::Tensor loss_sums = gather_loss_sums(s, *j.group);
   std::vector<c10::IValue> hook_states;
   if (j.hook) hook_states = gather_object(j.hook->state_dict(), 0, j.group);
@@ -60,6 +61,7 @@ void save_checkpoint(Job& j, const LoopState& s) {
                                     j.group->size(), j.data.total_steps());
     add_comm_hook_state(c, j.cfg.comm_hook, hook_states);
     add_bucket_order(c, j.strategy->bucket_order());
+    add_device_rng(c, j.device, device_rng);
     if (j.membership) add_launch_world(c, j.launch_world);
     return c;
   }));
@@ -100,6 +102,7 @@ LoopState resume_or_start(Job& j) {
       const auto full = j.strategy->full_model(/*writeback=*/true);  // a sharded model keeps what is loaded
       s = restore_checkpoint(ckpt, path, j.cfg, *j.group, *j.task.model.ptr(), *j.strategy, j.average.average(),
                              j.logs.console());
+      restore_device_rng(ckpt, path, *j.group, j.device);
     }
     if (const int launch = j.membership ? launch_world_of(ckpt, path) : 0; launch > 0 && launch != j.launch_world) {
       j.launch_world = launch;  // the checkpoint's global batch and epoch order, split over this world

@@ -70,7 +70,7 @@ EvalResult evaluate_batches(const std::function<at::Tensor(const at::Tensor&)>& 
   std::vector<double> sums(5 + m, 0.0);
   while (auto batch = next()) {
     at::Tensor logits = forward(batch->data).to(at::kFloat);
-    const at::Tensor& target = batch->target;
+    const at::Tensor target = batch->target.to(logits.device());  // a forward may answer on its GPU
     const double n = static_cast<double>(target.size(0));
     if (options.loss)
       sums[0] += options.loss(logits, target).item<double>() * n;

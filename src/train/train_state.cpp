@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdio>
+#include <optional>
 
 #include "ddp/dist/launch_env.h"
 #include "ddp/errors.h"
@@ -36,8 +37,8 @@ void warn_changed_settings(const c10::impl::GenericDict& saved, const TrainConfi
 
 }  // namespace
 
-std::vector<at::Tensor> gather_rng_states(ProcessGroup& group) {
-  at::Tensor mine = get_rng_state().contiguous();
+std::vector<at::Tensor> gather_rng_states(ProcessGroup& group, const at::Device& device) {
+  at::Tensor mine = get_rng_state(device).contiguous();
   std::vector<at::Tensor> all;
   for (int r = 0; r < group.size(); ++r) all.push_back(at::empty_like(mine));
   group.all_gather(all, mine).wait();
@@ -173,6 +174,40 @@ void restore_comm_hook(const c10::IValue& ckpt, const std::string& path, const T
 void add_bucket_order(c10::IValue& ckpt, const std::vector<int64_t>& order) {
   if (order.empty()) return;
   ckpt.toGenericDict().insert("ddp_bucket_order", c10::List<int64_t>(order));
+}
+
+void add_device_rng(c10::IValue& ckpt, const at::Device& device, const std::vector<at::Tensor>& states) {
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  d.insert("device", device.str());
+  d.insert("states", c10::List<at::Tensor>(states));
+  ckpt.toGenericDict().insert("device_rng", d);
+}
+
+void restore_device_rng(const c10::IValue& ckpt, const std::string& path, const ProcessGroup& group,
+                        const at::Device& device) {
+  auto d = ckpt.toGenericDict();
+  auto it = d.find("device_rng");
+  if (it == d.end()) return;  // written before it was kept
+  const std::string where = "checkpoint " + path + ": 'device_rng'";
+  if (!it->value().isGenericDict()) throw InvalidArgument(where + " is not a dict");
+  auto rng = it->value().toGenericDict();
+  auto saved = rng.find("device"), states = rng.find("states");
+  if (saved == rng.end() || !saved->value().isString() || states == rng.end() || !states->value().isList())
+    throw InvalidArgument(where + " needs 'device' (a string) and 'states' (one per rank)");
+  std::optional<at::Device> trained_on;
+  try {
+    trained_on = at::Device(saved->value().toStringRef());
+  } catch (const c10::Error&) {
+    throw InvalidArgument(where + ": '" + saved->value().toStringRef() + "' is not a device");
+  }
+  if (trained_on->type() != device.type()) return;  // trained on another kind of device
+  const auto& list = states->value().toListRef();
+  if (static_cast<int>(list.size()) != group.size()) return;  // another world: as seeded, as the CPU's
+  if (!list[group.rank()].isTensor())
+    throw InvalidArgument(where + ": rank " + std::to_string(group.rank()) +
+                          "'s "
+                          "state is not a tensor");
+  set_rng_state(device, list[group.rank()].toTensor());
 }
 
 void add_launch_world(c10::IValue& ckpt, int launch_world) {

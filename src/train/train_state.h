@@ -29,8 +29,8 @@ struct LoopState {
 // Every rank's (loss_sum, loss_count) in rank order, as a [world, 2] float64 tensor (a collective).
 at::Tensor gather_loss_sums(const LoopState& s, ProcessGroup& group);
 
-// Every rank's CPU generator state, in rank order (a collective).
-std::vector<at::Tensor> gather_rng_states(ProcessGroup& group);
+// Every rank's generator state of `device` (default: the CPU's), in rank order (a collective).
+std::vector<at::Tensor> gather_rng_states(ProcessGroup& group, const at::Device& device = at::Device(at::kCPU));
 
 // The checkpoint as a dict PyTorch's torch.load reads: model (a plain state
 // dict), optimizer (PyTorch's state_dict format), ema, epoch, micro, step, rng (one
@@ -57,6 +57,13 @@ void add_comm_hook_state(c10::IValue& ckpt, const std::string& spec, const std::
 // without it gets the usual rebuild after the first step, one whose order does not fit the model a warning too.
 void add_bucket_order(c10::IValue& ckpt, const std::vector<int64_t>& order);
 void restore_bucket_order(const c10::IValue& ckpt, const std::string& path, Strategy& strategy, const Console& console);
+// "device_rng": {"device": "cuda:0", "states": [rank 0's, ...]}, the default generator of the device the model
+// trains on (a GPU's draws its dropout; "rng" holds the CPU's), from gather_rng_states(group, device). Restored
+// to this rank's generator where the run trains on the same kind of device at the same world size (else the
+// device's generator stays as seeded, as the CPU's does on another world).
+void add_device_rng(c10::IValue& ckpt, const at::Device& device, const std::vector<at::Tensor>& states);
+void restore_device_rng(const c10::IValue& ckpt, const std::string& path, const ProcessGroup& group,
+                        const at::Device& device);
 // "launch_world": an in-place run's launch world, whose global batch (batch_size x launch_world samples) and epoch
 // order every later world keeps (nothing when 0). A run resumed under --recovery inplace keeps it too, at any
 // world size; launch_world_of gives 0 for a checkpoint without it.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ddp-bench compute: the FLOPs it counts per training sample equal the closed forms (3x the forward's
-# multiply-adds x 2), and every model/layout/precision row has a positive rate.
+# multiply-adds x 2), and every model/layout/precision row has a positive rate; --layouts and --device choose the
+# rows and where they run (bench/compute_peer.py's counterpart; the device check runs it on a GPU).
 # usage: compute_test.sh DDP_BENCH
 set -euo pipefail
 bench=$1
@@ -26,3 +27,28 @@ assert all(r["samples_per_s"] > 0 and r["gflops"] > 0 for r in d["runs"])
 assert d["gemm_fp32_gflops"] > 0 and d["gemm_bf16_gflops"] > 0
 print("compute ok:", {k: round(v / 1e9, 4) for k, v in per.items()}, "GFLOP per sample")
 PY
+# One layout, one precision, the device named: only those rows, on it.
+OMP_NUM_THREADS=1 "$bench" compute --models airbench,mlp --batch 4 --steps 1 --gemm-n 64 --precisions fp32 \
+  --layouts nhwc --device cpu --json "$work/d.json"
+${DDP_PYTHON:-/usr/bin/python3} - "$work/d.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = [(r["model"], r["layout"], r["precision"]) for r in d["runs"]]
+assert rows == [("airbench", "nhwc", "fp32"), ("mlp", "-", "fp32")], rows
+assert d["device"] == "cpu", d["device"]
+PY
+# The peer (bench/compute_peer.py, PyTorch eager) builds the same networks: the same parameter counts, frozen ones
+# apart, and the same rows.
+OMP_NUM_THREADS=1 ${DDP_PYTHON:-/usr/bin/python3} "$(dirname "$0")/../../bench/compute_peer.py" --models airbench,mlp \
+  --batch 4 --steps 1 --precisions fp32 --layouts nhwc --device cpu --json "$work/p.json" > "$work/p.log"
+${DDP_PYTHON:-/usr/bin/python3} - "$work/d.json" "$work/p.json" <<'PY'
+import json, sys
+ours, peer = (json.load(open(f))["runs"] for f in sys.argv[1:])
+key = lambda r: (r["model"], r["layout"], r["precision"], r["params"], r["trainable"])
+assert [key(r) for r in ours] == [key(r) for r in peer], ([key(r) for r in ours], [key(r) for r in peer])
+assert all(r["samples_per_s"] > 0 for r in peer)
+PY
+# A device that is not one is refused before anything runs, naming the flag.
+if "$bench" compute --device tpu > "$work/e.log" 2>&1; then echo "--device tpu was accepted" >&2; exit 1; fi
+grep -q -- "--device" "$work/e.log" || { echo "the refusal does not name --device:" >&2; cat "$work/e.log" >&2; exit 1; }
+echo "compute rows by --layouts/--device ok"

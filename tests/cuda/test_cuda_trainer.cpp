@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "ddp/dist.h"
+#include "ddp/train/checkpoint.h"
 #include "ddp/train/models/sequential_net.h"
 #include "ddp/train/trainer.h"
 #include "support/blobs.h"
@@ -16,6 +17,20 @@
 
 namespace ddp::train {
 namespace {
+
+// The GPU's generator (where dropout draws on the GPU), as a checkpoint keeps it ("device_rng"): setting its state
+// repeats the draws.
+TEST(CudaRng, TheGpusGeneratorRoundTrips) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU is visible: this runs on a GPU machine";
+  const at::Device gpu0(at::kCUDA, 0);
+  const at::Tensor state = get_rng_state(gpu0);
+  EXPECT_TRUE(state.is_cpu());
+  EXPECT_EQ(state.scalar_type(), at::kByte);
+  const at::Tensor first = at::rand({10}, at::TensorOptions().device(gpu0));
+  EXPECT_FALSE(at::equal(at::rand({10}, at::TensorOptions().device(gpu0)), first));
+  set_rng_state(gpu0, state);
+  EXPECT_TRUE(at::equal(at::rand({10}, at::TensorOptions().device(gpu0)), first));
+}
 
 using testing::blobs;
 

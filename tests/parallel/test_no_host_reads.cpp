@@ -49,16 +49,18 @@ TEST(NoHostReads, HostLoopsRefuseDeviceTensors) {
   EXPECT_NO_THROW(detail::host_data<float>(at::zeros({4}), "a CPU tensor"));
 }
 
-// A bucket of two parameters (a 40x30 matrix, which PowerSGD compresses, and a vector), on the meta device.
-GradBucket meta_bucket(size_t index, size_t count) {
+// A bucket of two parameters (a 40x30 matrix, which PowerSGD compresses, and a vector), on `device` (meta: no data).
+GradBucket bucket_on(const at::Device& device, size_t index, size_t count) {
+  const auto on = at::TensorOptions().device(device);
   GradBucket b;
   b.index = index;
   b.num_buckets = count;
-  b.buffer = meta_floats({40 * 30 + 7});
+  b.buffer = device.is_meta() ? at::empty({40 * 30 + 7}, on) : at::randn({40 * 30 + 7}, on);
   b.gradients = {b.buffer.narrow(0, 0, 1200).view({40, 30}), b.buffer.narrow(0, 1200, 7)};
-  b.parameters = {meta_floats({40, 30}), meta_floats({7})};
+  b.parameters = {at::empty({40, 30}, on), at::empty({7}, on)};
   return b;
 }
+GradBucket meta_bucket(size_t index, size_t count) { return bucket_on(at::kMeta, index, count); }
 
 // Every hook over a group whose collectives accept any device (local): each value is the bucket's shape on meta.
 TEST(NoHostReads, CommHooksUseDeviceOps) {
@@ -86,6 +88,33 @@ TEST(NoHostReads, CommHooksUseDeviceOps) {
       }
     }
     EXPECT_GT(hook.state().numel_after_compression, 0) << hook.name() << ": never compressed";
+  }
+}
+
+// PowerSGD's state as a checkpoint gives it back (on the CPU: object collectives and checkpoint files hold CPU
+// tensors), loaded into a hook whose buckets are on another device: P, Q and the error feedback move to the bucket's
+// device at its next step instead of meeting its tensors there.
+TEST(NoHostReads, PowerSgdStateFromACheckpointMovesToTheBucketsDevice) {
+  BackendOptions o;
+  GroupPtr g = create_backend("local", o);
+  PowerSGDOptions start_now;
+  start_now.start_powerSGD_iter = 2;  // compresses from the second step on
+  for (bool batched : {false, true}) {
+    PowerSGDHook trained(start_now, batched);
+    for (int step = 0; step < 3; ++step)
+      for (size_t i = 0; i < 2; ++i) {
+        GradBucket b = bucket_on(at::kCPU, i, 2);
+        trained.run(*g, b).wait();
+      }
+    PowerSGDHook resumed(start_now, batched);
+    resumed.load_state_dict(trained.state_dict());
+    for (size_t i = 0; i < 2; ++i) {
+      GradBucket b = meta_bucket(i, 2);
+      at::Tensor out = resumed.run(*g, b).value();
+      EXPECT_TRUE(out.is_meta()) << resumed.name() << " bucket " << i;
+      for (const auto* kept : {&resumed.state().error, &resumed.state().p, &resumed.state().q})
+        EXPECT_TRUE(kept->at(i).is_meta()) << resumed.name() << " bucket " << i;
+    }
   }
 }
 

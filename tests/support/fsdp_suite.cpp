@@ -246,7 +246,14 @@ void fsdp_sharded_checkpoint(ProcessGroup& g) {
   dir = broadcast_object(c10::IValue(dir), 0, handle(g)).toStringRef();
   FSDPOptions f;
   f.group = handle(g);
-  FullyShardedDataParallel a(make_net(3), f);
+  // On the group's device: a GPU's shards are written as CPU tensors and read back onto the reader's device.
+  const at::Device dev = g.device();
+  auto net_on = [&](uint64_t seed) {
+    auto n = make_net(seed);
+    n->to(dev);
+    return n;
+  };
+  FullyShardedDataParallel a(net_on(3), f);
   auto opt_a = make_optimizer(true, a.parameters());
   auto gen = at::make_generator<at::CPUGeneratorImpl>(200 + r);
   auto step = [&](FullyShardedDataParallel& m, torch::optim::Optimizer& o, const at::Tensor& x, const at::Tensor& y) {
@@ -254,14 +261,14 @@ void fsdp_sharded_checkpoint(ProcessGroup& g) {
     torch::mse_loss(m(x), y).backward();
     o.step();
   };
-  for (int i = 0; i < 3; ++i) step(a, *opt_a, at::randn({4, 6}, gen), at::randn({4, 1}, gen));
+  for (int i = 0; i < 3; ++i) step(a, *opt_a, at::randn({4, 6}, gen).to(dev), at::randn({4, 1}, gen).to(dev));
   a.save_sharded(dir + "/w", opt_a.get());
   // The same world: one more step from the checkpoint equals one more uninterrupted step.
-  FullyShardedDataParallel b(make_net(4), f);
+  FullyShardedDataParallel b(net_on(4), f);
   auto opt_b = make_optimizer(true, b.parameters());
   b.load_sharded(dir + "/w", opt_b.get());
   expect_same_optimizer_state(*opt_b, *opt_a, tag(g, "loaded at the same world"));
-  at::Tensor x = at::randn({4, 6}, gen), y = at::randn({4, 1}, gen);
+  at::Tensor x = at::randn({4, 6}, gen).to(dev), y = at::randn({4, 1}, gen).to(dev);
   step(a, *opt_a, x, y);
   step(b, *opt_b, x, y);
   auto sa = a.full_state_dict(), sb = b.full_state_dict();
@@ -272,7 +279,7 @@ void fsdp_sharded_checkpoint(ProcessGroup& g) {
   if (sub) {
     FSDPOptions fs;
     fs.group = sub;
-    FullyShardedDataParallel c(make_net(5), fs);
+    FullyShardedDataParallel c(net_on(5), fs);
     auto opt_c = make_optimizer(true, c.parameters());
     c.load_sharded(dir + "/w2", opt_c.get());
     auto sc = c.full_state_dict();
@@ -281,7 +288,7 @@ void fsdp_sharded_checkpoint(ProcessGroup& g) {
     c.save_sharded(dir + "/fewer", opt_c.get());
   }
   barrier({}, handle(g));
-  FullyShardedDataParallel d(make_net(6), f);
+  FullyShardedDataParallel d(net_on(6), f);
   auto opt_d = make_optimizer(true, d.parameters());
   d.load_sharded(dir + "/fewer", opt_d.get());
   expect_same_optimizer_state(*opt_d, *opt_a, tag(g, "resharded twice"));

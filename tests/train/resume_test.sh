@@ -31,6 +31,10 @@ assert a["step"] == b["step"] and a["epoch"] == b["epoch"] == 2, (a["step"], b["
 order = a["ddp_bucket_order"]
 assert sorted(order) == list(range(len(order))) and len(order) > 0, order
 assert b["ddp_bucket_order"] == order, ("FAIL: bucket order", order, b["ddp_bucket_order"])
+# The training device's generator (a GPU's draws its dropout): kept, and where the resumed run left it.
+assert a["device_rng"]["device"] == b["device_rng"]["device"], (a["device_rng"]["device"], b["device_rng"]["device"])
+for r, (x, y) in enumerate(zip(a["device_rng"]["states"], b["device_rng"]["states"])):
+    assert torch.equal(x, y), ("FAIL: device generator of rank", r, a["device_rng"]["device"])
 for part in ("model", "ema"):
     if part not in a:
         continue

@@ -149,6 +149,21 @@ TEST(RngState, RoundTripRepeatsTheDraws) {
             std::string::npos);
 }
 
+// A device's default generator, through the device-generic calls (the CPU's here; test_cuda.cpp's twin on a GPU):
+// its state is the CPU one's, and setting it repeats the draws.
+TEST(RngState, TheDevicesGeneratorRoundTrips) {
+  const at::Device cpu(at::kCPU);
+  const at::Tensor state = train::get_rng_state(cpu);
+  EXPECT_TRUE(at::equal(state, train::get_rng_state()));
+  const at::Tensor first = at::rand({10});
+  train::set_rng_state(cpu, state);
+  EXPECT_TRUE(at::equal(at::rand({10}), first));
+  EXPECT_NE(error_of([&] {
+              train::set_rng_state(cpu, at::zeros({7}, at::kByte));
+            }).find("expected torch.get_rng_state()'s 1-D uint8 CPU tensor of 5056 bytes"),
+            std::string::npos);
+}
+
 TEST(CheckpointContents, RoundTripAndChecks) {
   TempDir dir;
   Net net = seeded_net(2);

@@ -23,6 +23,19 @@ void add_decode_command(CLI::App& app, std::function<int()>& run);       // imag
 void add_compute_command(CLI::App& app, std::function<int()>& run);      // GFLOP/s per model against the GEMM peak
 void add_save_command(CLI::App& app, std::function<int()>& run);         // ddp's torch.save writer vs pickle_save
 
+// A CLI11 check: `accept` throws for a value it refuses; its message is CLI11's.
+template <typename Accept>
+std::function<std::string(const std::string&)> refused_by(Accept accept) {
+  return [accept](const std::string& value) {
+    try {
+      accept(value);
+      return std::string();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+  };
+}
+
 // Writes `doc` as indented JSON to `path`; throws naming the file.
 void write_json(const std::string& path, const nlohmann::ordered_json& doc);
 // The "# cpu: ..." and "# malloc: ..." lines each table opens with (the allocator as main set it).

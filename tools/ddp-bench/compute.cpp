@@ -1,13 +1,15 @@
-// ddp-bench compute: how much of this CPU's arithmetic each recipe's model uses.
+// ddp-bench compute: how much of this CPU's (or GPU's) arithmetic each recipe's model uses.
 //
 //   OMP_NUM_THREADS=1 build/bin/ddp-bench compute --models mlp,cnn,resnet9,airbench --json out.json
+//   build/bin/ddp-bench compute --device cuda --models airbench --batch 1024 --layouts nhwc   # bench/compute_peer.py's
 //
 // First the peak: the best GFLOP/s of a square GEMM (at::mm, --gemm-n) in float32 and in bfloat16,
 // on this process's threads. Then per model: its FLOPs per sample, counted from the shapes of the
 // convolutions and matrix products of one forward pass (observed through ATen's RecordFunction),
 // times 3 for a training step (forward, and backward's two products per layer: the usual estimate),
 // and the achieved rate of full training steps (forward, cross-entropy, backward, SGD step) at
-// --batch, in float32 and under bfloat16 autocast (as ddp-train's --precision bf16).
+// --batch, in float32 and under bfloat16 autocast (as ddp-train's --precision bf16). On --device, the
+// model and the batch live there and each step is timed once the device has run it.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -21,6 +23,7 @@
 #include <sstream>
 
 #include "bench.h"
+#include "ddp/dist/device.h"
 #include "ddp/errors.h"
 #include "ddp/train/machine.h"
 #include "ddp/train/models/airbench.h"
@@ -42,6 +45,8 @@ struct ComputeOptions {
   int64_t steps = 6;  // timed steps per model and precision (after 2 untimed)
   int64_t gemm_n = 2048;
   std::vector<std::string> precisions{"fp32", "bf16"};
+  std::vector<std::string> layouts{"nchw", "nhwc"};  // images' layouts; the others have one
+  std::string device = "cpu";
   std::string json;
 };
 
@@ -106,54 +111,67 @@ double count_flops(const std::function<void()>& fn) {
 
 double seconds(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Best GFLOP/s of at::mm on n x n matrices of this dtype.
-double gemm_peak(int64_t n, at::ScalarType dtype) {
+// Best GFLOP/s of at::mm on n x n matrices of this dtype on `device`.
+double gemm_peak(int64_t n, at::ScalarType dtype, const at::Device& device) {
   // As training would run it: a bf16 scope turns oneDNN off where ONEDNN_MAX_CPU_ISA caps it below bf16.
-  train::Autocast scope(dtype == at::kBFloat16 ? Precision::BF16 : Precision::FP32);
-  at::Tensor a = at::randn({n, n}).to(dtype), b = at::randn({n, n}).to(dtype);
+  train::Autocast scope(dtype == at::kBFloat16 ? Precision::BF16 : Precision::FP32, device.type());
+  at::Tensor a = at::randn({n, n}).to(device, dtype), b = at::randn({n, n}).to(device, dtype);
   double best = 0;
   for (int i = 0; i < 4; ++i) {
+    synchronize(device);
     const auto t = Clock::now();
     at::Tensor c = at::mm(a, b);
+    synchronize(device);
     best = std::max(best, 2.0 * double(n) * double(n) * double(n) / seconds(t) / 1e9);
   }
   return best;
 }
 
-// Seconds per training step of `m` at this batch, precision and input layout (best of the timed steps).
-double step_seconds(Model& m, int64_t batch, int64_t steps, Precision p, bool channels_last) {
+// Seconds per training step of `m` (on `device`) at this batch, precision and input layout (best of the
+// timed steps, each timed once the device has run it).
+double step_seconds(Model& m, int64_t batch, int64_t steps, Precision p, bool channels_last, const at::Device& device) {
   std::vector<int64_t> shape{batch};
   shape.insert(shape.end(), m.input.begin(), m.input.end());
-  at::Tensor x = at::randn(shape), y = at::randint(0, m.classes, {batch}, at::kLong);
+  at::Tensor x = at::randn(shape).to(device), y = at::randint(0, m.classes, {batch}, at::kLong).to(device);
   if (channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
   torch::optim::SGD opt(m.net.ptr()->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
   double best = 1e30;
   for (int64_t i = 0; i < steps + 2; ++i) {
+    synchronize(device);
     const auto t = Clock::now();
     opt.zero_grad();
     at::Tensor logits;
     {
-      train::Autocast autocast(p);
+      train::Autocast autocast(p, device.type());
       logits = m.net.forward(x).to(at::kFloat);
     }
     torch::nn::functional::cross_entropy(logits, y).backward();
     opt.step();
+    synchronize(device);
     if (i >= 2) best = std::min(best, seconds(t));
   }
   return best;
 }
 
 int run_compute(const ComputeOptions& o) {
-  const bool bf16_native = train::bf16_support().native;
-  std::printf("ddp-bench compute: %d thread(s); bf16 %s\n", at::get_num_threads(),
-              bf16_native ? "native" : "not native (emulated, slow)");
+  const at::Device device = resolve_device(o.device);
+  if (device.is_cpu())
+    std::printf("ddp-bench compute: on the CPU, %d thread(s); bf16 %s\n", at::get_num_threads(),
+                train::bf16_support().native ? "native" : "not native (emulated, slow)");
+  else
+    std::printf("ddp-bench compute: on %s\n", device.str().c_str());
   print_machine_lines();
-  const bool with_bf16 = std::find(o.precisions.begin(), o.precisions.end(), "bf16") != o.precisions.end();
-  const double peak32 = gemm_peak(o.gemm_n, at::kFloat), peak16 = with_bf16 ? gemm_peak(o.gemm_n, at::kBFloat16) : 0;
+  auto has = [](const std::vector<std::string>& v, const char* x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
+  const bool with_bf16 = has(o.precisions, "bf16");
+  const double peak32 = gemm_peak(o.gemm_n, at::kFloat, device),
+               peak16 = with_bf16 ? gemm_peak(o.gemm_n, at::kBFloat16, device) : 0;
   std::printf("GEMM peak (at::mm, n=%ld): fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n", long(o.gemm_n), peak32, peak16);
   std::printf("%-9s %-6s %-5s %12s %10s %9s %8s\n", "model", "layout", "dtype", "GFLOP/sample", "samples/s", "GFLOP/s",
               "of peak");
   nlohmann::ordered_json doc = {{"cpu", train::describe(train::cpu_info())},
+                                {"device", device.str()},
                                 {"threads", at::get_num_threads()},
                                 {"gemm_n", o.gemm_n},
                                 {"gemm_fp32_gflops", peak32},
@@ -172,18 +190,30 @@ int run_compute(const ComputeOptions& o) {
                            }) /
                            2;
     m.net.ptr()->train();
+    m.net.ptr()->to(device);
     const double per_sample = 3 * forward;
+    int64_t params = 0, trainable = 0;
+    for (const at::Tensor& t : m.net.ptr()->parameters()) (t.requires_grad() ? trainable : params) += t.numel();
+    params += trainable;
     // Images: as stored (NCHW) and channels-last (NHWC, oneDNN's own layout); each in float32 and bfloat16.
-    for (bool cl : m.input.size() == 3 ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
+    std::vector<bool> channels_last{false};  // what is not an image has one layout
+    if (m.input.size() == 3) {
+      channels_last.clear();
+      for (bool cl : {false, true})
+        if (has(o.layouts, cl ? "nhwc" : "nchw")) channels_last.push_back(cl);
+    }
+    for (bool cl : channels_last) {
       for (const std::string& pname : o.precisions) {
         const Precision p = pname == "bf16" ? Precision::BF16 : Precision::FP32;
-        const double rate = double(o.batch) / step_seconds(m, o.batch, o.steps, p, cl);
+        const double rate = double(o.batch) / step_seconds(m, o.batch, o.steps, p, cl, device);
         const double gflops = rate * per_sample / 1e9, peak = p == Precision::FP32 ? peak32 : peak16;
         const char* layout = m.input.size() == 3 ? (cl ? "nhwc" : "nchw") : "-";
         std::printf("%-9s %-6s %-5s %12.4f %10.1f %9.1f %7.1f%%\n", name.c_str(), layout, train::to_string(p).c_str(),
                     per_sample / 1e9, rate, gflops, 100 * gflops / peak);
         std::fflush(stdout);
         doc["runs"].push_back({{"model", name},
+                               {"params", params},
+                               {"trainable", trainable},
                                {"layout", layout},
                                {"precision", train::to_string(p)},
                                {"gflop_per_sample", per_sample / 1e9},
@@ -213,6 +243,13 @@ void add_compute_command(CLI::App& app, std::function<int()>& run) {
   c->add_option("--precisions", o->precisions, "comma-separated: fp32, bf16 (bf16 is minutes per model where emulated)")
       ->delimiter(',')
       ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
+  c->add_option("--layouts", o->layouts, "comma-separated, for image models: nchw, nhwc (channels-last)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"nchw", "nhwc"}))
+      ->capture_default_str();
+  c->add_option("--device", o->device, "where the models and batches live: cpu | cuda | cuda:N | auto")
+      ->check(refused_by([](const std::string& spec) { check_device_spec(spec); }))
       ->capture_default_str();
   c->add_option("--json", o->json, "also write the results as JSON");
   c->callback([&run, o] { run = [o] { return run_compute(*o); }; });

@@ -377,21 +377,6 @@ int run_ddp(const Options& o) {
   return 0;
 }
 
-namespace {
-// A CLI11 check: `accept` throws for a value it refuses; its message is CLI11's.
-template <typename Accept>
-std::function<std::string(const std::string&)> refused_by(Accept accept) {
-  return [accept](const std::string& value) {
-    try {
-      accept(value);
-      return std::string();
-    } catch (const std::exception& e) {
-      return std::string(e.what());
-    }
-  };
-}
-}  // namespace
-
 void add_ddp_command(CLI::App& app, std::function<int()>& run) {
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand("ddp", "training-step time under DDP, communication and overlap");

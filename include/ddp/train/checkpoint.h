@@ -47,6 +47,10 @@ using ddp::optimizer_state_dict;
 // The CPU default generator's state (torch.get_rng_state() bytes) and back.
 at::Tensor get_rng_state();
 void set_rng_state(const at::Tensor& state);
+// The same for `device`'s default generator (torch.cuda.get_rng_state(device) for a GPU, where dropout draws; the
+// CPU's for the CPU): a uint8 CPU tensor.
+at::Tensor get_rng_state(const at::Device& device);
+void set_rng_state(const at::Device& device, const at::Tensor& state);
 
 // Writes obj to path atomically: path + ".tmp.<pid>" in the same directory, write, fsync, rename, fsync the directory.
 // On any failure the temporary file is removed, path is untouched, and ddp::Error names the path and errno text.
