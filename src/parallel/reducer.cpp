@@ -17,8 +17,6 @@
 namespace ddp::detail {
 namespace {
 
-double ms(std::chrono::steady_clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
 // The built-in reduction: one all_reduce (SUM) of a bucket whose gradients were
 // divided by the world size while it was filled. Asynchronous, the last bucket
 // too: it is launched from a gradient hook, where nothing may wait (hook_waits.h).
@@ -37,6 +35,7 @@ Reducer::Reducer(std::vector<at::Tensor> params, std::vector<std::string> names,
       group_(std::move(group)),
       opts_(opts),
       world_of_one_(group_->size() == 1) {
+  if (!params_.empty()) device_ = params_[0].device();
   const size_t n = params_.size();
   ready_.assign(n, 0);
   used_.assign(n, 0);
@@ -270,11 +269,11 @@ void Reducer::check_layout_once(const char* where) {
 // sequence of collectives whatever the order its gradients arrived in.
 void Reducer::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
-    const auto now = Clock::now();
-    if (next_launch_ == 0) first_launch_ = now;
-    // The last bucket is launched once every gradient is in: backward's
-    // computation ends here (its reduction may block inside this hook).
-    if (next_launch_ + 1 == buckets_.size()) last_launch_ = now;
+    const bool first = next_launch_ == 0, last = next_launch_ + 1 == buckets_.size();
+    const DeviceMark now = first || last ? DeviceMark::now(device_) : DeviceMark();
+    if (first) first_launch_ = now;
+    // The last bucket is launched once every gradient is in: backward's computation ends here.
+    if (last) last_launch_ = now;
     Bucket& bucket = buckets_[next_launch_];
     if (world_of_one_) {
       ++next_launch_;
@@ -326,8 +325,8 @@ void Reducer::fail_unfinished() {
 
 // Runs at the end of backward (queued on the autograd engine).
 void Reducer::finalize() {
-  backward_end_ = Clock::now();
-  if (next_launch_ == buckets_.size()) backward_end_ = std::min(backward_end_, last_launch_);
+  const DeviceMark backward_end =
+      next_launch_ == buckets_.size() && last_launch_.valid() ? last_launch_ : DeviceMark::now(device_);
   std::vector<char> globally_used(params_.size(), 1);
   Work used_work;
   at::Tensor used_counts;
@@ -383,13 +382,27 @@ void Reducer::finalize() {
     else
       grad = view.clone();
   }
-  auto done = Clock::now();
   stats_.iterations++;
-  stats_.comm_ms += ms(done - first_launch_);
-  stats_.exposed_ms += ms(done - backward_end_);
+  unsettled_.push_back({first_launch_.valid() ? first_launch_ : backward_end, backward_end, DeviceMark::now(device_)});
+  settle_timings(/*wait=*/false);
   if (!rebuilt_) rebuild_due_ = true;
   reset_iteration();
   expect_gradients_ = false;  // until the next forward
+}
+
+void Reducer::settle_timings(bool wait) const {
+  size_t n = 0;
+  for (; n < unsettled_.size() && (wait || unsettled_[n].done.reached()); ++n) {
+    const Timing& t = unsettled_[n];
+    stats_.comm_ms += t.done.ms_since(t.first_launch);
+    stats_.exposed_ms += t.done.ms_since(t.backward_end);
+  }
+  unsettled_.erase(unsettled_.begin(), unsettled_.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
+const DDPStats& Reducer::stats() const {
+  settle_timings(/*wait=*/true);
+  return stats_;
 }
 
 void Reducer::settle_divisor() {
@@ -414,6 +427,7 @@ void Reducer::reset_iteration() {
     b.launched_us = -1;
   }
   next_launch_ = 0;
+  first_launch_ = last_launch_ = DeviceMark();
 }
 
 }  // namespace ddp::detail

@@ -16,6 +16,7 @@
 #include "ddp/parallel/comm_hook.h"
 #include "ddp/parallel/distributed_data_parallel.h"
 #include "ddp/torch_compat.h"
+#include "dist/device_mark.h"
 #include "parallel/gradient_hooks.h"
 
 namespace torch::autograd {
@@ -69,10 +70,10 @@ class Reducer {
   // Builds the buckets in `order` (a permutation of the parameter indices, else InvalidArgument) and skips the
   // rebuild: a resumed run reduces in the buckets of the run it continues. Every rank alike, outside a backward.
   void restore_order(const std::vector<int64_t>& order);
-  const DDPStats& stats() const { return stats_; }
+  // Settles the timings of every backward so far first (on a GPU: waits for their events).
+  const DDPStats& stats() const;
 
  private:
-  using Clock = std::chrono::steady_clock;
   struct Bucket {
     at::Tensor flat;
     std::vector<size_t> params;
@@ -131,8 +132,16 @@ class Reducer {
   std::vector<size_t> rebuilt_order_;  // what the rebuild (or restore_order) built
   bool layout_checked_ = false;        // ranks compared their buckets (bucket_agreement.h) since build()
 
-  DDPStats stats_;
-  Clock::time_point first_launch_, last_launch_, backward_end_;
+  // Timings: marks on the parameters' device (dist/device_mark.h); a backward's are added to the statistics once
+  // its last mark is reached (at once on the CPU; a GPU's when a later backward or stats() finds it reached).
+  struct Timing {
+    DeviceMark first_launch, backward_end, done;
+  };
+  void settle_timings(bool wait) const;
+  at::Device device_{at::kCPU};
+  DeviceMark first_launch_, last_launch_;
+  mutable std::vector<Timing> unsettled_;
+  mutable DDPStats stats_;
 };
 
 }  // namespace ddp::detail

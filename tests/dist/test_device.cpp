@@ -2,8 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <stdexcept>
+#include <vector>
 
 #include "ddp/dist.h"
+#include "dist/device_mark.h"
 #include "dist/env.h"
 
 using namespace ddp;
@@ -119,4 +122,23 @@ TEST(Device, ToDeviceKeepsATensorThatIsThereAndPinningNeedsAGpu) {
     EXPECT_TRUE(pinned(p).is_same(p));
     EXPECT_TRUE(at::equal(p, t));
   }
+}
+
+// Marks time what ran on a device (dist/device_mark.h): the host clock on the CPU, an event on the stream of a GPU
+// (whose host does not wait for the work); the interval covers the work queued between the two marks.
+TEST(DeviceMarks, TimeTheWorkBetweenThem) {
+  std::vector<at::Device> devices{at::Device(at::kCPU)};
+  if (cuda_device_count() > 0) devices.emplace_back(at::kCUDA, 0);
+  for (const at::Device& d : devices) {
+    at::Tensor a = at::rand({256, 256}, at::TensorOptions().device(d)) / 256;
+    const auto start = ddp::detail::DeviceMark::now(d);
+    for (int i = 0; i < 50; ++i) a = at::mm(a, a).tanh_();
+    const auto end = ddp::detail::DeviceMark::now(d);
+    EXPECT_TRUE(start.valid() && end.valid()) << d;
+    EXPECT_GT(end.ms_since(start), 0.0) << d;
+    EXPECT_TRUE(end.reached()) << d;  // ms_since waited for it
+  }
+  EXPECT_FALSE(ddp::detail::DeviceMark().valid());
+  EXPECT_THROW(ddp::detail::DeviceMark().ms_since(ddp::detail::DeviceMark::now(at::Device(at::kCPU))),
+               std::logic_error);
 }

@@ -37,7 +37,8 @@ struct DDPOptions {
   bool static_graph = false;  // the set of used parameters never changes: unused ones learned once (docs/ddp.md)
 };
 
-// Cumulative timings of synchronised backward passes.
+// Cumulative timings of synchronised backward passes, on the parameters' device: the host clock on the CPU, CUDA
+// events on a GPU (where the host does not wait for nccl's reductions), settled when stats() is read.
 struct DDPStats {
   int64_t iterations = 0;
   double comm_ms = 0;     // first bucket launched -> last reduction done
