@@ -191,6 +191,10 @@ done
 check mlp-bf16-cuda 90 "$BIN/ddp-train" mlp --device cuda --precision bf16 --epochs 1 --no-progress --out-dir "$LOGS/runs/bf16"
 log "    $(grep -m1 'rank(s) on' "$LOGS/mlp-bf16-cuda.log" | cut -c1-200)"
 check resume-cuda 120 env DDP_PYTHON="$PY" tests/train/resume_test.sh "$BIN/ddprun" "$BIN/ddp-train" mlp 1 --device cuda
+# FashionCNN (convolutions, dropout) on the GPU under --deterministic: the resumed run draws the dropout masks the
+# uninterrupted one drew (the GPU's generator, "device_rng") and its convolutions repeat.
+check resume-cuda-dropout 120 env DDP_PYTHON="$PY" tests/train/resume_test.sh "$BIN/ddprun" "$BIN/ddp-train" \
+  fashion-mnist 1 --device cuda --batch-size 16 --deterministic
 # World 2 over gloo with CUDA gradients and PowerSGD: its per-rank state comes back from the checkpoint on the CPU
 # and must move onto the GPU (found by reading: it did not), and the GPUs' generators are kept ("device_rng").
 check resume-cuda-powersgd-w2 150 env DDP_PYTHON="$PY" DDP_BACKEND=gloo tests/train/resume_test.sh "$BIN/ddprun" \

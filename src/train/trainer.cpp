@@ -373,6 +373,7 @@ TrainSummary Trainer::fit(Task task) {
     t.group.reset();
   }
   at::manual_seed(stream_seed(j.cfg.seed, Stream::kDropout, j.group->rank()));
+  const detail::DeterministicScope deterministic(j.cfg.deterministic);
   detail::set_up(j, std::move(task));
   try {
     TrainSummary summary = train_job(j, start);

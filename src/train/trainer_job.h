@@ -73,6 +73,17 @@ void fill_task_defaults(TrainConfig& cfg, const Task& task);
 PrecisionChoice decide_precision(const std::string& name, bool asked, ProcessGroup& group, const at::Device& device);
 // --device on this rank; a rank that cannot have it fails every rank, naming it (a collective).
 at::Device resolve_job_device(const std::string& spec, ProcessGroup& group);
+// --deterministic while alive (ATen's, cuDNN's and cuBLAS's deterministic settings); the previous ones after.
+class DeterministicScope {
+ public:
+  explicit DeterministicScope(bool on);
+  ~DeterministicScope();
+  DeterministicScope(const DeterministicScope&) = delete;
+  DeterministicScope& operator=(const DeterministicScope&) = delete;
+
+ private:
+  bool on_, algorithms_ = false, warn_only_ = false, cudnn_deterministic_ = false, cudnn_benchmark_ = false;
+};
 // Everything before the first step, in j's parts: the task's checks, optimizer and strategy, learning rates,
 // average, training data, evaluator, logs, checkpoints. j.cfg, j.group, j.device, j.precision are set.
 void set_up(Job& j, Task task);

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <ctime>
 #include <functional>
 #include <iostream>
@@ -241,6 +242,27 @@ at::Device resolve_job_device(const std::string& spec, ProcessGroup& group) {
     throw PeerFailed<InvalidArgument>(
         "ddp-train: --device " + spec + " failed on rank " + std::to_string(first) + " (its log says why)", first);
   return device;
+}
+
+DeterministicScope::DeterministicScope(bool on) : on_(on) {
+  if (!on_) return;
+  auto& ctx = at::globalContext();
+  algorithms_ = ctx.deterministicAlgorithms();
+  warn_only_ = ctx.deterministicAlgorithmsWarnOnly();
+  cudnn_deterministic_ = ctx.deterministicCuDNN();
+  cudnn_benchmark_ = ctx.benchmarkCuDNN();
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);  // read when cuBLAS makes its first handle
+  ctx.setDeterministicAlgorithms(true, /*warn_only=*/false);
+  ctx.setDeterministicCuDNN(true);
+  ctx.setBenchmarkCuDNN(false);
+}
+
+DeterministicScope::~DeterministicScope() {
+  if (!on_) return;
+  auto& ctx = at::globalContext();
+  ctx.setDeterministicAlgorithms(algorithms_, warn_only_);
+  ctx.setDeterministicCuDNN(cudnn_deterministic_);
+  ctx.setBenchmarkCuDNN(cudnn_benchmark_);
 }
 
 PrecisionChoice decide_precision(const std::string& name, bool asked, ProcessGroup& group, const at::Device& device) {

@@ -1,10 +1,13 @@
 // SGD state round trip (a resumed run continues bit for bit), its format and checks; RNG state; the checkpoint dict.
 #include <gtest/gtest.h>
+
 #include <torch/optim/sgd.h>
+#include <cstdlib>
 
 #include "checkpoint_test_util.h"
 #include "ddp/dist/errors.h"
 #include "ddp/train/checkpoint.h"
+#include "train/trainer_job.h"
 
 namespace ddp::testing {
 namespace {
@@ -162,6 +165,28 @@ TEST(RngState, TheDevicesGeneratorRoundTrips) {
               train::set_rng_state(cpu, at::zeros({7}, at::kByte));
             }).find("expected torch.get_rng_state()'s 1-D uint8 CPU tensor of 5056 bytes"),
             std::string::npos);
+}
+
+// --deterministic: ATen's, cuDNN's and cuBLAS's deterministic settings while the fit runs, the previous ones after.
+TEST(Deterministic, TheScopeSetsAndRestores) {
+  auto& ctx = at::globalContext();
+  ASSERT_FALSE(ctx.deterministicAlgorithms());
+  const bool benchmark = ctx.benchmarkCuDNN(), cudnn = ctx.deterministicCuDNN();
+  {
+    const train::detail::DeterministicScope off(false);
+    EXPECT_FALSE(ctx.deterministicAlgorithms());
+  }
+  {
+    const train::detail::DeterministicScope on(true);
+    EXPECT_TRUE(ctx.deterministicAlgorithms());
+    EXPECT_FALSE(ctx.deterministicAlgorithmsWarnOnly());
+    EXPECT_TRUE(ctx.deterministicCuDNN());
+    EXPECT_FALSE(ctx.benchmarkCuDNN());
+    ASSERT_NE(std::getenv("CUBLAS_WORKSPACE_CONFIG"), nullptr);
+  }
+  EXPECT_FALSE(ctx.deterministicAlgorithms());
+  EXPECT_EQ(ctx.benchmarkCuDNN(), benchmark);
+  EXPECT_EQ(ctx.deterministicCuDNN(), cudnn);
 }
 
 TEST(CheckpointContents, RoundTripAndChecks) {

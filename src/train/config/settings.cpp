@@ -157,6 +157,11 @@ std::vector<Setting> make_table() {
           "stop, naming the step and the first parameter, when a gradient becomes NaN or inf (one summing pass "
           "over the gradients per step)")
           .role(kAgreed),
+      set("deterministic", &C::deterministic,
+          "deterministic kernels only, so that a run (and a resumed one) repeats to the bit on a GPU too: "
+          "torch.use_deterministic_algorithms (an operation without one fails, named), cuDNN's deterministic "
+          "algorithms without autotuning, cuBLAS's fixed workspace (Lightning's deterministic=True)")
+          .role(kAgreed),
   };
 }
 
