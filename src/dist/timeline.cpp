@@ -15,6 +15,7 @@
 #include "ddp/dist/errors.h"
 #include "ddp/dist/launch_env.h"
 #include "dist/atomic_file.h"
+#include "dist/timeline_device.h"
 #include "dist/timeline_files.h"
 
 namespace ddp::timeline {
@@ -127,6 +128,7 @@ void set_rank(int rank) {
 std::string rank_file(const std::string& path, int rank) { return timeline_files::rank_file(path, rank); }
 
 std::string flush() {
+  if (enabled()) detail::settle_device_spans(/*wait=*/true);  // a GPU's spans, once it has run them
   Registry& r = registry();
   std::vector<Event> events;
   std::string path;

@@ -28,8 +28,8 @@ extern "C" void note_stop_signal(int sig) { g_stop_signal.store(sig); }
 bool forward_backward(Job& j, const data::Batch& batch, bool sync, RunningLoss& running) {
   const std::shared_ptr<void> no_sync = sync ? nullptr : j.strategy->no_sync();
   at::Tensor logits;
-  timeline::Span forward("compute", "forward");
-  const at::Tensor target = to_device(batch.target, j.device);  // non-blocking from the loader's pinned memory
+  timeline::DeviceSpan forward("compute", "forward", j.device);  // a GPU's own time on its track too
+  const at::Tensor target = to_device(batch.target, j.device);   // non-blocking from the loader's pinned memory
   {
     Autocast autocast(j.precision.precision, j.device.type());  // bf16: the forward pass only
     // prepared on the loader's threads (Task::prepare_input)
@@ -42,7 +42,7 @@ bool forward_backward(Job& j, const data::Batch& batch, bool sync, RunningLoss& 
   const bool classification = is_classification(logits, target);
   running.add_micro(loss, classification ? logits.detach().argmax(1).eq(target).sum() : at::Tensor());
   forward.end();
-  timeline::Span backward("compute", "backward");  // the buckets' reductions overlap it (tracks "bucket N")
+  timeline::DeviceSpan backward("compute", "backward", j.device);  // the buckets' reductions overlap it ("bucket N")
   // After a world change a rank's share of the global batch may differ from the others': scaled, the averaged
   // gradients are still the global batch's mean (train_data.h).
   const double scale = j.data.loss_scale();
@@ -111,7 +111,7 @@ class EpochRun {
     if (*j_.cfg.clip_grad <= 0 || !std::isfinite(j_.strategy->clip_grad_norm(*j_.cfg.clip_grad)))
       check_finite_step(j_, s_, running_, window_);
     {
-      timeline::Span span("compute", "optimizer step");
+      timeline::DeviceSpan span("compute", "optimizer step", j_.device);
       j_.strategy->step();
     }
     ++s_.step;

@@ -4,6 +4,7 @@
 #include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/DeviceGuard.h>
 
 #include <algorithm>
 #include <cctype>
@@ -92,6 +93,7 @@ PrecisionChoice choose_precision(const std::string& name, const Bf16Support& cpu
 }
 
 Bf16Support gpu_bf16_support(const at::Device& device) {
+  const c10::DeviceGuard on(device);  // CUDA's hooks ask the current device: this rank's GPU, not cuda:0
   const bool native = at::detail::getCUDAHooks().supportsBFloat16ConvolutionWithCuDNNv8();
   return {native, native ? device.str() + " computes in bfloat16 natively"
                          : device.str() + " has no native bfloat16 (compute capability below 8.0)"};

@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "ddp/dist/collectives.h"
+#include "ddp/dist/device.h"
 #include "ddp/dist/process_group.h"
 #include "dist/host_memory.h"
 
@@ -39,7 +40,11 @@ class StopSchedule {
     }
     last_step_ = step;
     last_time_ = now;
-    flag_ = at::tensor({int64_t(local_signal), -propose, int64_t(save_failed), joiners}, at::kLong);
+    // On the group's device (a GPU's for nccl): queued from pinned memory without waiting for the GPU's work.
+    const at::Device device = group_.device();
+    at::Tensor host = at::tensor({int64_t(local_signal), -propose, int64_t(save_failed), joiners}, at::kLong);
+    if (wants_pinned_host(device)) host = pinned(host);
+    flag_ = to_device(host, device);
     AllReduceOptions o = op(ReduceOp::MAX);
     o.async_op = true;
     work_ = group_.all_reduce(flag_, o);
@@ -54,7 +59,9 @@ class StopSchedule {
     if (!work_) return false;
     work_->wait();
     work_.reset();
-    const int64_t* f = ddp::detail::host_data<int64_t>(flag_, "the stop check's flags");  // a CPU tensor
+    // A GPU's: copied once the step it is read after has run (check steps only; on the CPU no copy at all).
+    const at::Tensor flags = flag_.is_cpu() ? flag_ : flag_.to(at::kCPU);
+    const int64_t* f = ddp::detail::host_data<int64_t>(flags, "the stop check's flags");
     next_ = last_step_ + std::max<int64_t>(1, -f[1]);
     save_failed_ = f[2] != 0;
     joiners_ = f[3];

@@ -19,6 +19,12 @@ void check_data(const DataSource& d, const std::string& split) {
     if (!t->x.defined() || !t->y.defined() || t->x.dim() == 0 || t->y.dim() == 0 || t->x.size(0) != t->y.size(0))
       throw InvalidArgument(what + ": TensorData's x and y must both be tensors with the same first dimension " +
                             "(samples)");
+    for (const at::Tensor* part : {&t->x, &t->y})
+      if (!part->device().is_cpu())
+        throw InvalidArgument(what + ": TensorData's " + (part == &t->x ? "x" : "y") + " is on " +
+                              part->device().str() +
+                              "; give it on the CPU: the loader's threads assemble and pin "
+                              "each batch there, and the Trainer copies it to --device one step ahead");
     if (t->sharded && t->total < t->y.size(0))
       throw InvalidArgument(what + ": a shard of " + std::to_string(t->y.size(0)) + " samples with total " +
                             std::to_string(t->total) + "; total is the samples over all ranks' shards");

@@ -16,6 +16,7 @@
 #include "config/defaults.h"
 #include "ddp/dist/collectives.h"
 #include "ddp/dist/device.h"
+#include "ddp/dist/launch_env.h"
 #include "ddp/errors.h"
 #include "ddp/parallel/optimizer_state.h"
 #include "ddp/parallel/sync_batch_norm.h"
@@ -251,7 +252,7 @@ DeterministicScope::DeterministicScope(bool on) : on_(on) {
   warn_only_ = ctx.deterministicAlgorithmsWarnOnly();
   cudnn_deterministic_ = ctx.deterministicCuDNN();
   cudnn_benchmark_ = ctx.benchmarkCuDNN();
-  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);  // read when cuBLAS makes its first handle
+  ::setenv(launch_env::kCublasWorkspaceConfig.name, ":4096:8", /*overwrite=*/0);  // read at cuBLAS's first handle
   ctx.setDeterministicAlgorithms(true, /*warn_only=*/false);
   ctx.setDeterministicCuDNN(true);
   ctx.setBenchmarkCuDNN(false);

@@ -362,6 +362,10 @@ TEST(Trainer, BadTasksGetErrorsNamingTheProblem) {
   expect_error(std::move(mismatched),
                "the Task's train data: TensorData's x and y must both be tensors with the same first dimension");
 
+  Task on_a_device = blob_task();  // meta: as a GPU's tensors, not the CPU's
+  tensors(on_a_device.train).x = tensors(on_a_device.train).x.to(at::kMeta);
+  expect_error(std::move(on_a_device), "the Task's train data: TensorData's x is on meta; give it on the CPU");
+
   Task small_total = blob_task();
   small_total.train = TensorData::shard(tensors(small_total.train).x, tensors(small_total.train).y, 100);
   expect_error(std::move(small_total), "a shard of 200 samples with total 100");

@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
       for (const Ev& e : evs) {
         CHECK(thread == e.track, "rank %d: event %s on track %s of thread %s", r, e.name.c_str(), e.track.c_str(),
               thread.c_str());
-        named[e.name].push_back(e);
+        if (e.track.find(" (") == std::string::npos) named[e.name].push_back(e);  // a GPU's own track: its twin
         if (e.track.rfind("bucket ", 0) == 0) {
           ++bucket_events;
           bucket_bytes += e.args.at("bytes").get<int64_t>();

@@ -225,6 +225,9 @@ inline constexpr EnvVar kOnednnMaxCpuIsa =
 inline constexpr EnvVar kDnnlMaxCpuIsa = var("DNNL_MAX_CPU_ISA", Type::kText, kUser, "oneDNN's older name for it");
 inline constexpr EnvVar kCudaVisibleDevices =
     var("CUDA_VISIBLE_DEVICES", Type::kText, kUser, "the GPUs this node's ranks may use");
+inline constexpr EnvVar kCublasWorkspaceConfig =
+    var("CUBLAS_WORKSPACE_CONFIG", Type::kText, kUser,
+        "cuBLAS's workspace (ddp-train --deterministic: :4096:8 unless set)");
 
 inline constexpr const EnvVar* kAll[] = {&kRank,
                                          &kLocalRank,
@@ -288,7 +291,8 @@ inline constexpr const EnvVar* kAll[] = {&kRank,
                                          &kGlooSocketIfname,
                                          &kOnednnMaxCpuIsa,
                                          &kDnnlMaxCpuIsa,
-                                         &kCudaVisibleDevices};
+                                         &kCudaVisibleDevices,
+                                         &kCublasWorkspaceConfig};
 
 // The variable looked up by name in kAll; nullptr when it is not declared.
 const EnvVar* find(const std::string& name);

@@ -3,14 +3,18 @@
 //   DDP_TIMELINE=/tmp/t.json ./train      // any program: on from the start
 //   ddp::timeline::start("/tmp/t.json");  // or from code (ddp-train --timeline)
 //   { ddp::timeline::Span s("compute", "forward"); model->forward(x); }
+//   { ddp::timeline::DeviceSpan s("compute", "forward", device); ... }  // a GPU's own time too
 //
 // Each rank writes FILE with ".rank{N}" inserted before the extension
 // (t.rank0.json) at exit or flush(); merge() (ddprun, ddp-train) joins them into
 // FILE. Timestamps are wall-clock microseconds since the Unix epoch, so ranks on
 // one host line up. Off: enabled() is one relaxed load and Span stores nothing.
 #pragma once
+#include <c10/core/Device.h>
+
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,6 +55,25 @@ class Span {
   const char* track_;
   const char* name_;
   int64_t start_ = -1;
+};
+
+// Records the work `device` runs between construction and destruction (or end()), when on at construction. On
+// the CPU it is a Span on `track`. On a GPU the host only queues that work: a Span of the host on `track`, and the
+// device's own interval on the track "<track> (cuda:N)", from CUDA events on its stream (dist/device_mark.h),
+// written once the device has reached them (at a later span's end, or at flush()).
+class DeviceSpan {
+ public:
+  DeviceSpan(const char* track, const char* name, const c10::Device& device);
+  ~DeviceSpan();
+  void end();
+  DeviceSpan(const DeviceSpan&) = delete;
+  DeviceSpan& operator=(const DeviceSpan&) = delete;
+
+ private:
+  struct Marks;
+  const char* track_;
+  const char* name_;
+  std::unique_ptr<Marks> marks_;  // null when off
 };
 
 // Turns recording on, to write path's rank file at exit (and at flush()).

@@ -113,7 +113,7 @@ at::Tensor generate(GPTImpl& model, const at::Tensor& tokens, int64_t count, dou
   torch::NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
-  at::Tensor idx = tokens;
+  at::Tensor idx = tokens.to(model.wte->weight.device());  // the prompt where the model is
   for (int64_t i = 0; i < count; ++i) {
     const int64_t t = idx.size(1), keep = std::min(t, model.config().block_size);
     at::Tensor logits = model.forward(idx.narrow(1, t - keep, keep)).select(1, keep - 1).to(at::kFloat) / temperature;
@@ -121,7 +121,9 @@ at::Tensor generate(GPTImpl& model, const at::Tensor& tokens, int64_t count, dou
       at::Tensor kth = std::get<0>(logits.topk(top_k, -1)).narrow(-1, top_k - 1, 1);
       logits = logits.masked_fill(logits < kth, -INFINITY);
     }
-    idx = at::cat({idx, at::multinomial(at::softmax(logits, -1), 1, false, gen)}, 1);
+    // Drawn where `gen` draws (a CPU generator for a GPU model: the probabilities come to it).
+    const at::Tensor next = at::multinomial(at::softmax(logits, -1).to(gen.device()), 1, false, gen);
+    idx = at::cat({idx, next.to(idx.device())}, 1);
   }
   model.train(was_training);
   return idx;

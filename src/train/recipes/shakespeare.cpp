@@ -56,7 +56,7 @@ at::Tensor CharText::encode(const std::string& s) const {
 }
 
 std::string CharText::decode(const at::Tensor& tokens) const {
-  at::Tensor t = tokens.reshape({-1}).to(at::kLong).contiguous();
+  at::Tensor t = tokens.reshape({-1}).to(at::kCPU, at::kLong).contiguous();  // read here: from a GPU too
   std::string s;
   for (int64_t i = 0; i < t.numel(); ++i) s += vocab.at(static_cast<size_t>(t.data_ptr<int64_t>()[i]));
   return s;
