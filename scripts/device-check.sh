@@ -186,8 +186,7 @@ for run in nccl-cuda-w2 gloo-cuda-w2 gloo-cpu-w2; do
     --device "$dev" --epochs 2 --no-progress --out-dir "$LOGS/runs/mlp-$run"
   log "    $(grep -E '^(\[rank 0\] )?done' "$LOGS/mlp-$run.log" | head -1 | cut -c1-200)"
 done
-# bf16 autocast on the GPU; a checkpoint written on the GPU, resumed to the uninterrupted run's weights bit for
-# bit; a short compute-sanitizer (memcheck) pass over DDP steps on the GPU.
+# bf16 autocast on the GPU; checkpoints written on the GPU, resumed to the uninterrupted run's weights bit for bit.
 check mlp-bf16-cuda 90 "$BIN/ddp-train" mlp --device cuda --precision bf16 --epochs 1 --no-progress --out-dir "$LOGS/runs/bf16"
 log "    $(grep -m1 'rank(s) on' "$LOGS/mlp-bf16-cuda.log" | cut -c1-200)"
 # The timeline of a GPU run: forward, backward and the optimizer step on the device's own track (CUDA events).
@@ -203,18 +202,6 @@ check resume-cuda-dropout 120 env DDP_PYTHON="$PY" tests/train/resume_test.sh "$
 # and must move onto the GPU (found by reading: it did not), and the GPUs' generators are kept ("device_rng").
 check resume-cuda-powersgd-w2 150 env DDP_PYTHON="$PY" DDP_BACKEND=gloo tests/train/resume_test.sh "$BIN/ddprun" \
   "$BIN/ddp-train" mlp 2 --device cuda --limit-train 576 --limit-test 96 --comm-hook powersgd:rank=2,start=2
-SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
-if [ -n "$SANITIZER" ]; then
-  check sanitizer-ddp-step 150 "$SANITIZER" --tool memcheck --error-exitcode 9 "$BIN/ddp-train" mlp --device cuda \
-    --epochs 1 --limit-train 1024 --no-progress --out-dir "$LOGS/runs/sanitizer"
-  # gVisor's runtime refuses it (device/KINDS.md): said so, not counted as ddp's failure.
-  if grep -q 'Device not supported' "$LOGS/sanitizer-ddp-step.log"; then
-    log "    compute-sanitizer: 'Device not supported' on this machine's runtime: no memory check here"
-    failed=("${failed[@]/sanitizer-ddp-step}")
-  fi
-else
-  log "- sanitizer-ddp-step: no compute-sanitizer on PATH or in /usr/local/cuda/bin"
-fi
 # Side by side on this GPU: DDP's step against the plain loop (world 1), and against PyTorch's Python DDP (world 1,
 # and world 2 on one GPU), the course MLP and FashionCNN. Figures in the report; the goals are docs/benchmarks.md's.
 BENCH=(--steps 200 --warmup 20)
@@ -256,6 +243,19 @@ for run in demo demo-pytorch; do
   printf '%s\t%s\t%s\t%s\n' "$run" "$LOGS/runs/$run" "$t0" "$(date +%s.%N)" >> "$LOGS/demo-runs.tsv"
 done
 "$PY" bench/time_to_accuracy.py "$LOGS/demo-runs.tsv" --target 0.91 2>&1 | sed 's/^/    /' | tee -a "$REPORT"
+# A short compute-sanitizer (memcheck) pass over DDP steps on the GPU: late, as it runs the GPU many times slower.
+SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+if [ -n "$SANITIZER" ]; then
+  check sanitizer-ddp-step 150 "$SANITIZER" --tool memcheck --error-exitcode 9 "$BIN/ddp-train" mlp --device cuda \
+    --epochs 1 --limit-train 1024 --no-progress --out-dir "$LOGS/runs/sanitizer"
+  # gVisor's runtime refuses it (device/KINDS.md): said so, not counted as ddp's failure.
+  if grep -q 'Device not supported' "$LOGS/sanitizer-ddp-step.log"; then
+    log "    compute-sanitizer: 'Device not supported' on this machine's runtime: no memory check here"
+    failed=("${failed[@]/sanitizer-ddp-step}")
+  fi
+else
+  log "- sanitizer-ddp-step: no compute-sanitizer on PATH or in /usr/local/cuda/bin"
+fi
 # Last: rank threads sharing one GPU (and so autograd's one thread for it) over gloo, predicted to fail by the
 # timeout (test_cuda_trainer.cpp); a short DDP_TIMEOUT, so that a hang is an error within the limit.
 check cuda-thread-ranks 90 env DDP_TIMEOUT=15 "$BIN/test_cuda" --gtest_brief=1 --gtest_filter='*ThreadRanksOnOneGpu*'

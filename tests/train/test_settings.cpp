@@ -196,7 +196,8 @@ TEST(Settings, EverySettingIsAFlagAKeyAndReadsBack) {
                                            "--comm-hook=powersgd:rank=2",
                                            "--sync-bn",
                                            "--no-progress",
-                                           "--no-nan-check"};
+                                           "--no-nan-check",
+                                           "--deterministic"};
   args.insert(args.end(), values.begin(), values.end());
   std::vector<const char*> argv = {"ddp-train"};
   for (const auto& a : args) argv.push_back(a.c_str());
