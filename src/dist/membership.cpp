@@ -185,6 +185,13 @@ void Membership::build(int generation, std::vector<int> members) {
   o.world_size = static_cast<int>(members.size());
   o.timeout = options_.timeout;
   o.host = options_.host;
+  // Given up once a member rebuilds after a failure, or the launcher marked one lost: the others stop waiting in it.
+  o.given_up = [store = store_, over = gen_key(generation, "over"), members] {
+    if (store->check({over})) return true;
+    for (int m : members)
+      if (store->check({"lost/" + std::to_string(m)})) return true;
+    return false;
+  };
   // No heartbeat: a lost member is the launcher's to report (membership_keys::lost).
   // A member lost before it joins leaves the others waiting for its address: at most `settle` after the first.
   store_->setTimeout(generation == 0 ? options_.timeout : options_.settle);
@@ -223,7 +230,10 @@ GroupPtr Membership::next_generation(std::string reason, bool with_joiners) {
   for (;;) {
     const int next = generation_ + 1;
     const auto start = Clock::now();
-    group_.reset();  // closes its connections: peers still blocked in it fail at once
+    // After a failure, the group is given up: members still waiting in it stop (their peers may have left the
+    // collective, or be stuck in it themselves); then it is let go without joining its blocked workers.
+    if (!with_joiners) store_->set(gen_key(generation_, "over"), bytes("1"));
+    group_.reset();
     std::vector<int> candidates = members_;
     int consumed = consumed_;
     if (with_joiners) {

@@ -179,7 +179,7 @@ namespace {
 
 // Takes what the rank holds (unless a change that another loss interrupted took it already: the parts were not
 // built again since, and the model was not touched), then every part that holds the group lets it go, so that
-// the membership can destroy it (a broken group's peers still blocked in it then fail too).
+// the membership can give it up and let it go (its peers still waiting in it then fail too).
 const HeldState& hold_and_release(Job& j, const LoopState& s, bool joining) {
   if (!j.held) {
     auto h = std::make_shared<HeldState>();

@@ -334,4 +334,65 @@ TEST(Membership, MemberCountedLostIsRefused) {
   }
 }
 
+// A member waiting in a collective that a peer never joins (the peer stopped, or waits in another collective): once
+// the group is given up (here the launcher marks the peer lost; a member rebuilding after a failure does the same)
+// the wait ends with a CommError at once instead of after the group's timeout (a minute here), and the rebuild
+// lets the old group go without joining its worker, still blocked in it. With the call check on, its own exchange
+// is the collective waited in (inside the call); without it, the collective's Work.
+TEST(Membership, AWaitInAGroupGivenUpEndsAtOnce) {
+  for (bool checked : {false, true}) {
+    SCOPED_TRACE(checked ? "call check on" : "call check off");
+    auto store = ddp::make_hash_store();
+    MembershipOptions o;
+    o.timeout = std::chrono::seconds(60);
+    auto m = first_generation(store, 2, o);
+    m[0]->group()->set_call_check(checked ? ddp::CallCheck::kHash : ddp::CallCheck::kOff);
+    const auto start = std::chrono::steady_clock::now();
+    std::thread mark([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      store->set(ddp::membership_keys::lost(1), std::vector<uint8_t>{'x'});
+    });
+    at::Tensor t = at::ones({8});
+    ddp::AllReduceOptions async;
+    async.async_op = true;
+    try {
+      m[0]->group()->all_reduce(t, async).wait();  // member 1 never joins it
+      ADD_FAILURE() << "the all_reduce completed without member 1";
+    } catch (const ddp::TimeoutError& e) {
+      ADD_FAILURE() << "waited for the group's timeout: " << e.what();
+    } catch (const ddp::CommError& e) {
+      EXPECT_NE(std::string(e.what()).find("[gloo] rank 0/2 all_reduce: communication failed: the members gave this "
+                                           "group up while this rank waited"),
+                std::string::npos)
+          << e.what();
+    }
+    mark.join();
+    m[0]->rebuild("test: member 1 was lost");
+    EXPECT_EQ(m[0]->members(), std::vector<int>{0});
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));  // not the minute's timeout
+    m[1].reset();
+  }
+}
+
+// The same for a collective launched and never waited for (a bucket's, when backward failed first): the rebuild
+// does not join the worker blocked in it.
+TEST(Membership, ARebuildDoesNotJoinAWorkerBlockedInTheGroupGivenUp) {
+  auto store = ddp::make_hash_store();
+  MembershipOptions o;
+  o.timeout = std::chrono::seconds(60);
+  auto m = first_generation(store, 2, o);
+  m[0]->group()->set_call_check(ddp::CallCheck::kOff);  // the call is launched, nothing waits in it
+  const auto start = std::chrono::steady_clock::now();
+  at::Tensor t = at::ones({8});
+  ddp::AllReduceOptions async;
+  async.async_op = true;
+  ddp::Work w = m[0]->group()->all_reduce(t, async);  // member 1 never joins it
+  store->set(ddp::membership_keys::lost(1), std::vector<uint8_t>{'x'});
+  m[0]->rebuild("test: member 1 was lost");
+  EXPECT_EQ(m[0]->members(), std::vector<int>{0});
+  EXPECT_FALSE(w.is_completed());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));  // not the minute's timeout
+  m[1].reset();
+}
+
 }  // namespace

@@ -1,6 +1,7 @@
 // Backends by name. Each backend lives in its own folder and exports
 // is_available() and create(BackendOptions); this registry picks one at run time.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,10 @@ struct BackendOptions {
   Milliseconds timeout{std::chrono::minutes(10)};
   std::string host;      // address peers reach us on (gloo picks a device)
   int cuda_device = -1;  // nccl: this process's GPU (-1: LOCAL_RANK's, modulo the GPUs visible)
+  // gloo, for a group that its members may give up (Membership: a member failed, the others rebuild): once it
+  // says true, a wait on the group fails at once (CommError) instead of waiting for peers that left the collective,
+  // and the group is let go without joining workers still blocked in it. Asked only while a wait is slow.
+  std::function<bool()> given_up;
 };
 
 // All backend names ddp knows, built or not: {"gloo", "mpi", "nccl", "local"}.

@@ -56,9 +56,11 @@ class Membership {
   int first_world() const { return first_world_; }              // the first generation's members: the launch world
   const std::vector<int>& members() const { return members_; }  // ids, in rank order
 
-  // Leaves the current generation (its group is destroyed first, so that peers still blocked in it fail too),
-  // agrees with the other survivors on the next one and builds its group; returns it. `why`: the failure, for the
-  // log line. Throws ddp::Error when fewer than min_world members are left or when this member was counted lost.
+  // Leaves the current generation, agrees with the other survivors on the next one and builds its group; returns
+  // it. The current group is given up first (BackendOptions::given_up): peers still waiting in it fail within a
+  // tenth of a second, as they do once the launcher marks a member lost, and it is let go without joining workers
+  // blocked in it. `why`: the failure, for the log line. Throws ddp::Error when fewer than min_world members are
+  // left or when this member was counted lost.
   GroupPtr rebuild(const std::string& why);
 
   // Members who asked to join (join()) and are not admitted yet. Reads the store: call it on one rank and share

@@ -16,9 +16,9 @@ namespace ddp::gloo {
 namespace {
 
 using PG = c10d::ProcessGroupGloo;
-using c10d_work::BrokenFlag;
 using c10d_work::call;
 using c10d_work::current_message;
+using c10d_work::HealthPtr;
 using detail::Call;
 // c10d has no "forever": a call without a timeout gets a year.
 constexpr std::chrono::milliseconds kNoTimeoutForC10d = std::chrono::hours(24 * 365);
@@ -32,8 +32,10 @@ at::Tensor wire(const at::Tensor& t) { return t.scalar_type() == at::kBFloat16 ?
 
 class GlooBackend final : public detail::Backend {
  public:
-  GlooBackend(StorePtr store, int rank, int size, Milliseconds timeout, std::string host)
+  GlooBackend(StorePtr store, int rank, int size, Milliseconds timeout, std::string host,
+              std::function<bool()> given_up = nullptr)
       : store_(std::move(store)), rank_(rank), size_(size), host_(std::move(host)), device_(make_device(host_)) {
+    health_->given_up = std::move(given_up);
     auto opts = PG::Options::create(timeout);
     opts->devices.push_back(device_);
     try {
@@ -44,11 +46,11 @@ class GlooBackend final : public detail::Backend {
     }
   }
 
-  // After a timed-out operation, c10d's destructor would join a worker thread
-  // that stays blocked until the group's own timeout (minutes): the process
-  // could not exit. The c10d group is left to the process's end instead.
+  // After a timed-out operation, or in a group its members gave up, c10d's destructor would join a worker thread
+  // that may stay blocked until the group's own timeout (minutes): waiting for a peer that left the collective,
+  // or for one itself stuck in such a join. The c10d group is left to the process's end instead.
   ~GlooBackend() override {
-    if (broken_->load()) (void)pg_.release();
+    if (health_->abandoned()) (void)pg_.release();
   }
 
   std::string name() const override { return "gloo"; }
@@ -148,13 +150,13 @@ class GlooBackend final : public detail::Backend {
     if (index < 0) return nullptr;
     // A device of its own, as PyTorch does: groups share no transport state.
     return std::make_unique<GlooBackend>(make_prefix_store(prefix, store_), index, static_cast<int>(ranks.size()),
-                                         timeout, host_);
+                                         timeout, host_, health_->given_up);
   }
 
  private:
   template <typename Fn>
   Work run(const Call& c, Fn&& fn) {
-    return call(c.ctx, broken_, std::forward<Fn>(fn));
+    return call(c.ctx, health_, std::forward<Fn>(fn));
   }
   static std::chrono::milliseconds c10d_timeout(const Call& c) {
     return c.timeout.count() > 0 ? c.timeout : kNoTimeoutForC10d;
@@ -171,7 +173,7 @@ class GlooBackend final : public detail::Backend {
   std::string host_;
   std::shared_ptr<::gloo::transport::Device> device_;
   c10::intrusive_ptr<PG> pg_;
-  BrokenFlag broken_ = std::make_shared<std::atomic<bool>>(false);
+  HealthPtr health_ = std::make_shared<c10d_work::Health>();
   int next_group_ = 0;
 };
 
@@ -195,7 +197,7 @@ std::unique_ptr<detail::Backend> create(const BackendOptions& opts) {
   if (opts.world_size < 1 || opts.rank < 0 || opts.rank >= opts.world_size)
     detail::throw_invalid(c, "rank must be in [0, world_size)");
   ignore_default_sigpipe();
-  return std::make_unique<GlooBackend>(opts.store, opts.rank, opts.world_size, opts.timeout, opts.host);
+  return std::make_unique<GlooBackend>(opts.store, opts.rank, opts.world_size, opts.timeout, opts.host, opts.given_up);
 }
 
 }  // namespace ddp::gloo

@@ -14,7 +14,7 @@ namespace ddp::nccl {
 namespace {
 
 using PG = c10d::ProcessGroupNCCL;
-using c10d_work::BrokenFlag;
+using c10d_work::HealthPtr;
 using detail::Call;
 
 c10d::ReduceOp to_c10d(const ErrorContext& ctx, ReduceOp op) {
@@ -126,7 +126,7 @@ class NcclBackend final : public detail::Backend {
   }
   template <typename Fn>
   Work run(const Call& c, Fn&& fn) {
-    return c10d_work::call(where(c), broken_, std::forward<Fn>(fn), /*on_stream=*/true);
+    return c10d_work::call(where(c), health_, std::forward<Fn>(fn), /*on_stream=*/true);
   }
   std::vector<at::Tensor> blocks(const at::Tensor& flat, const at::Tensor& like) const {
     std::vector<at::Tensor> out;
@@ -138,7 +138,7 @@ class NcclBackend final : public detail::Backend {
   int rank_, size_;
   at::Device device_;
   c10::intrusive_ptr<PG> pg_;
-  BrokenFlag broken_ = std::make_shared<std::atomic<bool>>(false);
+  HealthPtr health_ = std::make_shared<c10d_work::Health>();
   int next_group_ = 0;
 };
 
