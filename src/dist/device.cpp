@@ -50,6 +50,13 @@ at::Tensor to_device(const at::Tensor& t, const at::Device& device) {
   return t.to(device, /*non_blocking=*/async);
 }
 
+at::Tensor control_tensor(const at::Tensor& host, const at::Device& device) {
+  if (device.is_cpu() || host.device() == device) return host;
+  return to_device(wants_pinned_host(device) ? pinned(host) : host, device);
+}
+
+at::Tensor host_copy(const at::Tensor& t) { return t.is_cpu() ? t : t.to(at::kCPU); }
+
 int local_rank_from_env() {
   return launch_env::first_count({&launch_env::kLocalRank, &launch_env::kOmpiLocalRank}, slurm::process()).value_or(0);
 }

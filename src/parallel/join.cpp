@@ -4,6 +4,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include "ddp/dist/collectives.h"
+#include "ddp/dist/device.h"
 #include "ddp/dist/errors.h"
 #include "dist/error_context.h"
 #include "dist/host_memory.h"
@@ -55,11 +56,12 @@ void Join::detach() {
 // on mpi +7 ms async, within noise blocking: docs/ddp.md).
 void Join::on_forward(bool training, bool sync) {
   if (!have_counts_) joined_counts();  // the previous iteration's, if never waited for
-  pending_tensor_ = at::zeros({world_ + kNumFlags}, at::kFloat);
-  float* t = detail::host_data<float>(pending_tensor_, "Join's flags");
+  at::Tensor flags = at::zeros({world_ + kNumFlags}, at::kFloat);
+  float* t = detail::host_data<float>(flags, "Join's flags");
   t[rank_] = 1;
   t[world_ + kTraining] = training;
   t[world_ + kSync] = sync;
+  pending_tensor_ = control_tensor(flags, model_->group_->device());  // a GPU's: queued, nothing waited for
   AllReduceOptions o;
   o.async_op = model_->group_->backend() != "mpi";
   pending_ = model_->group_->all_reduce(pending_tensor_, o);
@@ -70,7 +72,8 @@ void Join::on_forward(bool training, bool sync) {
 const std::vector<float>& Join::joined_counts() {
   if (!have_counts_ && pending_tensor_.defined()) {
     pending_.wait();
-    const float* t = detail::host_data<float>(pending_tensor_, "Join's flags");
+    const at::Tensor flags = host_copy(pending_tensor_);
+    const float* t = detail::host_data<float>(flags, "Join's flags");
     counts_.assign(t, t + world_ + kNumFlags);
     pending_ = Work();
   }
@@ -110,8 +113,9 @@ void Join::finish() {
   ProcessGroup& g = *model_->group_;
   bool last_joiner = true;
   for (;;) {
-    at::Tensor t = at::zeros({world_ + kNumFlags}, at::kFloat);
+    at::Tensor t = at::zeros({world_ + kNumFlags}, at::TensorOptions(g.device()).dtype(at::kFloat));
     g.all_reduce(t);
+    t = host_copy(t);
     const float* c = detail::host_data<float>(t, "Join's flags");
     counts_.assign(c, c + t.numel());
     if (active_ranks(counts_) == 0) break;
@@ -145,14 +149,14 @@ void Join::shadow_iteration(const std::vector<float>& counts) {
 // last (which trained on every iteration) broadcasts parameters and buffers.
 void Join::sync_final_model(bool last_joiner) {
   ProcessGroup& g = *model_->group_;
-  at::Tensor root = at::full({1}, last_joiner ? rank_ : -1, at::kFloat);
+  at::Tensor root = at::full({1}, last_joiner ? rank_ : -1, at::TensorOptions(g.device()).dtype(at::kFloat));
   AllReduceOptions o;
   o.op = ReduceOp::MAX;
   g.all_reduce(root, o);
   std::vector<at::Tensor> state = model_->module_state();
   if (world_ > 1 && !state.empty()) {
     at::NoGradGuard no_grad;
-    broadcast_coalesced(state, static_cast<int>(root.item<float>()), model_->group_);
+    broadcast_coalesced(state, static_cast<int>(host_copy(root).item<float>()), model_->group_);
   }
 }
 

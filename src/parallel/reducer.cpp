@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "ddp/dist/device.h"
 #include "ddp/dist/errors.h"
 #include "ddp/dist/timeline.h"
 #include "dist/error_context.h"
@@ -341,9 +342,10 @@ void Reducer::finalize() {
         have_unused_known_ = true;
       }
       // Which parameters were used on some rank: after the buckets, same order everywhere.
-      used_counts = at::empty({static_cast<int64_t>(params_.size())}, at::kInt);
-      int* counts = host_data<int>(used_counts, "DistributedDataParallel's unused-parameter counts");
+      at::Tensor used = at::empty({static_cast<int64_t>(params_.size())}, at::kInt);
+      int* counts = host_data<int>(used, "DistributedDataParallel's unused-parameter counts");
       for (size_t i = 0; i < params_.size(); ++i) counts[i] = used_[i];
+      used_counts = control_tensor(used, group_->device());  // a GPU's: queued, nothing waited for
       AllReduceOptions o;
       o.async_op = true;
       used_work = group_->all_reduce(used_counts, o);
@@ -361,7 +363,8 @@ void Reducer::finalize() {
     }
     if (used_counts.defined()) {
       used_work.wait();
-      const int* counts = host_data<int>(used_counts, "DistributedDataParallel's unused-parameter counts");
+      const at::Tensor used = host_copy(used_counts);  // a GPU's: the one read of this backward, as PyTorch's
+      const int* counts = host_data<int>(used, "DistributedDataParallel's unused-parameter counts");
       for (size_t i = 0; i < params_.size(); ++i) globally_used[i] = counts[i] > 0;
       if (opts_.static_graph) globally_used_ = globally_used;
     }

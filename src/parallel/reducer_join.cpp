@@ -2,6 +2,7 @@
 // the ranks still training issue in their forward and backward, on zeros.
 #include <ATen/ATen.h>
 
+#include "ddp/dist/device.h"
 #include "dist/host_memory.h"
 #include "parallel/reducer.h"
 
@@ -53,7 +54,7 @@ void Reducer::shadow_backward() {
   at::Tensor counts;
   Work counted;
   if (unused_allowed() && !(opts_.static_graph && !globally_used_.empty())) {
-    counts = at::zeros({static_cast<int64_t>(params_.size())}, at::kInt);
+    counts = at::zeros({static_cast<int64_t>(params_.size())}, at::TensorOptions(group_->device()).dtype(at::kInt));
     AllReduceOptions o;
     o.async_op = true;
     counted = group_->all_reduce(counts, o);
@@ -62,7 +63,8 @@ void Reducer::shadow_backward() {
   counted.wait();
   if (counts.defined()) {
     if (opts_.static_graph) {
-      const int* c = host_data<int>(counts, "Join's unused-parameter counts");
+      const at::Tensor used = host_copy(counts);
+      const int* c = host_data<int>(used, "Join's unused-parameter counts");
       globally_used_.assign(params_.size(), 0);
       for (size_t i = 0; i < params_.size(); ++i) globally_used_[i] = c[i] > 0;
       if (!have_unused_known_) {  // a static graph: the same on every rank

@@ -41,10 +41,8 @@ class StopSchedule {
     last_step_ = step;
     last_time_ = now;
     // On the group's device (a GPU's for nccl): queued from pinned memory without waiting for the GPU's work.
-    const at::Device device = group_.device();
-    at::Tensor host = at::tensor({int64_t(local_signal), -propose, int64_t(save_failed), joiners}, at::kLong);
-    if (wants_pinned_host(device)) host = pinned(host);
-    flag_ = to_device(host, device);
+    const at::Tensor host = at::tensor({int64_t(local_signal), -propose, int64_t(save_failed), joiners}, at::kLong);
+    flag_ = control_tensor(host, group_.device());
     AllReduceOptions o = op(ReduceOp::MAX);
     o.async_op = true;
     work_ = group_.all_reduce(flag_, o);
@@ -60,7 +58,7 @@ class StopSchedule {
     work_->wait();
     work_.reset();
     // A GPU's: copied once the step it is read after has run (check steps only; on the CPU no copy at all).
-    const at::Tensor flags = flag_.is_cpu() ? flag_ : flag_.to(at::kCPU);
+    const at::Tensor flags = host_copy(flag_);
     const int64_t* f = ddp::detail::host_data<int64_t>(flags, "the stop check's flags");
     next_ = last_step_ + std::max<int64_t>(1, -f[1]);
     save_failed_ = f[2] != 0;

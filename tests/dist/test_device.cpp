@@ -124,6 +124,26 @@ TEST(Device, ToDeviceKeepsATensorThatIsThereAndPinningNeedsAGpu) {
   }
 }
 
+// Control values (Join's flags, the unused-parameter map, the stop check) go where the group's collectives run: on
+// the CPU the host tensor itself, elsewhere a copy there (meta here: a device whose memory the host cannot read;
+// a GPU's from pinned memory); host_copy reads them back only off the CPU.
+TEST(Device, ControlValuesGoWhereTheCollectivesRun) {
+  const at::Tensor flags = at::tensor({1, 0, 3}, at::kInt);
+  EXPECT_TRUE(control_tensor(flags, at::Device(at::kCPU)).is_same(flags));
+  EXPECT_TRUE(host_copy(flags).is_same(flags));
+  const at::Tensor on_meta = control_tensor(flags, at::Device(at::kMeta));
+  EXPECT_TRUE(on_meta.is_meta());
+  EXPECT_EQ(on_meta.sizes(), flags.sizes());
+  EXPECT_EQ(on_meta.scalar_type(), at::kInt);
+  std::vector<at::Device> gpus;
+  for (int i = 0; i < cuda_device_count(); ++i) gpus.emplace_back(at::kCUDA, static_cast<c10::DeviceIndex>(i));
+  for (const at::Device& d : gpus) {
+    const at::Tensor there = control_tensor(flags, d);
+    EXPECT_EQ(there.device(), d);
+    EXPECT_TRUE(control_tensor(there, d).is_same(there));
+    EXPECT_TRUE(at::equal(host_copy(there), flags)) << d;
+  }
+}
 // Marks time what ran on a device (dist/device_mark.h): the host clock on the CPU, an event on the stream of a GPU
 // (whose host does not wait for the work); the interval covers the work queued between the two marks.
 TEST(DeviceMarks, TimeTheWorkBetweenThem) {

@@ -39,5 +39,12 @@ at::Tensor pinned(const at::Tensor& t);
 // `t` on `device`: itself when already there (no copy, no op), non-blocking when it is pinned host memory
 // going to a GPU (the host runs on while the copy waits in the stream), else a blocking copy.
 at::Tensor to_device(const at::Tensor& t, const at::Device& device);
+// Control values (flags, counts) for a collective that runs on `device` (ProcessGroup::device()): `host` itself
+// on the CPU; for a GPU a copy queued from pinned memory, which waits for none of the GPU's queued work (a pageable
+// copy, or the front's staging of a CPU tensor, waits for all of it); elsewhere a plain copy.
+at::Tensor control_tensor(const at::Tensor& host, const at::Device& device);
+// `t`'s values where the host can read them: `t` itself on the CPU, else a copy to the host (on a GPU it waits
+// for the work queued before it: read control values once, where they are needed).
+at::Tensor host_copy(const at::Tensor& t);
 
 }  // namespace ddp
