@@ -97,10 +97,11 @@ Work ProcessGroup::issue(Call c, std::function<Work(const Call&)> launch, const 
   if (value.defined()) w.set_value(value);
   w.bind(sequencer_);
   // The entry holds the group: a group released meanwhile is destroyed only after its queue ran.
-  sequencer_->post(to_string(c.op), [self = shared_from_this(), run, c, promise, value]() mutable {
+  sequencer_->post(to_string(c.op), [self = shared_from_this(), run, c, promise, value,
+                                     stream = detail::caller_stream(value)]() mutable {
     try {
-      detail::DeviceScope on(value);  // issued on the sequencer's thread: the tensor's device is current
-      c.async = true;                 // the caller waits (on the promise), not the sequencer
+      detail::StreamScope on(stream);  // issued on the sequencer's thread: the caller's device and stream current
+      c.async = true;                  // the caller waits (on the promise), not the sequencer
       promise.set_work(run(c));
     } catch (...) {
       promise.set_error(std::current_exception());

@@ -161,19 +161,22 @@ Work& Work::bind(const std::shared_ptr<detail::Sequencer>& sequencer) {
 
 Work Work::then(std::function<at::Tensor(at::Tensor)> fn) {
   std::shared_ptr<detail::Sequencer> seq;
+  std::optional<c10::Stream> stream;  // the caller's, on the value's device (set when the collective was issued)
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     seq = state_->sequencer.lock();
+    stream = detail::caller_stream(state_->value);
   }
   if (seq) {  // runs by itself once this Work completes, in the group's order
     detail::Promise promise;
     promise.queued_on(*seq);
     Work child = promise.work();
     child.bind(seq);
-    seq->post("then", [parent = *this, fn = std::move(fn), promise]() mutable {
+    seq->post("then", [parent = *this, fn = std::move(fn), promise, stream]() mutable {
       try {
+        detail::StreamScope on(stream);  // the caller's device and stream: the wait orders it after the collective
         at::Tensor v = parent.value();
-        detail::DeviceScope on(v);  // the value's device is current while fn runs
+        detail::DeviceScope known(stream ? at::Tensor() : v);  // a value unknown at then(): its device, now
         promise.set_value(fn(v));
       } catch (...) {
         promise.set_error(std::current_exception());
@@ -184,9 +187,10 @@ Work Work::then(std::function<at::Tensor(at::Tensor)> fn) {
   Work child(std::make_shared<AfterWork>(*this));
   Work parent = *this;
   std::weak_ptr<State> weak = child.state_;  // the child owns this step: no cycle
-  child.on_success([parent, fn = std::move(fn), weak]() mutable {
+  child.on_success([parent, fn = std::move(fn), weak, stream]() mutable {
+    detail::StreamScope on(stream);
     at::Tensor in = parent.value();
-    detail::DeviceScope on(in);
+    detail::DeviceScope known(stream ? at::Tensor() : in);
     at::Tensor v = fn(in);
     if (auto s = weak.lock()) {
       std::lock_guard<std::mutex> lock(s->mu);

@@ -8,6 +8,9 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
 #include <limits>
 #include <mutex>
 
@@ -137,6 +140,32 @@ TEST_F(Cuda, OneCallsTensorsMustShareADevice) {
           << e.what();
     }
   });
+}
+
+// A continuation runs on the stream its caller had current (c10's Future does the same): a caller on a side stream
+// finds the continuation's kernels there, ordered after the collective and before its own next ones.
+TEST_F(Cuda, ContinuationsRunOnTheCallersStream) {
+  for (auto [backend, world] : groups()) {
+    SCOPED_TRACE(backend + " world " + std::to_string(world));
+    run_ranks(backend, world, [](ProcessGroup& g) {
+      const at::Device gpu0(at::kCUDA, 0);
+      const auto* cuda = c10::impl::getDeviceGuardImpl(at::kCUDA);
+      const c10::Stream side = cuda->getStreamFromGlobalPool(gpu0);
+      c10::StreamGuard on_side(side);
+      at::Tensor t = at::full({1 << 16}, double(g.rank() + 1), gpu());
+      AllReduceOptions o;
+      o.async_op = true;
+      c10::Stream seen = cuda->getStream(gpu0);
+      Work w = g.all_reduce(t, o).then([&](at::Tensor v) {
+        seen = cuda->getStream(gpu0);
+        return v * 2;
+      });
+      at::Tensor doubled = w.value() + 0;  // on the side stream, after the continuation's kernel
+      EXPECT_EQ(seen, side) << "the continuation ran on stream " << seen.id() << ", the caller's is " << side.id();
+      const int w_ = g.size();
+      expect_equal(doubled, at::full({1 << 16}, double(w_ * (w_ + 1)), at::kDouble), "the continuation's result");
+    });
+  }
 }
 
 // The course MLP's shape, small: DDP trains it on the GPU to CPU DDP's weights, within float32 rounding.
