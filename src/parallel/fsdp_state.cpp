@@ -127,6 +127,7 @@ void FsdpState::launch_ready() {
       else
         before.free_scatter_input();
     }
+    if (launched_ == 0) first_launch_ = DeviceMark::now(device());
     unit.reduce_gradients();
     if (!unit.has_frozen()) unit.rest();  // every node that used these parameters has run
     ++launched_;
@@ -135,12 +136,14 @@ void FsdpState::launch_ready() {
 
 void FsdpState::finalize() {
   try {
+    const DeviceMark backward_end = DeviceMark::now(device());
     for (size_t u = 0; u < units_.size(); ++u) arrived_[u] = units_[u]->trainable_count();
     launch_ready();
     for (auto& unit : units_) {
       unit->finish_gradients();
       unit->rest();
     }
+    timings_.add(first_launch_, backward_end, DeviceMark::now(device()));
   } catch (...) {
     reset();
     throw;
@@ -148,11 +151,18 @@ void FsdpState::finalize() {
   reset();
 }
 
+at::Device FsdpState::device() const {
+  for (const auto& unit : units_)
+    if (unit->packed_bytes() > 0) return unit->device();
+  return at::Device(at::kCPU);
+}
+
 void FsdpState::reset() {
   std::fill(arrived_.begin(), arrived_.end(), 0);
   launch_order_.clear();
   launched_ = 0;
   in_backward_ = false;
+  first_launch_ = DeviceMark();
 }
 
 }  // namespace ddp::detail

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ddp/parallel/fully_shard.h"
+#include "parallel/comm_timings.h"
 #include "parallel/fsdp_unit.h"
 #include "parallel/gradient_hooks.h"
 
@@ -37,6 +38,7 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
   const MixedPrecisionPolicy& policy() const { return policy_; }
   void set_replicate_group(GroupPtr g) { replicate_ = std::move(g); }
   const GroupPtr& replicate_group() const { return replicate_; }  // HSDP's; null without
+  const DDPStats& stats() const { return timings_.stats(); }
 
  private:
   void pre_backward(size_t u);
@@ -44,6 +46,7 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
   void launch_ready();
   void finalize();
   void reset();
+  at::Device device() const;  // the shards' (the first unit holding any)
 
   GroupPtr group_, replicate_;
   bool reshard_after_forward_;
@@ -58,6 +61,8 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
   std::vector<size_t> launch_order_;                   // this backward's reduction order
   size_t launched_ = 0;
   bool in_backward_ = false;
+  DeviceMark first_launch_;  // this backward's first reduce-scatter (comm_timings.h)
+  CommTimings timings_;
 };
 
 }  // namespace ddp::detail

@@ -98,6 +98,7 @@ class FsdpUnit {
   const std::vector<compat::AutogradNodePtr>& accumulators() const { return accumulators_; }
   bool take_accumulators_changed() { return std::exchange(accumulators_changed_, false); }
   const ProcessGroup& group() const { return group_; }
+  at::Device device() const { return packed_.defined() ? packed_.device() : at::Device(at::kCPU); }  // its shards'
   int64_t packed_bytes() const { return packed_.defined() ? int64_t(packed_.nbytes()) : 0; }
   int64_t shard_gradient_bytes() const;  // the shards' gradients (their distinct storages)
   int64_t full_bytes_now() const;

@@ -245,6 +245,8 @@ void ShardedModel::zero_grad() {
       if (p.shard.grad().defined()) p.shard.grad().zero_();
 }
 
+const DDPStats& ShardedModel::stats() const { return state_->stats(); }
+
 double ShardedModel::clip_grad_norm_(double max_norm) {
   std::vector<at::Tensor> grads;
   for (const auto& p : parameters())

@@ -385,28 +385,13 @@ void Reducer::finalize() {
     else
       grad = view.clone();
   }
-  stats_.iterations++;
-  unsettled_.push_back({first_launch_.valid() ? first_launch_ : backward_end, backward_end, DeviceMark::now(device_)});
-  settle_timings(/*wait=*/false);
+  timings_.add(first_launch_, backward_end, DeviceMark::now(device_));
   if (!rebuilt_) rebuild_due_ = true;
   reset_iteration();
   expect_gradients_ = false;  // until the next forward
 }
 
-void Reducer::settle_timings(bool wait) const {
-  size_t n = 0;
-  for (; n < unsettled_.size() && (wait || unsettled_[n].done.reached()); ++n) {
-    const Timing& t = unsettled_[n];
-    stats_.comm_ms += t.done.ms_since(t.first_launch);
-    stats_.exposed_ms += t.done.ms_since(t.backward_end);
-  }
-  unsettled_.erase(unsettled_.begin(), unsettled_.begin() + static_cast<std::ptrdiff_t>(n));
-}
-
-const DDPStats& Reducer::stats() const {
-  settle_timings(/*wait=*/true);
-  return stats_;
-}
+const DDPStats& Reducer::stats() const { return timings_.stats(); }
 
 void Reducer::settle_divisor() {
   if (divisor_source_ && divisor_ == 0) divisor_ = divisor_source_();

@@ -17,6 +17,7 @@
 #include "ddp/parallel/distributed_data_parallel.h"
 #include "ddp/torch_compat.h"
 #include "dist/device_mark.h"
+#include "parallel/comm_timings.h"
 #include "parallel/gradient_hooks.h"
 
 namespace torch::autograd {
@@ -132,16 +133,10 @@ class Reducer {
   std::vector<size_t> rebuilt_order_;  // what the rebuild (or restore_order) built
   bool layout_checked_ = false;        // ranks compared their buckets (bucket_agreement.h) since build()
 
-  // Timings: marks on the parameters' device (dist/device_mark.h); a backward's are added to the statistics once
-  // its last mark is reached (at once on the CPU; a GPU's when a later backward or stats() finds it reached).
-  struct Timing {
-    DeviceMark first_launch, backward_end, done;
-  };
-  void settle_timings(bool wait) const;
+  // Timings: marks on the parameters' device, at the first and the last bucket's launch (comm_timings.h).
   at::Device device_{at::kCPU};
   DeviceMark first_launch_, last_launch_;
-  mutable std::vector<Timing> unsettled_;
-  mutable DDPStats stats_;
+  CommTimings timings_;
 };
 
 }  // namespace ddp::detail

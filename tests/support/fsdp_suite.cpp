@@ -139,6 +139,11 @@ void train_side_by_side(ProcessGroup& g, ShardingStrategy strategy, int64_t min_
     EXPECT_EQ(m.gradient_bytes, shard_bytes) << what << " step " << step;
     both.sharded_opt->step();
   }
+  // The reduce-scatters' time, as DDP's stats(): every backward counted, the exposed part within the whole.
+  const DDPStats& stats = sharded.sharded().stats();
+  EXPECT_EQ(stats.iterations, 10) << what;
+  EXPECT_GE(stats.exposed_ms, 0.0) << what;
+  EXPECT_GE(stats.comm_ms, stats.exposed_ms) << what;
   // Full parameters held at once: a unit must be whole to run, and at most the one running and the one
   // prefetched are gathered, each with its gather buffer (FullShard); every unit stays from its forward to its
   // backward, beside at most two gather buffers (ShardGradOp).

@@ -22,6 +22,7 @@
 
 #include "ddp/dist/process_group.h"
 #include "ddp/parallel/comm_hook.h"
+#include "ddp/parallel/ddp_stats.h"
 
 namespace ddp {
 
@@ -35,15 +36,6 @@ struct DDPOptions {
   bool find_unused_parameters = false;  // parameters may get no gradient on some ranks
   bool broadcast_buffers = true;        // rank 0's buffers (BatchNorm statistics) before each forward
   bool static_graph = false;  // the set of used parameters never changes: unused ones learned once (docs/ddp.md)
-};
-
-// Cumulative timings of synchronised backward passes, on the parameters' device: the host clock on the CPU, CUDA
-// events on a GPU (where the host does not wait for nccl's reductions), settled when stats() is read.
-struct DDPStats {
-  int64_t iterations = 0;
-  double comm_ms = 0;     // first bucket launched -> last reduction done
-  double exposed_ms = 0;  // end of backward computation -> last reduction done
-  double overlapped_ms() const { return comm_ms - exposed_ms; }
 };
 
 namespace detail {

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "ddp/dist/process_group.h"
+#include "ddp/parallel/ddp_stats.h"
 
 namespace torch::optim {
 class Optimizer;
@@ -190,6 +191,9 @@ class ShardedModel {
   // full model (FSDP's clip_grad_norm_; nothing scaled where the norm is not finite). Returns the norm before
   // clipping, the same on every rank.
   double clip_grad_norm_(double max_norm);
+  // The reduce-scatters' time in synchronised backward passes, as DDP's stats() counts its buckets': from the
+  // first unit's launch to the last one done, and the part after backward's computation ended.
+  const DDPStats& stats() const;
   // The shard of one of the model's parameters; InvalidArgument for another tensor.
   at::Tensor shard_of(const at::Tensor& param) const;
 

@@ -82,7 +82,7 @@ class FsdpStrategy : public Strategy {
   }
   // Each micro-batch's gradients are reduce-scattered and added into the shards (no full gradients kept).
   std::shared_ptr<void> no_sync() override { return nullptr; }
-  const DDPStats& stats() const override { return stats_; }
+  const DDPStats& stats() const override { return sharded_->stats(); }
   torch::optim::Optimizer& optimizer() override { return *opt_; }
   void zero_grad() override { sharded_->zero_grad(); }
   void step() override { opt_->step(); }
@@ -131,7 +131,6 @@ class FsdpStrategy : public Strategy {
   std::unique_ptr<ShardedModel> owned_;                   // any other model
   ShardedModel* sharded_ = nullptr;
   std::unique_ptr<torch::optim::Optimizer> opt_;
-  DDPStats stats_;  // FSDP's collectives are not DDP's buckets: no numbers
 };
 
 [[maybe_unused]] const bool registered_full =
