@@ -218,6 +218,9 @@ for w in 1 2; do
     log "    ddp $(grep -o 'step [0-9.]* ms' "$LOGS/bench-$m-w$w.log" | head -1) | pytorch $(grep -o 'step [0-9.]* ms' "$LOGS/bench-$m-w$w-pytorch.log" | head -1)"
   done
 done
+# nccl's all_reduce on GPU buffers at world 2 on the one GPU (what a bucket's reduction costs per size).
+check bench-collectives-nccl-w2 45 "$BIN/ddprun" --nproc-per-node 2 --standalone --backend nccl tests/dist/own_host.sh \
+  "$BIN/ddp-bench" collectives --device cuda --ops all_reduce --min-bytes 4K --max-bytes 64M --rounds 2
 # The airbench-shaped step on synthetic CIFAR-sized data (batch 1024, channels-last, as airbench94 runs it): ours
 # beside PyTorch eager's, and PyTorch's captured whole in a CUDA graph (what graphs give).
 AIR=(--models airbench --batch 1024 --steps 10 --layouts nhwc --precisions fp32,bf16)

@@ -90,7 +90,7 @@ namespace detail {
 
 void settle_device_spans(bool wait) {
   std::vector<Pending> ready;
-  std::map<std::string, Anchor> anchors;
+  std::vector<Anchor> anchors;  // each ready span's device's
   {
     std::lock_guard<std::mutex> lock(spans().mu);
     auto& pending = spans().pending;
@@ -98,10 +98,11 @@ void settle_device_spans(bool wait) {
     while (n < pending.size() && (wait || pending[n].end.reached())) ++n;  // a device reaches its marks in order
     ready.assign(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(n));
     pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(n));
-    anchors = spans().anchors;
+    for (const Pending& p : ready) anchors.push_back(spans().anchors.at(p.device.str()));  // none when nothing ready
   }
-  for (const Pending& p : ready) {
-    const Anchor& a = anchors.at(p.device.str());
+  for (size_t i = 0; i < ready.size(); ++i) {
+    const Pending& p = ready[i];
+    const Anchor& a = anchors[i];
     const auto at = [&](const DeviceMark& m) { return a.host_us + static_cast<int64_t>(m.ms_since(a.mark) * 1000); };
     const int64_t start = at(p.start);
     complete(p.track, p.name, start, at(p.end) - start);

@@ -4,6 +4,7 @@
 // busbw = algbw * factor: all_reduce 2(W-1)/W, all_gather and reduce_scatter
 // (W-1)/W, broadcast 1. A time is the maximum over ranks of the mean per
 // call over `iters` calls; the best of --rounds such measurements is kept.
+// --device cuda: the buffers on the rank's GPU (auto: nccl), each timing ends once the GPU ran the calls.
 #include <ATen/ATen.h>
 
 #include <chrono>
@@ -16,6 +17,7 @@
 
 #include "bench.h"
 #include "ddp/dist.h"
+#include "ddp/dist/device.h"
 #include "ddp/dist/launch_env.h"
 #include "ddp/train/machine.h"
 
@@ -37,6 +39,7 @@ namespace {
 
 struct Options {
   std::string backend = "auto";
+  std::string device = "cpu";  // where the buffers live: cpu | cuda | cuda:N | auto
   long long min_bytes = 4, max_bytes = 64ll << 20;
   std::vector<std::string> ops = {"all_reduce", "all_gather", "broadcast", "reduce_scatter"};
   std::string json;
@@ -101,7 +104,9 @@ double time_op(ProcessGroup& g, const std::string& op, long long count, int iter
       g.reduce_scatter(o, parts);
     }
   };
+  const at::Device device = out.device();
   once();  // warm-up
+  synchronize(device);
   double us = 0;
   if (gap_ms > 0) {
     // Each call alone: the ranks spin (touching no memory), meet, then time one call.
@@ -110,12 +115,14 @@ double time_op(ProcessGroup& g, const std::string& op, long long count, int iter
       g.barrier();
       auto t0 = std::chrono::steady_clock::now();
       once();
+      synchronize(device);  // a GPU's: the host returned once the call was queued
       us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
     }
   } else {
     g.barrier();
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i) once();
+    synchronize(device);
     us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
   }
   at::Tensor t = at::full({1}, us, at::kDouble);
@@ -129,6 +136,7 @@ int run_collectives(const Options& o) {
   if (o.min_bytes > o.max_bytes) throw std::invalid_argument("--min-bytes is larger than --max-bytes");
   InitOptions init;
   init.backend = o.backend;
+  init.device = o.device;
   std::shared_ptr<RawGloo> raw_gloo;
 #ifdef DDP_HAVE_GLOO
   if (o.raw_c10d) {
@@ -147,6 +155,9 @@ int run_collectives(const Options& o) {
   }
 #endif
   auto g = init_process_group(init);
+  const at::Device device = resolve_device(o.device);
+  if ((o.raw_mpi || o.raw_c10d) && !device.is_cpu())
+    throw std::invalid_argument("--raw-mpi and --raw-c10d time CPU buffers: leave --device at cpu");
   const int w = g->size();
   const bool lead = g->rank() == 0;
   if (o.raw_mpi && g->backend() != "mpi")
@@ -157,8 +168,8 @@ int run_collectives(const Options& o) {
   if (o.raw_c10d) throw std::invalid_argument("--raw-c10d: this build has no gloo");
 #endif
   if (lead) {
-    std::printf("# ddp-bench collectives: backend %s, %d ranks, float32, time = max over ranks", g->backend().c_str(),
-                w);
+    std::printf("# ddp-bench collectives: backend %s, %d ranks, float32 on %s, time = max over ranks",
+                g->backend().c_str(), w, device.str().c_str());
     if (o.gap_ms > 0) std::printf(", each call after %g ms of busy time and a barrier", o.gap_ms);
     std::printf("\n");
     print_machine_lines();
@@ -173,8 +184,8 @@ int run_collectives(const Options& o) {
     for (long long bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
       long long count = bytes / 4;
       if (count < w || (op != "all_reduce" && op != "broadcast" && count % w != 0)) continue;
-      at::Tensor in = at::ones({count});
-      at::Tensor out = at::ones({count});
+      at::Tensor in = at::ones({count}, at::TensorOptions(device));
+      at::Tensor out = at::ones({count}, at::TensorOptions(device));
       int iters = o.gap_ms > 0 ? std::min(iterations(bytes), 20) : iterations(bytes);
       // Rounds alternate ours and the raw peer, so both see the same machine.
       const bool peer = o.raw_mpi || (raw_gloo && op != "reduce_scatter") || o.call_check;
@@ -206,6 +217,7 @@ int run_collectives(const Options& o) {
     nlohmann::ordered_json doc = {{"tool", "ddp-bench collectives"},
                                   {"cpu", train::describe(train::cpu_info())},
                                   {"backend", g->backend()},
+                                  {"device", device.str()},
                                   {"world", w},
                                   {"dtype", "float32"},
                                   {"gap_ms", o.gap_ms}};
@@ -226,7 +238,17 @@ int run_collectives(const Options& o) {
 void add_collectives_command(CLI::App& app, std::function<int()>& run) {
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand("collectives", "time, algbw and busbw of each collective per message size");
-  sub->add_option("--backend", o->backend, "gloo | mpi | auto")->capture_default_str();
+  sub->add_option("--backend", o->backend, "gloo | mpi | nccl | auto")->capture_default_str();
+  sub->add_option("--device", o->device, "cpu | cuda (the rank's GPU) | cuda:N | auto: where the buffers live")
+      ->check([](const std::string& v) {
+        try {
+          check_device_spec(v);
+          return std::string();
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+      })
+      ->capture_default_str();
   sub->add_option_function<std::string>(
       "--min-bytes", [o](const std::string& v) { o->min_bytes = parse_bytes("--min-bytes", v); },
       "smallest message (4, 64K, 16M) [default 4]");
