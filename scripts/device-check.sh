@@ -190,7 +190,7 @@ done
 check mlp-bf16-cuda 90 "$BIN/ddp-train" mlp --device cuda --precision bf16 --epochs 1 --no-progress --out-dir "$LOGS/runs/bf16"
 log "    $(grep -m1 'rank(s) on' "$LOGS/mlp-bf16-cuda.log" | cut -c1-200)"
 # The timeline of a GPU run: forward, backward and the optimizer step on the device's own track (CUDA events).
-check timeline-cuda 90 bash -c "\"$BIN/ddp-train\" mlp --device cuda --epochs 1 --limit-train 2048 --no-progress \
+check timeline-cuda 90 bash -c "mkdir -p \"$LOGS/runs/timeline\" && \"$BIN/ddp-train\" mlp --device cuda --epochs 1 --limit-train 2048 --no-progress \
   --out-dir \"$LOGS/runs/timeline\" --timeline \"$LOGS/runs/timeline/t.json\" &&
   \"$PY\" tests/train/timeline_device_check.py \"$LOGS/runs/timeline/t.json\" cuda:0"
 check resume-cuda 120 env DDP_PYTHON="$PY" tests/train/resume_test.sh "$BIN/ddprun" "$BIN/ddp-train" mlp 1 --device cuda
