@@ -240,14 +240,7 @@ void add_collectives_command(CLI::App& app, std::function<int()>& run) {
   CLI::App* sub = app.add_subcommand("collectives", "time, algbw and busbw of each collective per message size");
   sub->add_option("--backend", o->backend, "gloo | mpi | nccl | auto")->capture_default_str();
   sub->add_option("--device", o->device, "cpu | cuda (the rank's GPU) | cuda:N | auto: where the buffers live")
-      ->check([](const std::string& v) {
-        try {
-          check_device_spec(v);
-          return std::string();
-        } catch (const std::exception& e) {
-          return std::string(e.what());
-        }
-      })
+      ->check(refused_by([](const std::string& spec) { check_device_spec(spec); }))
       ->capture_default_str();
   sub->add_option_function<std::string>(
       "--min-bytes", [o](const std::string& v) { o->min_bytes = parse_bytes("--min-bytes", v); },
