@@ -1,12 +1,14 @@
 // SyncBatchNorm's forward and backward: PyTorch's torch/nn/modules/_functions.py
-// (SyncBatchNorm), written with CPU ATen operations (batch_norm_stats and its
-// relatives are CUDA-only in LibTorch 1.13; the per-rank reductions use the CPU
-// batch norm's own kernels, batch_norm_update_stats and native_batch_norm_backward).
+// (SyncBatchNorm). The per-rank passes over the batch are SyncBatchNormKernels'
+// (ATen's fused SyncBatchNorm kernels where the device has them, CPU batch norm
+// kernels elsewhere); the statistics between them are float64 [C] tensors on the
+// input's device.
 //
 // Forward: each rank takes its per-channel mean and sum of squared deviations
 // (M2) over its n_r values, all_gathers (mean, M2, n) and merges them in float64
 // in rank order (Chan et al.: M2 = sum M2_r + n_r (mean_r - mean)^2), so every
-// rank holds the same statistics, bit for bit, whatever the batch sizes.
+// rank holds the same statistics, bit for bit, whatever the batch sizes (an
+// empty batch weighs nothing, with no host read to leave it out).
 // Backward: the local sums of dy and dy * (x - mean) are all-reduced, and the
 // input gradient is BatchNorm's over the global count N:
 //   dx = (dy - sum_dy / N - (x - mean) invstd^2 sum_dy_xmu / N) invstd weight.
@@ -24,6 +26,7 @@
 #include "ddp/dist/init.h"
 #include "ddp/errors.h"
 #include "dist/error_context.h"
+#include "parallel/sync_batch_norm_kernels.h"
 
 namespace ddp {
 namespace {
@@ -43,19 +46,6 @@ struct SyncArgs {
   at::Tensor running_mean, running_var;  // undefined: not tracked
 };
 
-// float32 for 16-bit inputs (autocast); the input's type otherwise.
-at::ScalarType compute_type(const at::Tensor& x) {
-  const at::ScalarType t = x.scalar_type();
-  return t == at::kHalf || t == at::kBFloat16 ? at::kFloat : t;
-}
-
-// [N, C, ...] as [N, C, L] (L = 1 for [N, C]), valid for N = 0 too.
-at::Tensor as_3d(const at::Tensor& x) {
-  int64_t l = 1;
-  for (int64_t d = 2; d < x.dim(); ++d) l *= x.size(d);
-  return x.reshape({x.size(0), x.size(1), l});
-}
-
 std::string context(const ProcessGroup& g) {
   return ErrorContext{g.backend(), g.rank(), g.size(), "SyncBatchNorm"}.prefix();
 }
@@ -65,17 +55,15 @@ struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> 
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& weight,
                             const at::Tensor& bias, const SyncArgs* args) {
     ProcessGroup& g = *args->group;
+    const detail::SyncBatchNormKernels k(input);
     const int64_t c = input.size(1);
-    const at::Tensor in = input.contiguous().to(compute_type(input));
-    const at::Tensor x = as_3d(in);
-    const double n = double(x.size(0) * x.size(2));
-    // This rank's [mean, M2, n] (ATen's per-channel kernel, float64 accumulators);
-    // an empty batch sends zeros and weighs nothing.
-    at::Tensor local = at::zeros({2 * c + 1}, input.options().dtype(at::kDouble));  // on the input's device
+    const double n = double(input.numel() / c);  // values per channel here
+    // This rank's [mean, M2, n] (float64, on the input's device); an empty batch sends zeros and weighs nothing.
+    at::Tensor local = at::zeros({2 * c + 1}, input.options().dtype(at::kDouble));
     if (n > 0) {
-      auto [mean, var] = at::batch_norm_update_stats(in, {}, {}, 0.0);  // var: biased
+      auto [mean, var] = k.moments(input);
       local.narrow(0, 0, c).copy_(mean);
-      local.narrow(0, c, c).copy_(var.to(at::kDouble) * n);
+      local.narrow(0, c, c).copy_(var * n);
       local[2 * c] = n;
     }
     std::vector<at::Tensor> gathered(g.size());
@@ -98,19 +86,14 @@ struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> 
       args->running_mean.copy_(args->running_mean.to(at::kDouble) * (1 - m) + mean * m);
       args->running_var.copy_(args->running_var.to(at::kDouble) * (1 - m) + m2 / (total - 1) * m);
     }
-    // y = x * scale + shift per channel, as ATen's batch norm applies it.
-    at::Tensor scale = weight.numel() ? invstd * weight.to(at::kDouble) : invstd;
-    at::Tensor shift = -mean * scale;
-    if (bias.numel()) shift = shift + bias.to(at::kDouble);
-    auto per_channel = [&](const at::Tensor& k) { return k.to(x.scalar_type()).view({1, c, 1}); };
-    at::Tensor y = at::addcmul(per_channel(shift), x, per_channel(scale));
+    at::Tensor y = k.normalize(input, weight, bias, mean, invstd);
 
     ctx->save_for_backward({input, weight});
     ctx->saved_data["mean"] = mean;
     ctx->saved_data["invstd"] = invstd;
     ctx->saved_data["count"] = total;
     ctx->saved_data["group"] = c10::IValue::make_capsule(c10::make_intrusive<GroupHolder>(args->group));
-    return y.view(input.sizes()).to(input.scalar_type());
+    return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -119,38 +102,19 @@ struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> 
     const at::Tensor mean = ctx->saved_data["mean"].toTensor(), invstd = ctx->saved_data["invstd"].toTensor();
     const at::Tensor total = ctx->saved_data["count"].toTensor();  // float64, 0-dim, on the input's device
     auto holder = c10::static_intrusive_pointer_cast<GroupHolder>(ctx->saved_data["group"].toCapsule());
+    const detail::SyncBatchNormKernels k(input);
     const int64_t c = input.size(1);
-    const at::ScalarType type = compute_type(input);
-    const at::Tensor in = input.contiguous().to(type), dy_in = grads[0].contiguous().to(type);
-    const at::Tensor x = as_3d(in), dy = as_3d(dy_in);
-    const at::Tensor mean_t = mean.to(type), invstd_t = invstd.to(type);
-    // This rank's sums of dy and dy (x - mean) (zero for an empty batch): ATen's
-    // per-channel kernel, which returns them as grad_bias and grad_weight = sum_dy_xmu invstd.
-    at::Tensor sum_dy = at::zeros({c}, in.options().dtype(at::kDouble)), sum_dy_x_hat = at::zeros_like(sum_dy);
-    if (x.numel() > 0) {
-      auto sums = at::native_batch_norm_backward(dy_in, in, at::ones({c}, in.options()), {}, {}, mean_t, invstd_t,
-                                                 /*train=*/true, 0.0, {false, true, true});
-      sum_dy_x_hat = std::get<1>(sums).to(at::kDouble);
-      sum_dy = std::get<2>(sums).to(at::kDouble);
-    }
-    const at::Tensor sum_dy_xmu = sum_dy_x_hat / invstd_t.to(at::kDouble);
-    at::Tensor grad_input, grad_weight, grad_bias;
-    if (weight.numel() && ctx->needs_input_grad(1)) grad_weight = sum_dy_x_hat.to(weight.scalar_type());
-    if (weight.numel() && ctx->needs_input_grad(2)) grad_bias = sum_dy.to(weight.scalar_type());
+    const bool affine = weight.numel() > 0;
+    auto s = k.sums(grads[0], input, weight, mean, invstd, affine && ctx->needs_input_grad(1),
+                    affine && ctx->needs_input_grad(2));
+    at::Tensor grad_input;
     if (ctx->needs_input_grad(0)) {
-      at::Tensor sums = at::cat({sum_dy, sum_dy_xmu});
+      at::Tensor sums = at::cat({s.sum_dy, s.sum_dy_xmu});
       holder->group->all_reduce(sums);
-      const at::Tensor w = weight.numel() ? weight.to(at::kDouble) : at::ones_like(invstd);
-      // dx = dy * (invstd w) + (x - mean) * (-invstd^3 w sum_dy_xmu / N) - invstd w sum_dy / N
-      at::Tensor k_dy = invstd * w;
-      at::Tensor k_xmu = -invstd.pow(3) * w * sums.narrow(0, c, c) / total;
-      at::Tensor k_0 = -k_dy * sums.narrow(0, 0, c) / total;
-      auto per_channel = [&](const at::Tensor& k) { return k.to(type).view({1, c, 1}); };
-      grad_input = at::addcmul(per_channel(k_0), dy, per_channel(k_dy));
-      grad_input.addcmul_(x - mean_t.view({1, c, 1}), per_channel(k_xmu));
-      grad_input = grad_input.view(input.sizes()).to(input.scalar_type());
+      grad_input =
+          k.input_gradient(grads[0], input, weight, mean, invstd, sums.narrow(0, 0, c), sums.narrow(0, c, c), total);
     }
-    return {grad_input, grad_weight, grad_bias, at::Tensor()};
+    return {grad_input, s.grad_weight, s.grad_bias, at::Tensor()};
   }
 };
 

@@ -57,11 +57,14 @@ void expect_within(const at::Tensor& got, const at::Tensor& want, double tol, co
   EXPECT_LE(d, tol) << what << ": off by " << d << ", more than the bound " << tol;
 }
 
-// One BatchNorm layer (BN: BatchNorm1d/2d/3d) with input [N, C, spatial...]:
-// two training steps, then evaluation.
+// One BatchNorm layer (BN: BatchNorm1d/2d/3d) with input [N, C, spatial...] (channels last where asked):
+// two training steps, then evaluation. SyncBatchNorm runs on the group's device (a GPU for nccl), the
+// reference BatchNorm on the CPU.
 template <typename BN>
 void layer_case(ProcessGroup& g, const torch::nn::BatchNormOptions& opts, std::vector<int64_t> spatial,
-                const std::string& name) {
+                const std::string& name, bool channels_last = false) {
+  const at::Device dev = g.device();
+  auto laid_out = [&](const at::Tensor& t) { return channels_last ? t.contiguous(at::MemoryFormat::ChannelsLast) : t; };
   const int r = g.rank(), w = g.size();
   const int64_t n = kSizes[r], start = offset(r), total = offset(w), c = opts.num_features();
   int64_t per_sample = 1;
@@ -85,6 +88,7 @@ void layer_case(ProcessGroup& g, const torch::nn::BatchNormOptions& opts, std::v
   }
   auto sync = std::dynamic_pointer_cast<SyncBatchNormImpl>(convert_sync_batchnorm(plain.ptr(), handle(g)));
   if (!sync) return ADD_FAILURE() << tag(g, name) << ": convert_sync_batchnorm did not return a SyncBatchNorm";
+  sync->to(dev);
   std::vector<int64_t> dims = {0};  // every dimension but the channels'
   for (size_t d = 0; d < spatial.size(); ++d) dims.push_back(int64_t(d) + 2);
   for (int step = 0; step < 2; ++step) {
@@ -92,9 +96,9 @@ void layer_case(ProcessGroup& g, const torch::nn::BatchNormOptions& opts, std::v
     std::vector<int64_t> shape = {total, c};
     shape.insert(shape.end(), spatial.begin(), spatial.end());
     at::Tensor x_all = at::randn(shape, gen) * 2 + 0.5, dy_all = at::randn(shape, gen);
-    at::Tensor x = x_all.narrow(0, start, n).clone().requires_grad_(true);
+    at::Tensor x = laid_out(x_all.narrow(0, start, n).to(dev)).clone().requires_grad_(true);
     at::Tensor y = sync->forward(x);
-    (y * dy_all.narrow(0, start, n)).sum().backward();
+    (y * laid_out(dy_all.narrow(0, start, n).to(dev))).sum().backward();
     at::Tensor x_ref = x_all.clone().requires_grad_(true);
     at::Tensor y_ref = ref->forward(x_ref);
     (y_ref * dy_all).sum().backward();
@@ -124,7 +128,8 @@ void layer_case(ProcessGroup& g, const torch::nn::BatchNormOptions& opts, std::v
       expect_within(sync->running_mean, ref->running_mean, bound(m, xmax), what + ": running_mean");
       expect_within(sync->running_var, ref->running_var, bound(m, max_abs(x_all.var(dims, true))),
                     what + ": running_var");
-      EXPECT_TRUE(at::equal(sync->num_batches_tracked, ref->num_batches_tracked)) << what << ": num_batches_tracked";
+      EXPECT_TRUE(at::equal(sync->num_batches_tracked.cpu(), ref->num_batches_tracked))
+          << what << ": num_batches_tracked";
     }
     // Negative control: this rank's own statistics are far off.
     if (w > 1 && n * per_sample > 1) {
@@ -133,11 +138,12 @@ void layer_case(ProcessGroup& g, const torch::nn::BatchNormOptions& opts, std::v
       EXPECT_GT(max_diff(local, y_ref.narrow(0, start, n)), 100 * y_tol) << what << ": the check cannot tell";
     }
   }
-  // Evaluation is BatchNorm's, bit for bit, and starts no collective: on rank 0 only.
+  // Evaluation is BatchNorm's on the same device, bit for bit, and starts no collective: on rank 0 only.
   sync->eval();
   if (r == 0) {
     at::NoGradGuard no_grad;
     BN twin(opts);
+    twin->to(dev);
     twin->eval();
     auto from = sync->named_parameters(), to = twin->named_parameters();
     for (const auto& p : from)
@@ -146,10 +152,10 @@ void layer_case(ProcessGroup& g, const torch::nn::BatchNormOptions& opts, std::v
     for (const auto& b : from_b) to_b[b.key()].copy_(b.value());
     std::vector<int64_t> shape = {4, c};
     shape.insert(shape.end(), spatial.begin(), spatial.end());
-    at::Tensor x = at::randn(shape, gen);
+    at::Tensor x = laid_out(at::randn(shape, gen).to(dev));
     EXPECT_TRUE(at::equal(sync->forward(x), twin->forward(x))) << tag(g, name + ": evaluation");
   }
-  at::Tensor t = at::ones({1});
+  at::Tensor t = at::ones({1}, at::TensorOptions().device(dev));
   g.all_reduce(t);
   EXPECT_EQ(t.item<float>(), float(w)) << tag(g, name + ": collectives out of step after evaluation");
 }
@@ -164,6 +170,8 @@ void sync_batch_norm_layers(ProcessGroup& g) {
                                      "BatchNorm2d [N, 2, 3, 2], no running statistics");
   layer_case<torch::nn::BatchNorm3d>(g, BatchNormOptions(2).affine(false), {2, 2, 2},
                                      "BatchNorm3d [N, 2, 2, 2, 2], no affine");
+  layer_case<torch::nn::BatchNorm2d>(g, BatchNormOptions(3), {2, 3}, "BatchNorm2d [N, 3, 2, 3], channels last",
+                                     /*channels_last=*/true);
 }
 
 // Fewer than two values per channel over all ranks: every rank refuses, alike.
