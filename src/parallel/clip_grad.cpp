@@ -2,11 +2,9 @@
 
 #include <ATen/ATen.h>
 
-#include <cmath>
-
 namespace ddp {
 
-double clip_grad_norm(const std::vector<at::Tensor>& grads, double max_norm, ProcessGroup* group) {
+at::Tensor clip_grad_norm(const std::vector<at::Tensor>& grads, double max_norm, ProcessGroup* group) {
   const at::Device where = !grads.empty() ? grads[0].device() : group ? group->device() : at::Device(at::kCPU);
   // Each tensor's norm (no temporary of its size), then the sum of their squares.
   std::vector<at::Tensor> norms;
@@ -14,10 +12,11 @@ double clip_grad_norm(const std::vector<at::Tensor>& grads, double max_norm, Pro
   at::Tensor squares = norms.empty() ? at::zeros({1}, at::TensorOptions(where).dtype(at::kFloat))
                                      : at::cat(norms).pow(2).sum().reshape({1});
   if (group && group->size() > 1) group->all_reduce(squares);
-  const double norm = std::sqrt(squares.item<double>());
-  const double coef = max_norm / (norm + 1e-6);
-  if (std::isfinite(norm) && coef < 1)
-    for (const auto& g : grads) g.mul_(coef);
+  const at::Tensor norm = squares.sqrt().reshape({});
+  // min(1, max_norm / (norm + 1e-6)); 1 where the norm is not finite, that is where norm - norm is not 0 (NaN:
+  // isfinite and where have no meta kernel in LibTorch 1.13). x * 1 is x: below max_norm nothing changes.
+  const at::Tensor coef = (max_norm / (norm + 1e-6)).clamp_max(1.0).masked_fill((norm - norm).ne(0), 1.0);
+  for (const auto& g : grads) g.mul_(coef);
   return norm;
 }
 

@@ -247,7 +247,7 @@ void ShardedModel::zero_grad() {
 
 const DDPStats& ShardedModel::stats() const { return state_->stats(); }
 
-double ShardedModel::clip_grad_norm_(double max_norm) {
+at::Tensor ShardedModel::clip_grad_norm_(double max_norm) {
   std::vector<at::Tensor> grads;
   for (const auto& p : parameters())
     if (p.grad().defined()) grads.push_back(p.grad());

@@ -107,9 +107,13 @@ class EpochRun {
 
   // The optimizer step, once the gradients are known finite (--nan-check), and the weight average's update.
   void step() {
-    // With clipping, its norm is the non-finite check (one pass over the gradients): finite, so are they all.
-    if (*j_.cfg.clip_grad <= 0 || !std::isfinite(j_.strategy->clip_grad_norm(*j_.cfg.clip_grad)))
-      check_finite_step(j_, s_, running_, window_);
+    // With clipping (on the device), its norm is --nan-check's one read: finite, so are all the gradients.
+    bool finite = false;
+    if (*j_.cfg.clip_grad > 0) {
+      const at::Tensor norm = j_.strategy->clip_grad_norm(*j_.cfg.clip_grad);
+      finite = j_.cfg.nan_check && std::isfinite(norm.item<double>());
+    }
+    if (!finite) check_finite_step(j_, s_, running_, window_);
     {
       timeline::DeviceSpan span("compute", "optimizer step", j_.device);
       j_.strategy->step();

@@ -12,6 +12,7 @@
 #include "ddp/dist/collectives.h"
 #include "ddp/dist/half.h"
 #include "ddp/errors.h"
+#include "ddp/parallel/clip_grad.h"
 #include "ddp/parallel/comm_hook.h"
 #include "ddp/parallel/powersgd.h"
 #include "dist/host_memory.h"
@@ -33,6 +34,15 @@ TEST(NoHostReads, To16BitOnTheTensorsDevice) {
       EXPECT_EQ(y.sizes(), x.sizes());
     }
   }
+}
+
+// Clipping computes the norm and the factor where the gradients are, and scales them there: nothing is read.
+TEST(NoHostReads, ClipGradNormStaysOnTheDevice) {
+  std::vector<at::Tensor> grads = {meta_floats({30, 20}), meta_floats({7})};
+  const at::Tensor norm = clip_grad_norm(grads, 1.0);
+  EXPECT_TRUE(norm.is_meta());
+  EXPECT_EQ(norm.dim(), 0);
+  EXPECT_EQ(norm.scalar_type(), at::kFloat);
 }
 
 TEST(NoHostReads, HostLoopsRefuseDeviceTensors) {

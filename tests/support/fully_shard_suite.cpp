@@ -156,7 +156,7 @@ void train_against_one_process(ProcessGroup& g, bool reshard, int micro, int sha
     // the whole model's (float32 sums of squares in another order: 1e-5 relative), and the clipped rows step
     // as the reference's clipped gradients.
     if (step >= 2) {
-      const double norm = model.sharded().clip_grad_norm_(0.05);
+      const double norm = model.sharded().clip_grad_norm_(0.05).item<double>();
       const double want = torch::nn::utils::clip_grad_norm_(unique_parameters(*ref), 0.05);
       EXPECT_GT(want, 0.05) << what << " step " << step << ": nothing to clip";
       EXPECT_NEAR(norm, want, 1e-5 * want) << what << " step " << step << ": clip_grad_norm_";

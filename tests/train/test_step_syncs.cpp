@@ -25,8 +25,10 @@ struct Case {
   int world;
   int64_t accumulate = 1;
   int64_t ema_every = 0;
+  double clip_grad = 0;  // --clip-grad: on the device, its norm read only by --nan-check
   std::string name() const {
-    return strategy + "_w" + std::to_string(world) + (accumulate > 1 ? "_accumulate" : "") + (ema_every ? "_ema" : "");
+    return strategy + "_w" + std::to_string(world) + (accumulate > 1 ? "_accumulate" : "") + (ema_every ? "_ema" : "") +
+           (clip_grad > 0 ? "_clip" : "");
   }
 };
 
@@ -62,6 +64,7 @@ std::vector<std::pair<int64_t, std::string>> reads_of_fit(const Case& c, int64_t
     s.strategy = c.strategy;
     s.accumulate = c.accumulate;
     s.ema_every = c.ema_every;
+    s.clip_grad = c.clip_grad;
     s.nan_check = nan_check;
     s.log_every = log_every;
     Trainer trainer(s, g.shared_from_this());
@@ -86,8 +89,8 @@ TEST_P(StepSyncs, AStepReadsNothingOnTheHost) {
         << " more host reads (2 steps: " << few[size_t(r)].second << "; 6 steps: " << more[size_t(r)].second << ")";
 }
 
-// The counter sees the loop's reads: --nan-check reads once per step (whether to step), a log point copies the
-// running sums to the host once.
+// The counter sees the loop's reads: --nan-check reads once per step (whether to step; with --clip-grad, the
+// norm), a log point copies the running sums to the host once.
 // (FSDP's --nan-check reads once per unit: not in this list.)
 class StepSyncsCounted : public ::testing::TestWithParam<Case> {};
 
@@ -112,9 +115,11 @@ std::string case_name(const ::testing::TestParamInfo<Case>& i) {
 INSTANTIATE_TEST_SUITE_P(Trainer, StepSyncs,
                          ::testing::Values(Case{"ddp", 1}, Case{"ddp", 3}, Case{"ddp", 2, 2}, Case{"ddp", 1, 1, 1},
                                            Case{"zero1", 3}, Case{"fsdp-full", 3}, Case{"fsdp-grad", 1},
-                                           Case{"fsdp-grad", 2}),
+                                           Case{"fsdp-grad", 2}, Case{"ddp", 3, 1, 0, 1.0},
+                                           Case{"fsdp-full", 3, 1, 0, 1.0}),
                          case_name);
-INSTANTIATE_TEST_SUITE_P(Trainer, StepSyncsCounted, ::testing::Values(Case{"ddp", 1}, Case{"ddp", 3}, Case{"zero1", 2}),
+INSTANTIATE_TEST_SUITE_P(Trainer, StepSyncsCounted,
+                         ::testing::Values(Case{"ddp", 1}, Case{"ddp", 3}, Case{"zero1", 2}, Case{"ddp", 2, 1, 0, 1.0}),
                          case_name);
 
 }  // namespace

@@ -30,16 +30,22 @@ namespace {
 // that the non-finite check that follows names the gradient at fault.
 TEST(ClipGradNorm, ScalesToTheNormAndLeavesNonFiniteAlone) {
   at::Tensor a = at::tensor({3.0f}), b = at::tensor({0.0f, 4.0f});
-  EXPECT_DOUBLE_EQ(ddp::clip_grad_norm({a, b}, 10), 5);
+  const at::Tensor norm = ddp::clip_grad_norm({a, b}, 10);
+  EXPECT_EQ(norm.dim(), 0);
+  EXPECT_EQ(norm.scalar_type(), at::kFloat);
+  EXPECT_DOUBLE_EQ(norm.item<double>(), 5);
   EXPECT_TRUE(at::equal(b, at::tensor({0.0f, 4.0f}))) << "scaled below max_norm";
-  EXPECT_DOUBLE_EQ(ddp::clip_grad_norm({a, b}, 1), 5);
+  EXPECT_DOUBLE_EQ(ddp::clip_grad_norm({a, b}, 1).item<double>(), 5);
   // Scaled by 1 / (5 + 1e-6): float32's rounding of 0.6 and 0.8.
   EXPECT_NEAR(a.item<float>(), 0.6, 2e-7);
   EXPECT_NEAR(b[1].item<float>(), 0.8, 2e-7);
   at::Tensor bad = at::tensor({1.0f, NAN}), fine = at::tensor({100.0f});
-  EXPECT_TRUE(std::isnan(ddp::clip_grad_norm({fine, bad}, 1)));
+  EXPECT_TRUE(std::isnan(ddp::clip_grad_norm({fine, bad}, 1).item<double>()));
   EXPECT_EQ(fine.item<float>(), 100.0f) << "scaled by a NaN norm";
-  EXPECT_EQ(ddp::clip_grad_norm({}, 1), 0);
+  at::Tensor inf = at::tensor({INFINITY});
+  EXPECT_TRUE(std::isinf(ddp::clip_grad_norm({fine, inf}, 1).item<double>()));
+  EXPECT_EQ(fine.item<float>(), 100.0f) << "scaled by an infinite norm";
+  EXPECT_EQ(ddp::clip_grad_norm({}, 1).item<double>(), 0);
 }
 
 TEST(LabelSmoothing, ClosedForm) {

@@ -189,8 +189,8 @@ class ShardedModel {
   // Collective, after backward: the total 2-norm of the whole model's gradients (every rank's rows), and every
   // rank's rows scaled by max_norm / (norm + 1e-6) when that is below 1: torch.nn.utils.clip_grad_norm_ of the
   // full model (FSDP's clip_grad_norm_; nothing scaled where the norm is not finite). Returns the norm before
-  // clipping, the same on every rank.
-  double clip_grad_norm_(double max_norm);
+  // clipping, the same on every rank, as a 0-dim float32 tensor on the shards' device (nothing read on the host).
+  at::Tensor clip_grad_norm_(double max_norm);
   // The reduce-scatters' time in synchronised backward passes, as DDP's stats() counts its buckets': from the
   // first unit's launch to the last one done, and the part after backward's computation ended.
   const DDPStats& stats() const;

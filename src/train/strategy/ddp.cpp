@@ -41,7 +41,7 @@ std::optional<std::string> DdpStrategy::non_finite_gradient() {
   return first_non_finite(m, /*gradients=*/true);
 }
 
-double DdpStrategy::clip_grad_norm(double max_norm) {
+at::Tensor DdpStrategy::clip_grad_norm(double max_norm) {
   std::vector<at::Tensor> grads;
   for (const auto& p : model_->module().ptr()->parameters())
     if (p.grad().defined()) grads.push_back(p.grad());

@@ -93,7 +93,7 @@ class FsdpStrategy : public Strategy {
 
   // Each rank holds its rows' gradients: the lowest rank with a non-finite one names it for all. One host
   // read when all are finite.
-  double clip_grad_norm(double max_norm) override { return sharded_->clip_grad_norm_(max_norm); }
+  at::Tensor clip_grad_norm(double max_norm) override { return sharded_->clip_grad_norm_(max_norm); }
   std::optional<std::string> non_finite_gradient() override {
     const auto shards = sharded_->named_parameters();
     std::vector<at::Tensor> finite;

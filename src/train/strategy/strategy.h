@@ -65,8 +65,8 @@ class Strategy {
   virtual std::optional<std::string> non_finite_gradient() = 0;
   // After a step's backward, every rank: the gradients' total 2-norm over the whole model, and the gradients
   // scaled by max_norm / (norm + 1e-6) where that is below 1 (torch.nn.utils.clip_grad_norm_; not where the norm is
-  // not finite); the same norm on every rank.
-  virtual double clip_grad_norm(double max_norm) = 0;
+  // not finite); the same norm on every rank, a 0-dim float32 tensor on the gradients' device (not read on the host).
+  virtual at::Tensor clip_grad_norm(double max_norm) = 0;
   // Collective: while the returned scope lives, the Task's model holds its full parameters on every rank (to
   // evaluate, check or checkpoint it); with writeback, what is loaded into them is trained on. Null where the
   // model always holds them.
