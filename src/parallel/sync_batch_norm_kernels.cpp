@@ -34,7 +34,10 @@ c10::optional<at::Tensor> affine(const at::Tensor& p, at::ScalarType t) {
 
 }  // namespace
 
-SyncBatchNormKernels::SyncBatchNormKernels(const at::Tensor& input) : fused_(has_fused_kernels(input)) {
+SyncBatchNormKernels::SyncBatchNormKernels(const at::Tensor& input)
+    : SyncBatchNormKernels(input, has_fused_kernels(input)) {}
+
+SyncBatchNormKernels::SyncBatchNormKernels(const at::Tensor& input, bool fused) : fused_(fused) {
   const at::ScalarType t = input.scalar_type();
   acc_ = t == at::kHalf || t == at::kBFloat16 ? at::kFloat : t;
 }

@@ -16,6 +16,8 @@ class SyncBatchNormKernels {
  public:
   // The way for `input` (its device's kernels), for the forward and the backward of one call.
   explicit SyncBatchNormKernels(const at::Tensor& input);
+  // The way given (tests comparing the two where both exist).
+  SyncBatchNormKernels(const at::Tensor& input, bool fused);
   bool fused() const { return fused_; }
 
   // This rank's per-channel mean and biased variance (float64) over a non-empty input.

@@ -16,6 +16,7 @@
 
 #include "ddp/dist.h"
 #include "ddp/parallel/distributed_data_parallel.h"
+#include "support/fused_kernels_case.h"
 #include "support/rank_threads.h"
 
 namespace ddp::testing {
@@ -240,6 +241,13 @@ void ddp_on_the_gpu(int lo, int hi) {
 }
 
 TEST_F(Cuda, DdpOnTheGpuTrainsToDdpOnTheCpu) { ddp_on_the_gpu(1, 1); }
+
+// SyncBatchNorm takes ATen's fused CUDA kernels for a GPU's tensors, and they compute what the CPU's composite
+// passes do (support/fused_kernels_case.h); the CPU has none. The suite over nccl checks the whole layer at world 2.
+TEST_F(Cuda, SyncBatchNormFusedKernelsEqualTheCpusOwn) {
+  EXPECT_FALSE(detail::SyncBatchNormKernels(at::randn({4, 3})).fused()) << "the CPU has no fused kernels";
+  fused_kernels_against_composite(at::Device(at::kCUDA, 0), /*moments_in_float32=*/true);
+}
 
 // Rank threads sharing one GPU share autograd's one thread for it: see test_cuda_trainer.cpp's
 // ThreadRanksOnOneGpu case (predicted to fail by the timeout; the device check runs these apart, last).

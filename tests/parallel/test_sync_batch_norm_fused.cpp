@@ -17,6 +17,7 @@
 
 #include "ddp/parallel/sync_batch_norm.h"
 #include "support/ddp_suite.h"
+#include "support/fused_kernels_case.h"
 #include "support/rank_threads.h"
 
 namespace ddp::testing {
@@ -151,6 +152,11 @@ std::string name(const ::testing::TestParamInfo<Param>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Suite, SyncBatchNormFused, ::testing::ValuesIn(params()), name);
+
+// The per-rank passes on the stand-ins against the composite ones: the case test_cuda runs with CUDA's kernels.
+TEST(SyncBatchNormFusedPath, KernelsEqualTheCompositePasses) {
+  fused_kernels_against_composite(at::Device(at::kCPU), /*moments_in_float32=*/false);
+}
 
 // The fused kernels write in the input's memory format: a channels-last input keeps it, forward and backward,
 // with no copy to the contiguous layout (the suite's channels-last case checks the values).
