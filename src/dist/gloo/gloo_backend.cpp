@@ -20,6 +20,8 @@ using c10d_work::call;
 using c10d_work::current_message;
 using c10d_work::HealthPtr;
 using detail::Call;
+// The store keys of the ranks whose gloo connections are up (one per rank).
+const std::string kConnected = "ddp_gloo_connected/";
 // c10d has no "forever": a call without a timeout gets a year.
 constexpr std::chrono::milliseconds kNoTimeoutForC10d = std::chrono::hours(24 * 365);
 
@@ -38,11 +40,24 @@ class GlooBackend final : public detail::Backend {
     health_->given_up = std::move(given_up);
     auto opts = PG::Options::create(timeout);
     opts->devices.push_back(device_);
+    ErrorContext c{"gloo", rank, size, "init"};
     try {
       pg_ = c10::make_intrusive<PG>(store_, rank, size, opts);
     } catch (...) {
-      ErrorContext c{"gloo", rank, size, "init"};
       throw Error(c.prefix() + "rendezvous with the other ranks failed: " + current_message());
+    }
+    // Every rank's connections are up before any rank returns: gloo's connectFullMesh can finish on one side of a
+    // pair first, and a rank that then exited at once (a job that only initializes) closed the pair while its peer
+    // was still completing it ("Connection closed by peer" there). One store key per rank, as PyTorch 1.13's
+    // store-based barrier after init_process_group.
+    try {
+      store_->set(kConnected + std::to_string(rank), std::vector<uint8_t>{1});
+      std::vector<std::string> keys;
+      for (int r = 0; r < size; ++r) keys.push_back(kConnected + std::to_string(r));
+      store_->wait(keys, timeout);
+    } catch (...) {
+      throw Error(c.prefix() + "the other ranks did not all finish connecting within the timeout (" +
+                  std::to_string(timeout.count()) + " ms): " + current_message());
     }
   }
 
