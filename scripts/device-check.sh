@@ -174,7 +174,7 @@ for run in cuda cpu ddprun-cuda; do
   cmd=("$BIN/ddp-train" mlp --device "$dev" --epochs 2 --no-progress --out-dir "$LOGS/runs/mlp-$run")
   [ "$run" = ddprun-cuda ] && cmd=("$BIN/ddprun" --nproc-per-node 1 --standalone "${cmd[@]}")
   check "mlp-$run" 90 "${cmd[@]}"
-  log "    $( (grep -m1 'rank(s) on' "$LOGS/mlp-$run.log"; grep -E '^done' "$LOGS/mlp-$run.log") | xargs | cut -c1-200)"
+  log "    $( (grep -m1 'rank(s) on' "$LOGS/mlp-$run.log"; grep -E '^done' "$LOGS/mlp-$run.log") | tr '\n' ' ' | cut -c1-200)"
 done
 # World 2 on the one GPU over nccl (each rank its own NCCL host) and over gloo (processes: CUDA tensors through
 # gloo), beside world 2 on the CPU over gloo.
@@ -227,7 +227,7 @@ AIR=(--models airbench --batch 1024 --steps 10 --layouts nhwc --precisions fp32,
 check bench-airbench 90 "$BIN/ddp-bench" compute --device cuda --gemm-n 4096 "${AIR[@]}" --json "$LOGS/air-ours.json"
 check bench-airbench-pytorch 120 "$PY" bench/compute_peer.py --device cuda --cuda-graph "${AIR[@]}" \
   --json "$LOGS/air-pytorch.json"
-log "    $("$PY" bench/compare_compute.py "$LOGS/air-ours.json" "$LOGS/air-pytorch.json" 2>&1 | xargs | cut -c1-300)"
+log "    $("$PY" bench/compare_compute.py "$LOGS/air-ours.json" "$LOGS/air-pytorch.json" 2>&1 | tr '\n' ' ' | cut -c1-300)"
 # The demo's job to 91% on the GPU (fashion-mnist-fast, world 1) beside PyTorch's DDP on the same data and GPU
 # (FashionCNN at its best CPU settings, 4 epochs, evaluating every 58 steps as the demo does): wall time from the
 # launch to the first evaluation at >= 91%.
