@@ -5,7 +5,10 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
+#include <thread>
 
 #include "dist/c10d_work.h"
 #include "dist/gloo/gloo.h"
@@ -20,8 +23,7 @@ using c10d_work::call;
 using c10d_work::current_message;
 using c10d_work::HealthPtr;
 using detail::Call;
-// The store keys of the ranks whose gloo connections are up (one per rank).
-const std::string kConnected = "ddp_gloo_connected/";
+using Clock = std::chrono::steady_clock;
 // c10d has no "forever": a call without a timeout gets a year.
 constexpr std::chrono::milliseconds kNoTimeoutForC10d = std::chrono::hours(24 * 365);
 
@@ -46,19 +48,7 @@ class GlooBackend final : public detail::Backend {
     } catch (...) {
       throw Error(c.prefix() + "rendezvous with the other ranks failed: " + current_message());
     }
-    // Every rank's connections are up before any rank returns: gloo's connectFullMesh can finish on one side of a
-    // pair first, and a rank that then exited at once (a job that only initializes) closed the pair while its peer
-    // was still completing it ("Connection closed by peer" there). One store key per rank, as PyTorch 1.13's
-    // store-based barrier after init_process_group.
-    try {
-      store_->set(kConnected + std::to_string(rank), std::vector<uint8_t>{1});
-      std::vector<std::string> keys;
-      for (int r = 0; r < size; ++r) keys.push_back(kConnected + std::to_string(r));
-      store_->wait(keys, timeout);
-    } catch (...) {
-      throw Error(c.prefix() + "the other ranks did not all finish connecting within the timeout (" +
-                  std::to_string(timeout.count()) + " ms): " + current_message());
-    }
+    barrier_after_connecting(c, timeout);
   }
 
   // After a timed-out operation, or in a group its members gave up, c10d's destructor would join a worker thread
@@ -157,6 +147,46 @@ class GlooBackend final : public detail::Backend {
   Work recv(at::Tensor& t, int src, int tag, const Call& c) override {
     std::vector<at::Tensor> v{wire(t)};
     return run(c, [&] { return pg_->recv(v, src, tag); });
+  }
+
+  // Every rank's connections are up before any rank returns: gloo's connectFullMesh can finish on one side of a
+  // pair first, and a rank that then exited at once (a job that only initializes) closed the pair while its peer
+  // was still completing it ("Connection closed by peer" there); PyTorch 1.13 had a store barrier here. Then rank
+  // 0, whose process may hold the store, returns last: every other rank is past its last store request.
+  void barrier_after_connecting(const ErrorContext& c, Milliseconds timeout) {
+    const auto deadline = timeout.count() > 0 ? Clock::now() + timeout : Clock::time_point::max();
+    auto keys = [&](const char* step) {
+      std::vector<std::string> k;
+      for (int r = 0; r < size_; ++r) k.push_back(std::string("ddp_gloo_") + step + "/" + std::to_string(r));
+      return k;
+    };
+    try {
+      store_->set(keys("connected")[size_t(rank_)], std::vector<uint8_t>{1});
+      wait_for(keys("connected"), deadline, c, timeout);
+      store_->set(keys("passed")[size_t(rank_)], std::vector<uint8_t>{1});
+      if (rank_ == 0) wait_for(keys("passed"), deadline, c, timeout);
+    } catch (const Error&) {
+      throw;
+    } catch (...) {
+      throw Error(c.prefix() + "the store failed while the ranks checked that all had connected: " + current_message());
+    }
+  }
+
+  // Until every key is set, polling (a few ms in all when the ranks are together); the group's members giving it
+  // up (a rebuild after a lost member) or the deadline ends the wait with an error.
+  void wait_for(const std::vector<std::string>& keys, Clock::time_point deadline, const ErrorContext& c,
+                Milliseconds timeout) {
+    const auto start = Clock::now();
+    auto pause = std::chrono::milliseconds(1);
+    while (!store_->check(keys)) {
+      if (Clock::now() - start > std::chrono::milliseconds(100) && health_->given_up_now())
+        throw CommError(c.prefix() + "the members gave this group up while its ranks connected");
+      if (Clock::now() >= deadline)
+        throw TimeoutError(c.prefix() + "the other ranks did not all connect within the timeout (" +
+                           std::to_string(timeout.count()) + " ms)");
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(50));
+    }
   }
 
   std::unique_ptr<Backend> split(const std::vector<int>& ranks, int index, Milliseconds timeout) override {
