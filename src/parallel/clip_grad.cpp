@@ -6,9 +6,10 @@ namespace ddp {
 
 at::Tensor clip_grad_norm(const std::vector<at::Tensor>& grads, double max_norm, ProcessGroup* group) {
   const at::Device where = !grads.empty() ? grads[0].device() : group ? group->device() : at::Device(at::kCPU);
-  // Each tensor's norm (no temporary of its size), then the sum of their squares.
+  // Each tensor's norm (no temporary of its size; accumulated and returned in float32, so that a 16-bit
+  // gradient's norm above 65504 is not inf), then the sum of their squares.
   std::vector<at::Tensor> norms;
-  for (const auto& g : grads) norms.push_back(g.norm().to(at::kFloat).reshape({1}));
+  for (const auto& g : grads) norms.push_back(g.norm(2, at::kFloat).reshape({1}));
   at::Tensor squares = norms.empty() ? at::zeros({1}, at::TensorOptions(where).dtype(at::kFloat))
                                      : at::cat(norms).pow(2).sum().reshape({1});
   if (group && group->size() > 1) group->all_reduce(squares);

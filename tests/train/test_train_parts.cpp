@@ -45,6 +45,10 @@ TEST(ClipGradNorm, ScalesToTheNormAndLeavesNonFiniteAlone) {
   at::Tensor inf = at::tensor({INFINITY});
   EXPECT_TRUE(std::isinf(ddp::clip_grad_norm({fine, inf}, 1).item<double>()));
   EXPECT_EQ(fine.item<float>(), 100.0f) << "scaled by an infinite norm";
+  // A float16 gradient whose norm float16 cannot hold (above 65504): its norm in float32, and clipped.
+  at::Tensor h = at::full({4}, 60000.0, at::kHalf);
+  EXPECT_EQ(ddp::clip_grad_norm({h}, 60000).item<double>(), 120000);
+  EXPECT_TRUE(at::equal(h, at::full({4}, 30000.0, at::kHalf))) << h;  // scaled by 0.5 (float32's 60000 / 120000)
   EXPECT_EQ(ddp::clip_grad_norm({}, 1).item<double>(), 0);
 }
 
