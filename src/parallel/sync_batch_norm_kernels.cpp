@@ -2,18 +2,24 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <vector>
+
 namespace ddp::detail {
 namespace {
 
 // Whether ATen has a kernel of its own for each of SyncBatchNorm's fused operations on t's device (CUDA's; not
-// the CPU's, nor meta's).
+// the CPU's, nor meta's). The operators are looked up once; their kernels, at each call (a test may add some).
 bool has_fused_kernels(const at::Tensor& t) {
+  static const std::vector<c10::optional<c10::OperatorHandle>> ops = [] {
+    std::vector<c10::optional<c10::OperatorHandle>> found;
+    for (const char* name :
+         {"aten::batch_norm_elemt", "aten::batch_norm_backward_reduce", "aten::batch_norm_backward_elemt"})
+      found.push_back(c10::Dispatcher::singleton().findOp(c10::OperatorName(name, "")));
+    return found;
+  }();
   const c10::DispatchKey key = c10::legacyExtractDispatchKey(t.key_set());
-  for (const char* name :
-       {"aten::batch_norm_elemt", "aten::batch_norm_backward_reduce", "aten::batch_norm_backward_elemt"}) {
-    auto op = c10::Dispatcher::singleton().findOp(c10::OperatorName(name, ""));
+  for (const auto& op : ops)
     if (!op || !op->hasKernelForDispatchKey(key)) return false;
-  }
   return true;
 }
 
@@ -26,6 +32,12 @@ at::Tensor as_3d(const at::Tensor& x) {
 
 // A per-channel [C] tensor as a factor of a [N, C, L] one, in type t.
 at::Tensor per_channel(const at::Tensor& k, at::ScalarType t) { return k.to(t).view({1, k.size(0), 1}); }
+
+// The gradient in the input's dtype and layout (channels last where the input is: CUDA's fast kernels need both).
+at::Tensor like(const at::Tensor& dy, const at::Tensor& input) {
+  const at::Tensor in = SyncBatchNormKernels::laid_out(input);
+  return dy.to(in.scalar_type()).contiguous(in.suggest_memory_format());
+}
 
 c10::optional<at::Tensor> affine(const at::Tensor& p, at::ScalarType t) {
   if (!p.numel()) return c10::nullopt;
@@ -80,8 +92,8 @@ SyncBatchNormKernels::Sums SyncBatchNormKernels::sums(const at::Tensor& dy, cons
   s.sum_dy_xmu = at::zeros_like(s.sum_dy);
   at::Tensor sum_dy_x_hat = at::zeros_like(s.sum_dy);  // sum dy (x - mean) invstd
   if (input.numel() > 0 && fused_) {
-    auto r = at::batch_norm_backward_reduce(laid_out(dy.to(input.scalar_type())), laid_out(input), mean.to(acc_),
-                                            invstd.to(acc_), affine(weight, acc_), true, want_weight, want_bias);
+    auto r = at::batch_norm_backward_reduce(like(dy, input), laid_out(input), mean.to(acc_), invstd.to(acc_),
+                                            affine(weight, acc_), true, want_weight, want_bias);
     s.sum_dy = std::get<0>(r).to(at::kDouble);
     s.sum_dy_xmu = std::get<1>(r).to(at::kDouble);
     if (want_weight) s.grad_weight = std::get<2>(r).to(weight.scalar_type());
@@ -109,9 +121,8 @@ at::Tensor SyncBatchNormKernels::input_gradient(const at::Tensor& dy, const at::
   if (fused_) {
     const at::Tensor in = laid_out(input);
     if (in.numel() == 0) return at::empty_like(in);
-    return at::batch_norm_backward_elemt(laid_out(dy.to(input.scalar_type())), in, mean.to(acc_), invstd.to(acc_),
-                                         affine(weight, acc_), sum_dy.to(acc_), sum_dy_xmu.to(acc_),
-                                         total.to(at::kInt).reshape({1}));
+    return at::batch_norm_backward_elemt(like(dy, input), in, mean.to(acc_), invstd.to(acc_), affine(weight, acc_),
+                                         sum_dy.to(acc_), sum_dy_xmu.to(acc_), total.to(at::kInt).reshape({1}));
   }
   const at::Tensor x = as_3d(input.contiguous().to(acc_)), g = as_3d(dy.contiguous().to(acc_));
   const at::Tensor w = weight.numel() ? weight.to(at::kDouble) : at::ones_like(invstd);

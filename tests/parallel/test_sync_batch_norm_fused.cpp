@@ -30,13 +30,31 @@ at::ScalarType acc_of(const at::Tensor& x) {
   return t == at::kHalf || t == at::kBFloat16 ? at::kFloat : t;
 }
 
-// Per-channel statistics, as the CUDA kernels read them: [C], in the input's accumulation type.
+// Per-channel statistics, as the CUDA kernels read them: [C], contiguous, on the input's device, in the input's
+// accumulation type.
 void check_stat(const c10::optional<at::Tensor>& t, const at::Tensor& input, const char* op, const char* what) {
   if (!t || !t->defined()) return;
-  TORCH_CHECK(t->dim() == 1 && t->size(0) == input.size(1), op, ": ", what, " must be [", input.size(1), "], got ",
-              t->sizes());
+  TORCH_CHECK(t->dim() == 1 && t->size(0) == input.size(1) && t->is_contiguous(), op, ": ", what,
+              " must be a contiguous [", input.size(1), "], got ", t->sizes());
+  TORCH_CHECK(t->device() == input.device(), op, ": ", what, " on ", t->device(), ", the input on ", input.device());
   TORCH_CHECK(t->scalar_type() == acc_of(input), op, ": ", what, " must be ", acc_of(input), " for a ",
               input.scalar_type(), " input (the kernel reads it so), got ", t->scalar_type());
+}
+
+// The input as SyncBatchNorm hands it over: not empty (the kernels' launches have no empty grid), and a gradient
+// of its dtype, device, shape and layout (CUDA's channels-last kernels run only where both are channels last).
+void check_input(const at::Tensor& input, const at::Tensor* grad_out, const char* op) {
+  TORCH_CHECK(input.numel() > 0, op, ": an empty input reached the kernel");
+  if (!grad_out) return;
+  TORCH_CHECK(grad_out->scalar_type() == input.scalar_type(), op, ": grad_out must be the input's dtype");
+  TORCH_CHECK(grad_out->device() == input.device() && grad_out->sizes() == input.sizes(), op,
+              ": grad_out must be the input's size, on its device");
+  std::vector<at::MemoryFormat> layouts = {at::MemoryFormat::Contiguous};
+  if (input.dim() == 4) layouts.push_back(at::MemoryFormat::ChannelsLast);
+  if (input.dim() == 5) layouts.push_back(at::MemoryFormat::ChannelsLast3d);
+  for (auto f : layouts)
+    TORCH_CHECK(grad_out->is_contiguous(f) == input.is_contiguous(f), op, ": grad_out laid out otherwise than the ",
+                "input (strides ", grad_out->strides(), " and ", input.strides(), ")");
 }
 
 std::vector<int64_t> channel_view(const at::Tensor& input) {
@@ -56,6 +74,7 @@ at::Tensor standin_elemt(const at::Tensor& input, const c10::optional<at::Tensor
                          double) {
   ++elemt_calls;
   const char* op = "batch_norm_elemt";
+  check_input(input, nullptr, op);
   for (auto [t, what] :
        {std::pair{c10::optional<at::Tensor>(mean), "mean"}, {invstd, "invstd"}, {weight, "weight"}, {bias, "bias"}})
     check_stat(t, input, op, what);
@@ -71,7 +90,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> standin_backward_redu
     const c10::optional<at::Tensor>& weight, bool input_g, bool weight_g, bool bias_g) {
   ++reduce_calls;
   const char* op = "batch_norm_backward_reduce";
-  TORCH_CHECK(grad_out.scalar_type() == input.scalar_type(), op, ": grad_out must be the input's dtype");
+  check_input(input, &grad_out, op);
   for (auto [t, what] : {std::pair{c10::optional<at::Tensor>(mean), "mean"}, {invstd, "invstd"}, {weight, "weight"}})
     check_stat(t, input, op, what);
   TORCH_CHECK(!(weight_g || bias_g) || (weight && weight->defined()), op, ": weight_g or bias_g without a weight");
@@ -91,15 +110,16 @@ at::Tensor standin_backward_elemt(const at::Tensor& grad_out, const at::Tensor& 
                                   const at::Tensor& sum_dy, const at::Tensor& sum_dy_xmu, const at::Tensor& count) {
   ++backward_elemt_calls;
   const char* op = "batch_norm_backward_elemt";
-  TORCH_CHECK(grad_out.scalar_type() == input.scalar_type(), op, ": grad_out must be the input's dtype");
+  check_input(input, &grad_out, op);
   for (auto [t, what] : {std::pair{c10::optional<at::Tensor>(mean), "mean"},
                          {invstd, "invstd"},
                          {weight, "weight"},
                          {sum_dy, "sum_dy"},
                          {sum_dy_xmu, "sum_dy_xmu"}})
     check_stat(t, input, op, what);
-  TORCH_CHECK(count.scalar_type() == at::kInt && count.dim() == 1, op, ": count must be a 1-d int32 tensor (the ",
-              "kernel reads int*), got ", count.scalar_type(), " ", count.sizes());
+  TORCH_CHECK(count.scalar_type() == at::kInt && count.dim() == 1 && count.device() == input.device(), op,
+              ": count must be a 1-d int32 tensor on the input's device (the kernel reads int*), got ",
+              count.scalar_type(), " ", count.sizes(), " on ", count.device());
   const auto v = channel_view(input);
   const at::Tensor norm = 1.0 / count.sum().to(acc_of(input));
   const at::Tensor k = weight && weight->defined() ? invstd * *weight : invstd;

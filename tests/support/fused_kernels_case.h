@@ -74,6 +74,32 @@ inline void fused_kernels_against_composite(const at::Device& dev, bool moments_
       near(dx_g, dx, 2 * u16 * dxmax + 8 * u32 * 2 * inv * wmax * dymax * (2 + z * z), "input gradient");
     }
   }
+  // An empty batch (a rank without samples): empty results and zero sums, and no kernel called (CUDA's launches
+  // have no empty grid; the CPU stand-ins refuse an empty input).
+  const auto on = at::TensorOptions().device(dev);
+  for (at::ScalarType t : {at::kFloat, at::kBFloat16}) {
+    for (const std::vector<int64_t>& shape : {std::vector<int64_t>{0, 3}, std::vector<int64_t>{0, 3, 5, 5}}) {
+      const std::string what = std::string("empty ") + c10::toString(t) + " " + c10::str(at::IntArrayRef(shape));
+      at::Tensor x = at::empty(shape, on.dtype(t));
+      if (shape.size() == 4) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+      const detail::SyncBatchNormKernels k(x);
+      ASSERT_TRUE(k.fused()) << what;
+      const at::Tensor mean = at::zeros({3}, on.dtype(at::kDouble)), invstd = at::ones({3}, on.dtype(at::kDouble));
+      const at::Tensor w = at::ones({3}, on), b = at::zeros({3}, on), zeros = at::zeros({3}, at::kDouble);
+      const at::Tensor y = k.normalize(x, w, b, mean, invstd);
+      EXPECT_EQ(y.sizes(), x.sizes()) << what;
+      EXPECT_EQ(y.scalar_type(), t) << what;
+      auto s = k.sums(x, x, w, mean, invstd, true, true);
+      EXPECT_TRUE(at::equal(s.sum_dy.cpu(), zeros)) << what << ": sum dy";
+      EXPECT_TRUE(at::equal(s.sum_dy_xmu.cpu(), zeros)) << what << ": sum dy (x - mean)";
+      EXPECT_TRUE(at::equal(s.grad_weight.cpu().to(at::kDouble), zeros)) << what << ": weight gradient";
+      EXPECT_TRUE(at::equal(s.grad_bias.cpu().to(at::kDouble), zeros)) << what << ": bias gradient";
+      const at::Tensor dx =
+          k.input_gradient(x, x, w, mean, invstd, s.sum_dy, s.sum_dy_xmu, at::full({}, 8.0, on.dtype(at::kDouble)));
+      EXPECT_EQ(dx.sizes(), x.sizes()) << what;
+      EXPECT_EQ(dx.scalar_type(), t) << what;
+    }
+  }
 }
 
 }  // namespace ddp::testing
