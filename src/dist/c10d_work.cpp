@@ -65,12 +65,10 @@ class C10dWork final : public Work::Impl {
     for (;;) {
       const Milliseconds slice =
           std::min(kSlice, std::chrono::ceil<Milliseconds>(deadline - std::min(deadline, Clock::now())));
-      if (slice.count() <= 0) {
-        // the deadline passed: below
-      } else if (notified) {
+      if (slice.count() > 0 && notified) {  // a passed deadline skips to the checks below
         std::unique_lock<std::mutex> lock(done->mu);
         if (done->cv.wait_for(lock, slice, [&] { return done->done; })) return Milliseconds(0);
-      } else {
+      } else if (slice.count() > 0) {
         try {
           w_->wait(slice);
           return Milliseconds(0);
