@@ -18,10 +18,12 @@
 //                         DDP_EXIT_LINGER s when C != 0, as the ddp runtime does); with R
 //                         only rank R does (the others end at SIGTERM)
 //   pid-sleep S           print "ready pid=<pid>", sleep S s, exit 0
-//   restart R N C         print "elastic" and the agent variables (RESTART_COUNT=k ...);
+//   restart R N C [DIR]   print "elastic" and the agent variables (RESTART_COUNT=k ...);
 //                         on attempts k < N rank R (every rank if R < 0) exits with
 //                         code C after 0.2 s while the others sleep 60 s; from
-//                         attempt N on print "done attempt=k" and exit 0
+//                         attempt N on print "done attempt=k" and exit 0; with DIR,
+//                         rank R first waits (up to 30 s) until the others printed
+//                         theirs (files DIR/said.k.r), which a loaded machine may delay
 //   early-exit R DIR      rank R writes its pid to DIR/early.pid and exits 0 after
 //                         0.1 s; the others wait until that process is gone (reaped
 //                         by ddprun), then fail with code 3 and "Connection reset by peer"
@@ -53,6 +55,22 @@ void sleep_seconds(double s) {
   left.tv_sec = static_cast<time_t>(s);
   left.tv_nsec = static_cast<long>((s - static_cast<double>(left.tv_sec)) * 1e9);
   while (nanosleep(&left, &left) != 0) {
+  }
+}
+
+void touch(const std::string& path) {
+  if (FILE* f = std::fopen(path.c_str(), "w")) std::fclose(f);
+}
+
+// Waits (up to 30 s) until every rank of `world` but `self` has made its file PREFIX<rank>.
+void wait_for_files(const std::string& prefix, int self, int world) {
+  for (int r = 0, polls = 0; r < world && polls < 3000;) {
+    if (r == self || ::access((prefix + std::to_string(r)).c_str(), F_OK) == 0) {
+      ++r;
+    } else {
+      sleep_seconds(0.01);
+      ++polls;
+    }
   }
 }
 
@@ -154,13 +172,18 @@ int main(int argc, char** argv) {
       say("done attempt=" + std::to_string(k));
       return 0;
     }
+    const std::string said = argc > 5 ? std::string(argv[5]) + "/said." + std::to_string(k) + "." : "";
     if (target < 0 || rank == target) {
+      if (!said.empty() && target >= 0) {
+        wait_for_files(said, rank, std::atoi(env("WORLD_SIZE").c_str()));
+      }
       sleep_seconds(0.2);
       say("probe rank " + std::to_string(rank) + " failing with code " + std::to_string(code) + " on attempt " +
               std::to_string(k),
           STDERR_FILENO);
       return code;
     }
+    if (!said.empty()) touch(said + std::to_string(rank));
     say("ready");
     sleep_seconds(600);
     return 0;

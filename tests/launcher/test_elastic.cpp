@@ -74,9 +74,10 @@ class Restarts : public ::testing::TestWithParam<BackendNproc> {
 TEST_P(Restarts, SucceedOnTheThirdAttempt) {
   const auto [backend, nproc] = GetParam();
   const int failing = nproc > 1 ? 1 : 0;
+  TempDir said;  // the failing rank fails once the others printed their lines
   RunResult r = run_ddprun(args(backend, nproc,
                                 {"--max-restarts", "2", "--rdzv-id", "job7", "--role", "trainer", probe_path(),
-                                 "restart", std::to_string(failing), "2", "3"}),
+                                 "restart", std::to_string(failing), "2", "3", said.path()}),
                            60);
   ASSERT_EQ(r.exit_code(), 0) << diag(r);
   for (int attempt = 0; attempt <= 2; ++attempt)
@@ -98,10 +99,11 @@ TEST_P(Restarts, SucceedOnTheThirdAttempt) {
 TEST_P(Restarts, ExhaustedRestartsFail) {
   const auto [backend, nproc] = GetParam();
   const int failing = nproc > 1 ? 1 : 0;
-  RunResult r = run_ddprun(
-      args(backend, nproc,
-           {"--max-restarts", "1", "--rdzv-id", "none", probe_path(), "restart", std::to_string(failing), "2", "3"}),
-      60);
+  TempDir said;
+  RunResult r = run_ddprun(args(backend, nproc,
+                                {"--max-restarts", "1", "--rdzv-id", "none", probe_path(), "restart",
+                                 std::to_string(failing), "2", "3", said.path()}),
+                           60);
   ASSERT_EQ(r.exit_code(), 3) << diag(r);
   for (int rank = 0; rank < nproc; ++rank) {
     EXPECT_EQ(count(r.out, elastic_line(backend, rank, nproc, 0, 1, "none", "default")), 1u) << diag(r);
