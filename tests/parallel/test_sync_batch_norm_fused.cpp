@@ -190,6 +190,11 @@ TEST(SyncBatchNormFusedPath, KeepsChannelsLast) {
     EXPECT_TRUE(y.is_contiguous(cl)) << tag(g, "output not channels last");
     (y * at::randn({4, 3, 5, 5}).contiguous(cl)).sum().backward();
     EXPECT_TRUE(x.grad().is_contiguous(cl)) << tag(g, "input gradient not channels last");
+    // A gradient that comes contiguous (the user's own, to backward) reaches the kernels in the input's layout.
+    at::Tensor x2 = at::randn({4, 3, 5, 5}).contiguous(cl).requires_grad_(true);
+    at::Tensor y2 = bn(x2);
+    y2.backward(at::randn({4, 3, 5, 5}));
+    EXPECT_TRUE(x2.grad().is_contiguous(cl)) << tag(g, "input gradient not channels last");
   });
 }
 
