@@ -270,7 +270,9 @@ void recover_in_place(Job& j, LoopState& s, const std::string& why) {
 void admit_in_place(Job& j, LoopState& s) {
   const HeldState& h = hold_and_release(j, s, false);
   j.group = j.membership->admit();
-  adopt(j, s, h, "admitted new ranks");
+  // The joiners that asked may all be lost before the generation formed: it formed without them.
+  const bool came = j.membership->members() != h.old_members;
+  adopt(j, s, h, came ? "admitted new ranks" : "admitted no new rank (those that asked to join were lost first)");
 }
 
 bool join_in_place(Job& j, LoopState& s) {

@@ -42,6 +42,8 @@ has "^\[rank $victim\] \[elastic\] member $((joiner + 1)): asked to join"
 has "^\[rank $victim\] .*joined the running job as rank [0-9]+ of $np"
 has "^\[rank [0-9]+\] replicas identical after in-place recovery: $np rank\(s\)"
 has "^ddprun: lost rank\(s\) $victim, $victim on the way \(2 replaced\); the other ranks ended normally"
+# Lost before its admission, the generation may form without it: said so, never "admitted new ranks: world 2 -> 2".
+! grep -qE "admitted new ranks: world ([0-9]+) -> \1 " "$work/log" || fail "an admission that admitted no one is told as one"
 if grep -q "member $joiner, generation [0-9]*: joined" "$work/log"; then
   echo "the first replacement was killed right after its admission (a member lost: recovered in place)"
 else
