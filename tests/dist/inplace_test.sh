@@ -42,8 +42,8 @@ case_ok 4 0:10 1 1,2,3
 case_ok 4 0:8,2:8 1 1,3
 case_ok 3 1:5,2:20 2 0
 case_ok 4 3:4,0:12,1:30 3 2
-case_ok 3 1:6:stop 1 0,2 --heartbeat-timeout 1
-grep -q "rank 1 (pid [0-9]*) is still stopped after 1 s: killing it (SIGKILL)" "$out" || bad "stop: no kill line"
+case_ok 3 1:6:stop 1 0,2 --heartbeat-timeout 3
+grep -q "rank 1 (pid [0-9]*) is still stopped after 3 s: killing it (SIGKILL)" "$out" || bad "stop: no kill line"
 case_ok 4 1:10,2:0:rebuild 1 0,3  # rank 2 dies while the others rebuild after rank 1's loss
 
 echo "--- no survivor: the job fails"

@@ -90,7 +90,8 @@ port=$(free_port)
 start lost 0 --nnodes 2 --heartbeat-timeout 5 sh -c 'sleep 60'
 hosting lost
 start lost 1 --nnodes 2 --heartbeat-timeout 5 sh -c 'sleep 60'
-for _ in $(seq 100); do grep -q "round 0:" "$work/lost.1.log" && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q "round 0:" "$work/lost.1.log" && break; sleep 0.1; done
+grep -q "round 0:" "$work/lost.1.log" || fail "4: agent 1 not in round 0 within 60 s"
 t0=$(date +%s.%N)
 kill -9 "$p0"
 finish "$p1" 30
@@ -103,7 +104,7 @@ echo "4: host agent killed; the other exited 1 after $(echo "$t1 - $t0" | bc) s:
 port=$(free_port)
 prog='echo "WORLD_SIZE=$WORLD_SIZE RC=$TORCHELASTIC_RESTART_COUNT"; [ "$WORLD_SIZE" = 2 ] || exec sleep 60; sleep 0.5'
 start grow 0 --nnodes 1:2 --rdzv-conf last_call_timeout=0.5 sh -c "$prog"
-for _ in $(seq 100); do grep -q "WORLD_SIZE=1" "$work/grow.0.log" && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q "WORLD_SIZE=1" "$work/grow.0.log" && break; sleep 0.1; done
 grep -q "round 0: node rank 0 of 1 node(s)" "$work/grow.0.log" || fail "5: no round of 1"
 start grow 1 --nnodes 1:2 --rdzv-conf last_call_timeout=0.5 sh -c "$prog"
 finish "$p0" 60; [ "$rc" = 0 ] || fail "5: agent 0: $rc"

@@ -167,8 +167,10 @@ TEST(Rendezvous, LateNodeGrowsTheJob) {
 TEST(Rendezvous, FailedRoundRestartsWithoutTheLostNode) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   Agent host(store, settings(1, 2, 2, true)), a(store, settings(1, 2, 2, false));
+  store->set("ddprun/job", std::vector<uint8_t>{'j', 'o', 'b'});  // the host's store setup, done first
+  auto ra = join(a);  // joins first: the host's join reaches MAX and closes round 0 however late a thread starts
+  wait_joined(store, 0, 1);
   auto rh = join(host);
-  auto ra = join(a);
   RoundInfo h = rh.get(), x = ra.get();
   ASSERT_EQ(h.world_size, 4);
   a.rdzv.mark_failed(x, "rank 3 exit code 1");

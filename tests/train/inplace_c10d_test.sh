@@ -25,7 +25,7 @@ agent() {  # TAG EXTRA_FLAGS...: an agent in the background, its pid in $pid, it
   local tag=$1
   shift
   "$ddprun" --nnodes "$nnodes" --rdzv-endpoint "127.0.0.1:$port" --rdzv-id inplace-c10d --nproc-per-node 2 \
-    --rdzv-conf last_call_timeout=1 --recovery inplace --heartbeat-timeout 2 --monitor-interval 0.1 "$@" \
+    --rdzv-conf last_call_timeout=1 --recovery inplace --heartbeat-timeout 5 --monitor-interval 0.1 "$@" \
     "$train" "${args[@]}" > "$work/$tag.log" 2>&1 &
   pid=$!
 }
@@ -35,7 +35,7 @@ wait_line() {  # FILE TEXT
 }
 has() { grep -qE -- "$2" "$work/$1.log" || fail "$1's output lacks: $2"; }
 nnodes=1:2 first=()
-[ "$case" = below_min ] && nnodes=2 first=(--max-restarts 1)
+[ "$case" = below_min ] && nnodes=2 first=(--max-restarts 1 --kill-grace 60)  # the save on the stop: never cut
 # Both agents in round 0: the host waits for the second (the round closes at once when it joins, MAX 2), however
 # late a loaded machine starts it (last_call_timeout=1 formed a round of 1 node once agent 1 started 1.5 s late).
 host=("${first[@]}")
@@ -57,7 +57,7 @@ case $case in
   comeback)
     kill -KILL $a1
     wait $a1 || true
-    wait_line "$work/a0.log" "node 1's ddprun went silent for 2 s"
+    wait_line "$work/a0.log" "node 1's ddprun went silent for 5 s"
     mv "$work/a1.log" "$work/a1-lost.log"
     agent a1
     a1=$pid ;;
@@ -94,7 +94,7 @@ case $case in
   full)
     has a0 "round 0: node rank 0 of 2 node\(s\)" ;;
   below_min)
-    has a0 "node 1's ddprun went silent for 2 s"
+    has a0 "node 1's ddprun went silent for 5 s"
     has a0 "round 0 failed on node 0: only 1 node left, fewer than --nnodes' minimum 2 \(--recovery inplace falls back to the restart path\)"
     has a0 "re-joining the rendezvous for round 1 \(restart 1 of 1\)"
     saved=$(grep -oE "preempted \(SIGTERM\): stopped after step [0-9]+" "$work/a0.log" | grep -oE "[0-9]+$" | head -1)

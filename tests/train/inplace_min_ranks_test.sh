@@ -12,8 +12,9 @@ fail() { echo "FAIL: $*"; exit 1; }
 epochs=6
 args=(fashion-mnist "${data[@]}" --no-progress --batch-size 8 --epochs $epochs --data sampler --backend gloo)
 
+# --kill-grace 60: the survivors rebuild, see the stop and save before ddprun's SIGKILL, however loaded the machine.
 "$ddprun" --standalone --nproc-per-node "$np" --recovery inplace --min-ranks "$np" --max-restarts 1 \
-  --monitor-interval 0.1 "$train" "${args[@]}" --out-dir "$work/run" > "$work/log" 2>&1 &
+  --monitor-interval 0.1 --kill-grace 60 "$train" "${args[@]}" --out-dir "$work/run" > "$work/log" 2>&1 &
 kill_rank_in_epoch3 $! "$work/log" $epochs "$victim"
 has() { grep -qE -- "$1" "$work/log" || { cat "$work/log"; fail "the output lacks: $1"; }; }
 has "^ddprun: rank $victim was lost \(SIGKILL\) and $((np - 1)) rank\(s\) are left, fewer than --min-ranks $np: stopping the others \(--recovery inplace falls back to the restart path\)"

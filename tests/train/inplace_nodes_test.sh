@@ -24,7 +24,7 @@ node() {  # NODE_RANK EXTRA_FLAGS...: one node's ddprun in the background
   local k=$1
   shift
   "$ddprun" --nnodes 2 --node-rank "$k" --nproc-per-node 2 --master-addr 127.0.0.1 --master-port "$port" \
-    --recovery inplace --heartbeat-timeout 2 --monitor-interval 0.1 "$@" "$train" "${args[@]}" \
+    --recovery inplace --heartbeat-timeout 5 --monitor-interval 0.1 "$@" "$train" "${args[@]}" \
     > "$work/node$k.log" 2>&1 &
 }
 restarts=0
@@ -81,7 +81,7 @@ case $case in
     has 0 "^\[rank 0\] in-place recovery: world 4 -> 2 \(members 0, 1, 2, 3 -> 0, 1, generation 1\)"
     has 0 "^\[rank 0\] replicas identical after in-place recovery: 2 rank\(s\)"
     has 0 "^\[rank 0\] epoch $epochs/$epochs "
-    has 0 "^ddprun: node 1's ddprun went silent for 2 s \(--heartbeat-timeout\): counted lost, with its ranks" ;;
+    has 0 "^ddprun: node 1's ddprun went silent for 5 s \(--heartbeat-timeout\): counted lost, with its ranks" ;;
   node0)
     [ $rc1 = 0 ] && [ $rc0 = 137 ] || fail "the nodes exited with $rc0 and $rc1 (want 137: node 0 lost its ranks, and 0)"
     has 0 "^ddprun: this node's ranks ended; serving the ranks' store until the other nodes' end"

@@ -5,7 +5,9 @@
 #  2. ranks VICTIMS SIGKILLed together DELAY seconds after epoch 2 (0: at its checkpoint; else within epoch 3): the survivors rebuild their group, agree on the committed
 #     state, go on with the launch's global batch split over fewer ranks, end with bit-identical replicas (their
 #     digest), every step of the run accounted for (the final step count is the whole run's), and ddprun exits 0.
-#  3. a victim given as R:stop is stopped (SIGSTOP) instead: ddprun kills it after --heartbeat-timeout 2, the same.
+#  3. a victim given as R:stop is stopped (SIGSTOP) instead: ddprun kills it after --heartbeat-timeout 5, the same.
+#     (Only then a short --heartbeat-timeout: it is also how long survivors wait for each other to rebuild, and a
+#     survivor busy in a step on a loaded machine must not be counted lost.)
 #  4. with REPLACE, --max-restarts gives each victim a replacement: it sets up alone, joins at the members' next
 #     step boundary (two may join at different ones), receives their state, and the world grows back (4 -> 3 ->
 #     4); the replicas, the joiners included, end identical.
@@ -30,7 +32,9 @@ ${DDP_PYTHON:-/usr/bin/python3} "$here/same_weights.py" "$(latest "$work/plain")
 # 2. The victims killed after epoch 2.
 restarts=0
 [ -n "$replace" ] && restarts=$(tr ',' '\n' <<< "$victims" | wc -l)
-"$ddprun" --standalone --nproc-per-node "$np" --recovery inplace --monitor-interval 0.1 --heartbeat-timeout 2 \
+heartbeat=()
+[[ $victims == *:stop* ]] && heartbeat=(--heartbeat-timeout 5)
+"$ddprun" --standalone --nproc-per-node "$np" --recovery inplace --monitor-interval 0.1 "${heartbeat[@]}" \
   --max-restarts "$restarts" "$train" "${args[@]}" --out-dir "$work/lost" > "$work/log" 2>&1 &
 launcher=$!
 for _ in $(seq 900); do grep -q "epoch 2/$epochs" "$work/log" && break; sleep 0.1; done

@@ -11,8 +11,9 @@ args=(fashion-mnist "${data[@]}" --no-progress --batch-size 16 --epochs 6 --data
 # ddprun sends SIGTERM to each rank itself, under mpirun too (mpirun's own forwarding SIGKILLs them 2 s later).
 "$ddprun" --nproc-per-node "$np" --standalone --backend "$backend" "$train" "${args[@]}" --out-dir "$work/whole" > "$work/whole.log" 2>&1 ||
   { cat "$work/whole.log"; fail "the uninterrupted run"; }
-# The same run, signalled after its second epoch line: ddprun forwards SIGTERM to every rank.
-"$ddprun" --nproc-per-node "$np" --standalone --backend "$backend" "$train" "${args[@]}" --out-dir "$work/parts" > "$work/log" 2>&1 &
+# The same run, signalled after its second epoch line: ddprun forwards SIGTERM to every rank (--kill-grace 60: the
+# save is never cut short by ddprun's SIGKILL on a loaded machine).
+"$ddprun" --nproc-per-node "$np" --standalone --backend "$backend" --kill-grace 60 "$train" "${args[@]}" --out-dir "$work/parts" > "$work/log" 2>&1 &
 launcher=$!
 for _ in $(seq 600); do grep -q "epoch 2/6" "$work/log" && break; sleep 0.1; done
 kill -TERM $launcher

@@ -18,7 +18,7 @@ chmod +x "$work/bin/scontrol"
 export PATH="$work/bin:$PATH" SLURM_JOB_ID=4321
 unset SLURM_RESTART_COUNT SLURM_PROCID SLURM_STEP_NUM_TASKS
 args=(fashion-mnist "${data[@]}" --no-progress --batch-size 16 --epochs 6 --data sampler --requeue)
-cmd=("$ddprun" --nproc-per-node "$np" --standalone --backend gloo "$train" "${args[@]}")
+cmd=("$ddprun" --nproc-per-node "$np" --standalone --backend gloo --kill-grace 60 "$train" "${args[@]}")
 run() { "${cmd[@]}" "$@"; }
 run --out-dir "$work/whole" > "$work/whole.log" 2>&1 || { cat "$work/whole.log"; fail "the uninterrupted run"; }
 [ ! -e "$work/scontrol.log" ] || fail "an uninterrupted run requeued the job"

@@ -46,10 +46,12 @@ job=$(sbatch --parsable -n 2 --requeue --open-mode=append -o "$work/two.out" \
   --wrap "OMP_NUM_THREADS=1 srun $train ${args[*]} --out-dir $work/two --requeue")
 for _ in $(seq 600); do grep -q "epoch 2/6" two.out 2> /dev/null && break; sleep 0.1; done
 scancel --signal=USR1 "$job" || fail "scancel --signal=USR1 $job"
-# Slurm holds a requeued job back for a while (its begin time); released at once here.
+# Slurm holds a requeued job back for a while (its begin time); released 2 s on here: a start within the second of
+# the requeue gets a credential Slurm counts revoked ("Killing non-startable batch JobId=2: Job credential revoked",
+# seen on a loaded CI machine: the job never came back).
 for _ in $(seq 600); do grep -q "requeued the Slurm job" two.out 2> /dev/null && break; sleep 0.1; done
 for _ in $(seq 100); do [ "$(state "$job")" = PENDING ] && break; sleep 0.2; done
-scontrol update JobId="$job" StartTime=now 2> /dev/null
+scontrol update JobId="$job" StartTime=now+2 2> /dev/null
 for _ in $(seq 600); do grep -q "requeue 1 by Slurm: resuming" two.out 2> /dev/null && break; sleep 0.5; done
 wait_state "$job" "COMPLETED FAILED CANCELLED" 300
 grep -q "preempted (SIGUSR1): stopped after step " two.out || fail "job $job: no preemption line"
