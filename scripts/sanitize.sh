@@ -39,7 +39,7 @@ if command -v mpirun >/dev/null; then
 fi
 [ -n "${TARGETS:-}" ] && read -r -a targets <<<"$TARGETS"
 
-# The options are set before the build: gtest_discover_tests runs each test binary there.
+# The options are set before the build: tests/discover_suites.cmake runs each test binary there.
 common="print_stacktrace=1:exitcode=86"
 if [ "$kind" = asan ]; then
   # fast_unwind_on_malloc=0: OpenMPI has no frame pointers, so the fast unwinder cuts its allocation stacks

@@ -264,7 +264,7 @@ TEST(Heartbeat, LongWaitIsReported) {
 // Nothing listens at the master address: the rank says every interval what it
 // waits for and why, then fails with ddp::Error at DDP_TIMEOUT (0.5 s: not "0 s") or
 // DDP_RDZV_TIMEOUT, exit 1. A name that does not resolve is named as such.
-TEST(Rendezvous, UnreachableMasterFailsClearlyAtTheTimeout) {
+TEST(InitRendezvous, UnreachableMasterFailsClearlyAtTheTimeout) {
   const std::string port = std::to_string(free_port());
   const std::string env = "RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.2 MASTER_PORT=" + port + " ";
   Result r = run(env + "DDP_TIMEOUT=0.5 " + DIST_PROBE_PATH + " sum");
@@ -309,7 +309,7 @@ TEST(Rendezvous, UnreachableMasterFailsClearlyAtTheTimeout) {
 // first finishes with the right sums; the other fails with a clear message
 // (its rank 0 cannot listen, or its rank 1 is refused by the other job's
 // store), never a hang, never a broken first job.
-TEST(Rendezvous, TwoJobsOnOnePortNeverDisturbEachOther) {
+TEST(InitRendezvous, TwoJobsOnOnePortNeverDisturbEachOther) {
   int collisions = 0;
   for (int trial = 0; trial < 5; ++trial) {
     const std::string port = std::to_string(free_port());

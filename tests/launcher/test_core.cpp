@@ -195,7 +195,7 @@ TEST(MpiOutput, RankOnlyMessage) {
   EXPECT_EQ(s.failure()->exit_code, -1);
 }
 
-TEST(MpiLaunch, MpirunCommandLine) {
+TEST(MpirunCommand, LineForEachRankAndOption) {
   Options o;
   o.nproc_per_node = 3;
   o.program_args = {"--x", "y"};
