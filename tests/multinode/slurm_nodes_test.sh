@@ -11,7 +11,15 @@ source "$(dirname "$0")/lib.sh"
 s=$work/slurm
 slurm_run="$netns exec 0"
 source "$here/../support/slurm.sh"
-fail() { echo "FAIL: $*"; for f in "$work"/*.out "$s"/log/*.log; do [ -f "$f" ] && { echo "== $f"; tail -20 "$f"; }; done; exit 1; }
+fail() {
+  echo "FAIL: $*"
+  for f in "$work"/*.out "$s"/log/*.log; do [ -f "$f" ] && { echo "== $f"; tail -20 "$f"; }; done
+  # A rank that crashed (the mpi job below keeps its core): where, in every thread.
+  for c in "$work"/core*; do
+    [ -f "$c" ] && { echo "== $c"; gdb -batch -ex "thread apply all bt 25" "$bin/ddp-train" "$c" 2>&1 | grep -E '^(#|Thread|Program)' | head -150; }
+  done
+  exit 1
+}
 slurm_tools
 p=$DDP_NETNS_PREFIX
 node() { echo "${p}n$1"; }
@@ -70,7 +78,9 @@ check() {  # NAME JOB RANKS BACKEND
 j=$(submit gloo -N 2 --ntasks-per-node 2 -- srun "${train[*]}" --out-dir "$work/gloo")
 check gloo "$j" 4 gloo
 grep -q "MASTER_ADDR $(node 0) (the first host of SLURM_STEP_NODELIST)" gloo.out || fail "gloo: no placement line"
-j=$(submit mpi -N 2 --ntasks-per-node 2 -- "export OMPI_MCA_btl=tcp,self OMPI_MCA_btl_tcp_if_include=eth0;" \
+# (A segfault here, once in CI, left only OpenMPI's one-frame trace: its handler off, a crashed rank leaves a core.)
+j=$(submit mpi -N 2 --ntasks-per-node 2 -- "ulimit -c unlimited; export OMPI_MCA_opal_signal= OMPI_MCA_btl=tcp,self" \
+  "OMPI_MCA_btl_tcp_if_include=eth0;" \
   srun --mpi=pmix "${train[*]}" --out-dir "$work/mpi")
 check mpi "$j" 4 mpi
 j=$(submit ddprun -N 2 --ntasks-per-node 1 -- srun "$bin/ddprun" --nproc-per-node 2 "${train[*]}" --out-dir "$work/ddprun")

@@ -33,26 +33,37 @@ PY
   { cat "$work/lost.log"; fail "want worlds $np -> $((np - 1)) -> $np, the events say: ${changes[*]}"; }
 echo "the lost run's worlds: $np from step 0, $((np - 1)) from step ${changes[0]#* }, $np from step ${changes[1]#* }"
 
-# 3. The reference: a checkpoint after every step; each segment resumes from the previous one's at its first step.
-segment() {  # OUT WORLD [FROM_DIR STEP]
+# 3. The reference: a checkpoint after every step; each segment resumes from the previous one's at its first step,
+# and stops (--stop-after, which leaves the schedule as it is) after the epoch its last step is in. The launch
+# world's global batch is kept, so an epoch has the same steps at every world: the train set's size over it.
+n=$(zcat "$work/data/fashion/train-labels-idx1-ubyte.gz" | head -c 8 | od -An -j4 -tu1 |
+  awk '{ print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4 }')
+[ $((n % (8 * np))) = 0 ] || fail "the test's $n samples are not a whole number of global batches of $((8 * np))"
+per_epoch=$((n / (8 * np)))
+epoch_of() { echo $(($1 / per_epoch)); }  # STEP: the epoch (from 0) a step's checkpoint is written in
+segment() {  # OUT WORLD EPOCHS [FROM_DIR STEP]: EPOCHS to run (0: to the end)
   local out=$1 world=$2 more=()
+  [ "$3" = 0 ] || more=(--stop-after "$3")
+  shift
   if [ $# -gt 2 ]; then
     mkdir -p "$out/checkpoints"
     local name
     name=$(cd "$3/checkpoints" && ls | grep -E "^checkpoint-e[0-9]+-s0*$4\.pt$" | tail -1)
     [ -n "$name" ] || fail "no checkpoint at step $4 in $3/checkpoints"
     cp "$3/checkpoints/$name" "$out/checkpoints/" && echo "$name" > "$out/checkpoints/latest"
-    more=(--resume)
+    more+=(--resume)
   fi
   "$ddprun" --standalone --nproc-per-node "$world" --recovery inplace "$train" "${args[@]}" --checkpoint-every 1 \
     --keep-last 100000 --no-async-save "${more[@]}" --out-dir "$out" > "$out.log" 2>&1 ||
     { cat "$out.log"; fail "the reference segment at world $world"; }
 }
-segment "$work/ref0" "$np"
-segment "$work/ref1" $((np - 1)) "$work/ref0" "${changes[0]#* }"
+first=${changes[0]#* } second=${changes[1]#* }
+segment "$work/ref0" "$np" $(($(epoch_of "$first") + 1))
+# (one epoch more than the count from the resumed epoch: a step at an epoch's end may resume as that epoch's)
+segment "$work/ref1" $((np - 1)) $(($(epoch_of "$second") + 2 - $(epoch_of "$first"))) "$work/ref0" "$first"
 grep -q "global batch $((8 * np)) samples (launch world $np) kept from" "$work/ref1.log" ||
   { cat "$work/ref1.log"; fail "the resumed world $((np - 1)) did not keep the launch world's global batch"; }
-segment "$work/ref2" "$np" "$work/ref1" "${changes[1]#* }"
+segment "$work/ref2" "$np" 0 "$work/ref1" "$second"
 
 # 4. Bit for bit.
 "$python" - "$(latest "$work/ref2")" "$(latest "$work/lost")" <<'PY'

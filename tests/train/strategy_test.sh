@@ -8,8 +8,8 @@
 #   So each step may differ in the last bits: 8 float32 ulps of each tensor's largest
 #   value per step, summed over the steps. (Settings whose training amplifies rounding,
 #   as lr 0.1 with momentum 0.9, are not for this comparison.)
-# Checkpoints hold the whole state either way: a run stopped after epoch 1 under
-# one strategy and resumed under the other ends where the uninterrupted ddp run does.
+# Checkpoints hold the whole state either way: each run's epoch-1 checkpoint (what --stop-after 1 leaves: the same
+# save, then the stop) resumed under the other strategy ends where the uninterrupted ddp run does.
 # usage: strategy_test.sh DDPRUN DDP_TRAIN RECIPE NPROC STRATEGY [extra ddp-train flags...]
 set -euo pipefail
 ddprun=$1 train=$2 recipe=$3 np=$4 strategy=$5
@@ -21,10 +21,17 @@ run --out-dir "$work/ddp" --strategy ddp "$@" > "$work/ddp.log"
 grep -q ", strategy ddp," "$work/ddp.log" || { echo "FAIL: ddp not named"; exit 1; }
 run --out-dir "$work/s" --strategy "$strategy" "$@" > "$work/s.log"
 grep -q ", strategy $strategy," "$work/s.log" || { echo "FAIL: $strategy not named"; exit 1; }
-run --out-dir "$work/s-ddp" --strategy "$strategy" --stop-after 1 "$@" > /dev/null
-run --out-dir "$work/s-ddp" --strategy ddp --resume "$@" > /dev/null
-run --out-dir "$work/ddp-s" --strategy ddp --stop-after 1 "$@" > /dev/null
-run --out-dir "$work/ddp-s" --strategy "$strategy" --resume "$@" > /dev/null
+across() {  # FROM OUT STRATEGY FLAGS...: FROM's epoch-1 checkpoint, resumed in OUT under STRATEGY
+  local from=$1 out=$2 name
+  name=$(cd "$from/checkpoints" && ls | grep -E '^checkpoint-e0*1-s[0-9]+\.pt$' | tail -1)
+  [ -n "$name" ] || { ls "$from/checkpoints"; echo "FAIL: no epoch-1 checkpoint in $from"; exit 1; }
+  mkdir -p "$out/checkpoints"
+  cp "$from/checkpoints/$name" "$out/checkpoints/" && echo "$name" > "$out/checkpoints/latest"
+  run --out-dir "$out" --strategy "$3" --resume "${@:4}" > "$out.log"
+  grep -q "resum.*$name\|$name.*resum" "$out.log" || { cat "$out.log"; echo "FAIL: $out did not resume from $name"; exit 1; }
+}
+across "$work/s" "$work/s-ddp" ddp "$@"
+across "$work/ddp" "$work/ddp-s" "$strategy" "$@"
 ${DDP_PYTHON:-/usr/bin/python3} - "$strategy" "$(latest "$work/ddp")" "$(latest "$work/s")" "$(latest "$work/s-ddp")" \
   "$(latest "$work/ddp-s")" <<'PY'
 import sys, torch
