@@ -36,10 +36,7 @@ echo "the lost run's worlds: $np from step 0, $((np - 1)) from step ${changes[0]
 # 3. The reference: a checkpoint after every step; each segment resumes from the previous one's at its first step,
 # and stops (--stop-after, which leaves the schedule as it is) after the epoch its last step is in. The launch
 # world's global batch is kept, so an epoch has the same steps at every world: the train set's size over it.
-n=$(zcat "$work/data/fashion/train-labels-idx1-ubyte.gz" | head -c 8 | od -An -j4 -tu1 |
-  awk '{ print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4 }')
-[ $((n % (8 * np))) = 0 ] || fail "the test's $n samples are not a whole number of global batches of $((8 * np))"
-per_epoch=$((n / (8 * np)))
+per_epoch=$(steps_per_epoch $((8 * np))) || exit 1
 epoch_of() { echo $(($1 / per_epoch)); }  # STEP: the epoch (from 0) a step's checkpoint is written in
 segment() {  # OUT WORLD EPOCHS [FROM_DIR STEP]: EPOCHS to run (0: to the end)
   local out=$1 world=$2 more=()

@@ -17,6 +17,15 @@ if [ "${DATA_VIA_ENV:-0}" = 1 ] && [ ${#data[@]} -gt 0 ]; then
   export DDP_DATA_DIR="$work/data"
   data=()
 fi
+# steps_per_epoch GLOBAL_BATCH: the tiny Fashion-MNIST train set's size (its idx header) over the global batch;
+# fails unless it divides (every epoch then has as many steps, at any world that keeps the global batch).
+steps_per_epoch() {
+  local n
+  n=$(zcat "$work/data/fashion/train-labels-idx1-ubyte.gz" | head -c 8 | od -An -j4 -tu1 |
+    awk '{ print $1 * 16777216 + $2 * 65536 + $3 * 256 + $4 }')
+  [ $((n % $1)) = 0 ] || { echo "FAIL: the test's $n samples are not a whole number of global batches of $1" >&2; return 1; }
+  echo $((n / $1))
+}
 # latest OUT_DIR: the path of the newest checkpoint the run left.
 latest() { local c; c=$(cat "$1/checkpoints/latest"); case $c in /*) echo "$c" ;; *) echo "$1/checkpoints/$c" ;; esac; }
 # As a task that srun starts directly: no variable of another launcher.
