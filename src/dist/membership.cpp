@@ -11,6 +11,7 @@
 #include "ddp/dist/backend.h"
 #include "ddp/dist/errors.h"
 #include "ddp/dist/launch_env.h"
+#include "dist/member_pulse.h"
 #include "dist/message.h"
 #include "dist/wait_report.h"
 
@@ -47,6 +48,48 @@ std::string prefix(int generation, int id) {
   return "[elastic] member " + std::to_string(id) + ", generation " + std::to_string(generation) + ": ";
 }
 
+std::string lost_key(int id) { return "lost/" + std::to_string(id); }
+
+// What a member's lost mark says, in words: a rebuild's own verdicts ("silent", "late"), else the launcher's how.
+std::string lost_because(const std::string& how, const MembershipOptions& o) {
+  if (how == "silent")
+    return "its pulse was still for " + detail::format_seconds(o.settle.count() / 1000.0) +
+           " s (the heartbeat timeout): stopped, or cut off from the store";
+  if (how == "late")
+    return "alive, but it did not come within the timeout of " + detail::format_seconds(o.timeout.count() / 1000.0) +
+           " s";
+  return "lost: " + how;
+}
+
+// Judges the members a round waits for (neither there nor marked lost): one whose pulse has been still for
+// `settle` is "silent" (stopped, cut off); one whose pulse moves but who has not come within the collective timeout
+// of the round's start is "late". Both are then marked lost, with that word as the how.
+class Absence {
+ public:
+  Absence(StorePtr store, const MembershipOptions& o)
+      : store_(store), settle_(o.settle), timeout_(o.timeout), start_(Clock::now()), pulses_(store, o.settle / 10) {}
+  // Why `id` is given up on ("silent", "late"), or "" while it is waited for.
+  std::string verdict(int id) {
+    if (pulses_.still(id) >= settle_) return "silent";
+    return Clock::now() - start_ >= timeout_ ? "late" : "";
+  }
+  void mark(const std::vector<std::pair<int, std::string>>& gone) {
+    for (const auto& [id, how] : gone) store_->set(lost_key(id), bytes(how));
+  }
+
+ private:
+  StorePtr store_;
+  Milliseconds settle_, timeout_;
+  Clock::time_point start_;
+  detail::PulseWatch pulses_;
+};
+
+std::string gone_list(const std::vector<std::pair<int, std::string>>& gone, const MembershipOptions& o) {
+  std::string s;
+  for (const auto& [id, how] : gone) s += (s.empty() ? "" : "; ") + std::to_string(id) + ": " + lost_because(how, o);
+  return s;
+}
+
 }  // namespace
 
 Membership::Membership(StorePtr store, int id, int world, MembershipOptions options)
@@ -55,6 +98,7 @@ Membership::Membership(StorePtr store, int id, int world, MembershipOptions opti
     throw InvalidArgument("[elastic] member id " + std::to_string(id) + " must be in [0, " + std::to_string(world) +
                           ")");
   store_->set(membership_keys::pid_key(options_.node, ::getpid()), bytes(std::to_string(id)));
+  start_pulse();
   std::vector<int> everyone(static_cast<size_t>(world));
   for (int i = 0; i < world; ++i) everyone[static_cast<size_t>(i)] = i;
   try {
@@ -66,6 +110,12 @@ Membership::Membership(StorePtr store, int id, int world, MembershipOptions opti
 }
 
 Membership::~Membership() = default;
+
+void Membership::start_pulse() {
+  StorePtr beat = options_.pulse_store ? make_prefix_store(kRoot, options_.pulse_store) : store_;
+  pulse_ = std::make_unique<detail::MemberPulse>(beat, id_, options_.settle / 10,
+                                                 "[elastic] member " + std::to_string(id_) + ": ");
+}
 
 namespace {
 
@@ -101,6 +151,8 @@ LauncherEnv launcher_env() {
   e.options.node = static_cast<int>(le::count(le::kGroupRank).value_or(0));
   try {
     e.store = make_tcp_store(host, port, false, e.world, e.options.timeout);
+    // c10d connects in whole seconds: at least 1. A beat that cannot reach the store ends within that.
+    e.options.pulse_store = make_tcp_store(host, port, false, e.world, std::max(e.options.settle, Milliseconds(1000)));
   } catch (...) {
     throw Error("[elastic] rank " + std::to_string(e.rank) + ": cannot connect to ddprun's store at " + host + ":" +
                 std::to_string(port) + ": " + detail::current_exception_message());
@@ -127,24 +179,30 @@ Membership::Decision Membership::parse_decision(const std::vector<uint8_t>& v) {
   return {parse_ids(text.substr(0, semi)), std::stoi(text.substr(semi + 1))};
 }
 
-// Every member says it is alive in `generation`; the members are decided once every candidate is either alive
-// there or marked lost (by the launcher, at its exit), or when `settle` has passed (the silent ones are marked
-// lost then). The first decision stored wins: every member reads the same list.
+// Every member says it is alive in `generation`; the members are decided once every candidate is alive there,
+// marked lost (by the launcher, at its exit) or given up on (Absence: silent or late, marked lost then). The first
+// decision stored wins: every member reads the same list.
 Membership::Decision Membership::agree_on_members(int generation, const std::vector<int>& candidates, int consumed) {
   const std::string decided = gen_key(generation, "members");
   store_->set(gen_key(generation, "alive/" + std::to_string(id_)), bytes("1"));
-  const auto deadline = Clock::now() + options_.settle;
+  Absence absence(store_, options_);
   for (;;) {
     if (store_->check({decided})) return parse_decision(store_->get(decided));
-    std::vector<int> alive, silent;
+    std::vector<int> alive;
+    std::vector<std::pair<int, std::string>> gone;
+    bool waiting = false;
     for (int c : candidates) {
       if (store_->check({gen_key(generation, "alive/" + std::to_string(c))}))
         alive.push_back(c);
-      else if (!store_->check({"lost/" + std::to_string(c)}))
-        silent.push_back(c);
+      else if (store_->check({lost_key(c)}))
+        continue;
+      else if (std::string why = absence.verdict(c); !why.empty())
+        gone.emplace_back(c, why);
+      else
+        waiting = true;
     }
-    if (silent.empty() || Clock::now() >= deadline) {
-      for (int s : silent) store_->set("lost/" + std::to_string(s), bytes("silent"));
+    if (!waiting) {
+      absence.mark(gone);
       std::sort(alive.begin(), alive.end());
       return parse_decision(store_->compareSet(decided, {}, bytes(id_list(alive) + ";" + std::to_string(consumed))));
     }
@@ -154,25 +212,27 @@ Membership::Decision Membership::agree_on_members(int generation, const std::vec
 
 // Every member says it is ready to form `generation`'s group, and waits until all are: a member lost meanwhile
 // (marked by the launcher) fails this round at once, where gloo's rendezvous would wait for its address until the
-// store's timeout. Silent members are counted lost after `settle`.
+// store's timeout; so does one given up on (Absence), marked lost then.
 void Membership::wait_until_ready(int generation, const std::vector<int>& members) {
   store_->set(gen_key(generation, "ready/" + std::to_string(id_)), bytes("1"));
-  const auto deadline = Clock::now() + options_.settle;
+  Absence absence(store_, options_);
   for (;;) {
-    std::vector<int> waiting;
+    std::vector<std::pair<int, std::string>> gone;
+    bool waiting = false;
     for (int m : members) {
       if (store_->check({gen_key(generation, "ready/" + std::to_string(m))})) continue;
-      if (store_->check({"lost/" + std::to_string(m)}))
+      if (store_->check({lost_key(m)}))
         throw Error(prefix(generation, id_) + "member " + std::to_string(m) + " was lost while the group formed");
-      waiting.push_back(m);
+      if (std::string why = absence.verdict(m); !why.empty())
+        gone.emplace_back(m, why);
+      else
+        waiting = true;
     }
-    if (waiting.empty()) return;
-    if (Clock::now() >= deadline) {
-      for (int w : waiting) store_->set("lost/" + std::to_string(w), bytes("silent"));
-      throw Error(prefix(generation, id_) + "member(s) " + id_list(waiting) +
-                  " did not come to form the group within " + detail::format_seconds(options_.settle.count() / 1000.0) +
-                  " s");
+    if (!gone.empty()) {
+      absence.mark(gone);
+      throw Error(prefix(generation, id_) + "counted lost while the group formed: member " + gone_list(gone, options_));
     }
+    if (!waiting) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
 }
@@ -189,7 +249,7 @@ void Membership::build(int generation, std::vector<int> members) {
   o.given_up = [store = store_, over = gen_key(generation, "over"), members] {
     if (store->check({over})) return true;
     for (int m : members)
-      if (store->check({"lost/" + std::to_string(m)})) return true;
+      if (store->check({lost_key(m)})) return true;
     return false;
   };
   // No heartbeat: a lost member is the launcher's to report (membership_keys::lost).
@@ -216,7 +276,7 @@ bool Membership::everyone_lost(int generation) {
   }
   if (members.empty()) return false;
   for (int m : members)
-    if (!store_->check({"lost/" + std::to_string(m)})) return false;
+    if (!store_->check({lost_key(m)})) return false;
   return true;
 }
 
@@ -247,10 +307,13 @@ GroupPtr Membership::next_generation(std::string reason, bool with_joiners) {
     const Decision d = agree_on_members(next, candidates, consumed);
     const std::string was = id_list(members_);
     consumed_ = d.consumed;
-    if (std::find(d.members.begin(), d.members.end(), id_) == d.members.end())
-      throw Error(prefix(next, id_) + "this member was counted lost (silent for longer than " +
-                  detail::format_seconds(options_.settle.count() / 1000.0) +
-                  " s while the others rebuilt); members now " + id_list(d.members));
+    if (std::find(d.members.begin(), d.members.end(), id_) == d.members.end()) {
+      const auto mark =
+          store_->check({lost_key(id_)}) ? store_->get(lost_key(id_)) : bytes("not there when the others decided");
+      throw Error(prefix(next, id_) + "this member was counted lost while the others rebuilt (" +
+                  lost_because(std::string(mark.begin(), mark.end()), options_) + "); members now " +
+                  id_list(d.members));
+    }
     if (static_cast<int>(d.members.size()) < options_.min_world)
       throw Error(prefix(next, id_) + "only " + std::to_string(d.members.size()) + " member(s) left (" +
                   id_list(d.members) + "), fewer than the minimum " + std::to_string(options_.min_world));
@@ -281,6 +344,7 @@ std::unique_ptr<Membership> Membership::join(StorePtr store, int first_world, Me
   const int number = static_cast<int>(m->store_->add("joiners", 1));
   m->id_ = first_world + number - 1;
   m->store_->set(membership_keys::pid_key(m->options_.node, ::getpid()), bytes(std::to_string(m->id_)));
+  m->start_pulse();
   m->store_->set("joiner/" + std::to_string(number), bytes(std::to_string(m->id_)));
   std::fprintf(stderr, "[elastic] member %d: asked to join; the members admit joiners at their next step boundary\n",
                m->id_);

@@ -1,15 +1,17 @@
 // A program for in-place recovery tests, run under ddprun --recovery inplace:
-//   inplace_probe STEPS R:S[:stop|:rebuild],...
+//   inplace_probe STEPS R:S[:stop|:rebuild|:slow],...
 // Rank R SIGKILLs itself (":stop": SIGSTOPs itself) before step S (":rebuild": when a loss makes it rebuild at or
-// after step S, before it does: a second loss while the others rebuild). Every step all-reduces (id + 1) * (step + 1)
-// over 4096 doubles, checks the sum against the current members, then sleeps 20 ms. After a rebuild the members go
-// on from the highest step any of them completed (a member may have completed the failed one). Prints
-// "member I: STEPS steps checked, generation G, members A,B" and exits 0; a wrong sum exits 3; a ddp::Error out of
-// the membership (too few left, counted lost) is printed and exits 1.
+// after step S, before it does: a second loss while the others rebuild; ":slow": it stays alive and sleeps before
+// step S for 3 heartbeat timeouts, as a long save would, so that it comes late to a rebuild). Every step all-reduces
+// (id + 1) * (step + 1) over 4096 doubles, checks the sum against the current members, then sleeps 20 ms. After a
+// rebuild the members go on from the highest step any of them completed (a member may have completed the failed one).
+// Prints "member I: STEPS steps checked, generation G, members A,B" and exits 0; a wrong sum exits 3; a ddp::Error out
+// of the membership (too few left, counted lost) is printed and exits 1.
 #include <ATen/ATen.h>
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 #include <string>
@@ -24,6 +26,7 @@ struct Fault {
   int step = -1;
   bool stop = false;
   bool in_rebuild = false;
+  bool slow = false;
 };
 
 std::map<int, Fault> parse_faults(const std::string& spec) {
@@ -35,6 +38,7 @@ std::map<int, Fault> parse_faults(const std::string& spec) {
     f.step = std::stoi(item.substr(a + 1, b - a - 1));
     f.stop = b != std::string::npos && item.substr(b + 1) == "stop";
     f.in_rebuild = b != std::string::npos && item.substr(b + 1) == "rebuild";
+    f.slow = b != std::string::npos && item.substr(b + 1) == "slow";
     out[std::stoi(item.substr(0, a))] = f;
   }
   return out;
@@ -50,9 +54,17 @@ int run(int steps, const std::map<int, Fault>& faults) {
   auto m = ddp::Membership::from_environment();
   const int id = m->id();
   int step = 0;
+  bool slept = false;
   while (step < steps) {
     const auto f = faults.find(id);
-    if (f != faults.end() && f->second.step == step && !f->second.in_rebuild) {
+    if (f != faults.end() && f->second.step == step && f->second.slow && !slept) {
+      const char* h = std::getenv("DDP_HEARTBEAT_TIMEOUT");  // ddprun sets it
+      const double s = 3 * (h ? std::stod(h) : 30.0);
+      std::printf("member %d: sleeps %g s before step %d\n", id, s, step);
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::duration<double>(s));
+      slept = true;
+    } else if (f != faults.end() && f->second.step == step && !f->second.in_rebuild && !f->second.slow) {
       std::printf("member %d: %s itself before step %d\n", id, f->second.stop ? "stops" : "kills", step);
       std::fflush(stdout);
       std::raise(f->second.stop ? SIGSTOP : SIGKILL);
@@ -92,7 +104,7 @@ int run(int steps, const std::map<int, Fault>& faults) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: inplace_probe STEPS R:S[:stop|:rebuild],...\n");
+    std::fprintf(stderr, "usage: inplace_probe STEPS R:S[:stop|:rebuild|:slow],...\n");
     return 2;
   }
   try {

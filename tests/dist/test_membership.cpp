@@ -314,24 +314,88 @@ TEST(Membership, MemberLostWhileTheGroupFormsStartsAnotherRound) {
   }
 }
 
-// A member counted lost that comes back is refused, not let in.
+// Two members, 0 and 1, each with options `o0`, `o1`.
+std::pair<std::unique_ptr<Membership>, std::unique_ptr<Membership>> pair_of(const ddp::StorePtr& store,
+                                                                            const MembershipOptions& o0,
+                                                                            const MembershipOptions& o1) {
+  std::unique_ptr<Membership> a, b;
+  std::thread tb([&] { b = std::make_unique<Membership>(store, 1, 2, o1); });
+  a = std::make_unique<Membership>(store, 0, 2, o0);
+  tb.join();
+  return {std::move(a), std::move(b)};
+}
+
+// `m`'s rebuild throws ddp::Error saying `what`.
+void expect_refused(Membership& m, const std::string& what) {
+  try {
+    m.rebuild("test: back too late");
+    ADD_FAILURE() << "member " << m.id() << " was let back in";
+  } catch (const ddp::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
+// A member whose pulse is still (as a stopped process's: here its pulse beats into a store nobody reads) is counted
+// lost after `settle`; when it comes back it is refused, not let in.
 TEST(Membership, MemberCountedLostIsRefused) {
   auto store = ddp::make_hash_store();
-  MembershipOptions o;
-  o.settle = std::chrono::milliseconds(300);
-  std::unique_ptr<Membership> a, b;
-  std::thread tb([&] { b = std::make_unique<Membership>(store, 1, 2, o); });
-  a = std::make_unique<Membership>(store, 0, 2, o);
-  tb.join();
-  a->rebuild("test: member 1 is silent");  // member 1 never says it is alive: counted lost after 300 ms
+  MembershipOptions o, still = o;
+  o.settle = still.settle = std::chrono::milliseconds(300);
+  still.pulse_store = ddp::make_hash_store();
+  auto [a, b] = pair_of(store, o, still);
+  const auto start = std::chrono::steady_clock::now();
+  a->rebuild("test: member 1 is silent");  // member 1 never says it is alive
+  EXPECT_GE(std::chrono::steady_clock::now() - start, o.settle);
   EXPECT_EQ(a->members(), std::vector<int>{0});
   EXPECT_EQ(a->group()->size(), 1);
-  try {
-    b->rebuild("test: back too late");
-    FAIL() << "member 1 was let back in";
-  } catch (const ddp::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("this member was counted lost"), std::string::npos) << e.what();
+  expect_refused(*b,
+                 "this member was counted lost while the others rebuilt (its pulse was still for 0.3 s (the "
+                 "heartbeat timeout): stopped, or cut off from the store); members now 0");
+}
+
+// A member that is alive but slow to come to the rebuild (a long save): its pulse moves, so the others wait for it
+// past `settle` (here 4 settles), and everyone goes on together.
+TEST(Membership, ASlowMemberWhosePulseMovesIsWaitedFor) {
+  auto store = ddp::make_hash_store();
+  MembershipOptions o;
+  o.settle = std::chrono::seconds(1);
+  auto [a, b] = pair_of(store, o, o);
+  std::thread slow([&, b = b.get()] {
+    std::this_thread::sleep_for(4 * o.settle);
+    try {
+      b->rebuild("test: member 1 saved for 4 s");
+    } catch (const ddp::Error& e) {
+      ADD_FAILURE() << e.what();
+    }
+  });
+  a->rebuild("test: member 1 is slow");
+  slow.join();
+  for (Membership* m : {a.get(), b.get()}) {
+    ASSERT_EQ(m->members(), (std::vector<int>{0, 1})) << m->id();
+    EXPECT_EQ(m->generation(), 1) << m->id();
   }
+  at::Tensor t0 = at::ones({4}), t1 = at::ones({4});
+  std::thread sum([&, b = b.get()] { b->group()->all_reduce(t1); });
+  a->group()->all_reduce(t0);
+  sum.join();
+  EXPECT_EQ(t0[3].item<float>(), 2.0f);
+}
+
+// Alive but not come within the collective timeout (a member stuck in its own work): counted lost then, and
+// refused when it comes.
+TEST(Membership, AnAliveMemberThatDoesNotComeWithinTheTimeoutIsCountedLost) {
+  auto store = ddp::make_hash_store();
+  MembershipOptions o;
+  o.settle = std::chrono::milliseconds(500);
+  o.timeout = std::chrono::seconds(3);
+  auto [a, b] = pair_of(store, o, o);
+  const auto start = std::chrono::steady_clock::now();
+  a->rebuild("test: member 1 does not come");
+  EXPECT_GE(std::chrono::steady_clock::now() - start, o.timeout);
+  EXPECT_EQ(a->members(), std::vector<int>{0});
+  expect_refused(*b,
+                 "this member was counted lost while the others rebuilt (alive, but it did not come within the "
+                 "timeout of 3 s); members now 0");
 }
 
 // A member waiting in a collective that a peer never joins (the peer stopped, or waits in another collective): once

@@ -8,7 +8,9 @@
 //     catch (const ddp::CommError& e) { m->rebuild(e.what()); step = agree_on_step(m->group(), step); }
 //   }
 //
-// The store must outlive every rank: ddprun hosts it, and marks a rank that exits "lost" in it (ids below).
+// The store must outlive every rank: ddprun hosts it, and marks a rank that exits "lost" in it (ids below). While a
+// member lives, a thread of its own beats its pulse there, so that a rebuild waits for a member that is slow to come
+// and counts one that stopped lost (MembershipOptions::settle, timeout).
 // Members are named by ids: the launch rank (RANK) for the first generation's members. A rank's place in a
 // generation is its id's index in the generation's sorted member list.
 #pragma once
@@ -21,16 +23,24 @@
 #include "ddp/dist/store.h"
 
 namespace ddp {
+namespace detail {
+class MemberPulse;
+}
 
 struct MembershipOptions {
   std::string backend = "gloo";  // a backend whose broken group can be destroyed and rebuilt: gloo
   std::string host;              // the store's host: gloo talks to peers over the interface toward it ("": loopback)
   int min_world = 1;             // fewer members than this left: rebuild() throws
-  Milliseconds timeout{600000};  // each generation's collective timeout
-  // How long a rebuild waits for a member that neither joins the new generation nor is marked lost (a rank that
-  // stopped, a cut link) before counting it lost.
+  // Each generation's collective timeout; also how long a rebuild waits for a member that is alive (its pulse
+  // moves) but does not come (a long save, a long step) before counting it lost.
+  Milliseconds timeout{600000};
+  // How long a rebuild waits for a member whose pulse is still (a rank that stopped, a cut link) before counting it
+  // lost. Each member's pulse beats every settle / 10 while its Membership lives.
   Milliseconds settle{30000};
   int node = 0;  // the launcher's node rank (GROUP_RANK): the member registers its pid there (membership_keys.h)
+  // The pulse's own connection to the same store (from_environment() opens one); null: the store itself, whose
+  // calls a TCPStore serializes (a long wait there delays the pulse).
+  StorePtr pulse_store;
 };
 
 class Membership {
@@ -84,6 +94,7 @@ class Membership {
   GroupPtr next_generation(std::string reason, bool with_joiners);
   void wait_until_ready(int generation, const std::vector<int>& members);
   void build(int generation, std::vector<int> members);
+  void start_pulse();
 
   StorePtr store_;
   int id_;
@@ -93,6 +104,7 @@ class Membership {
   int consumed_ = 0;  // joiners admitted or found lost, as of this generation
   std::vector<int> members_;
   GroupPtr group_;
+  std::unique_ptr<detail::MemberPulse> pulse_;
 };
 
 }  // namespace ddp
