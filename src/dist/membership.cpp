@@ -252,7 +252,8 @@ void Membership::build(int generation, std::vector<int> members) {
       if (store->check({lost_key(m)})) return true;
     return false;
   };
-  // No heartbeat: a lost member is the launcher's to report (membership_keys::lost).
+  // No group heartbeat: a lost member is the launcher's to report (membership_keys::lost), a still one the
+  // rebuild's (its pulse).
   // A member lost before it joins leaves the others waiting for its address: at most `settle` after the first.
   store_->setTimeout(generation == 0 ? options_.timeout : options_.settle);
   generation_ = generation;

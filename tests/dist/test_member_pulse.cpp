@@ -70,9 +70,10 @@ TEST(MemberPulse, AFailingStoreIsSaidOnceAndStopsThePulse) {
     std::this_thread::sleep_for(500ms);
   }  // joins the stopped thread
   const std::string err = testing::internal::GetCapturedStderr();
-  EXPECT_EQ(err.find("[elastic] member 1: its pulse stopped: "), 0u) << err;
-  const auto once = err.find("its pulse stopped");
-  EXPECT_EQ(err.find("its pulse stopped", once + 1), std::string::npos) << "said more than once: " << err;
+  const std::string said = "[elastic] member 1: its pulse stopped: ";
+  const auto once = err.find(said);  // after c10d's own warning (2.x)
+  EXPECT_NE(once, std::string::npos) << err;
+  EXPECT_EQ(err.find(said, once + 1), std::string::npos) << "said more than once: " << err;
 }
 
 }  // namespace
