@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -24,9 +25,7 @@ namespace {
 
 struct Fault {
   int step = -1;
-  bool stop = false;
-  bool in_rebuild = false;
-  bool slow = false;
+  std::string how;  // kill, stop, rebuild, slow; "" once a slow one has slept
 };
 
 std::map<int, Fault> parse_faults(const std::string& spec) {
@@ -36,9 +35,9 @@ std::map<int, Fault> parse_faults(const std::string& spec) {
     Fault f;
     const auto a = item.find(':'), b = item.find(':', a + 1);
     f.step = std::stoi(item.substr(a + 1, b - a - 1));
-    f.stop = b != std::string::npos && item.substr(b + 1) == "stop";
-    f.in_rebuild = b != std::string::npos && item.substr(b + 1) == "rebuild";
-    f.slow = b != std::string::npos && item.substr(b + 1) == "slow";
+    f.how = b == std::string::npos ? "kill" : item.substr(b + 1);
+    if (f.how != "kill" && f.how != "stop" && f.how != "rebuild" && f.how != "slow")
+      throw std::invalid_argument("unknown fault '" + f.how + "' in " + item);
     out[std::stoi(item.substr(0, a))] = f;
   }
   return out;
@@ -53,21 +52,20 @@ std::string join(const std::vector<int>& ids) {
 int run(int steps, const std::map<int, Fault>& faults) {
   auto m = ddp::Membership::from_environment();
   const int id = m->id();
+  Fault fault = faults.count(id) ? faults.at(id) : Fault{};
   int step = 0;
-  bool slept = false;
   while (step < steps) {
-    const auto f = faults.find(id);
-    if (f != faults.end() && f->second.step == step && f->second.slow && !slept) {
+    if (fault.step == step && fault.how == "slow") {
       const char* h = std::getenv("DDP_HEARTBEAT_TIMEOUT");  // ddprun sets it
       const double s = 3 * (h ? std::stod(h) : 30.0);
       std::printf("member %d: sleeps %g s before step %d\n", id, s, step);
       std::fflush(stdout);
       std::this_thread::sleep_for(std::chrono::duration<double>(s));
-      slept = true;
-    } else if (f != faults.end() && f->second.step == step && !f->second.in_rebuild && !f->second.slow) {
-      std::printf("member %d: %s itself before step %d\n", id, f->second.stop ? "stops" : "kills", step);
+      fault.how.clear();  // once: the step may come again after the rebuild
+    } else if (fault.step == step && (fault.how == "kill" || fault.how == "stop")) {
+      std::printf("member %d: %s itself before step %d\n", id, fault.how == "stop" ? "stops" : "kills", step);
       std::fflush(stdout);
-      std::raise(f->second.stop ? SIGSTOP : SIGKILL);
+      std::raise(fault.how == "stop" ? SIGSTOP : SIGKILL);
     }
     try {
       at::Tensor t = at::full({4096}, static_cast<double>((id + 1) * (step + 1)), at::kDouble);
@@ -82,7 +80,7 @@ int run(int steps, const std::map<int, Fault>& faults) {
       ++step;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     } catch (const ddp::CommError& e) {
-      if (f != faults.end() && f->second.in_rebuild && step >= f->second.step) {
+      if (fault.how == "rebuild" && step >= fault.step) {
         std::printf("member %d: kills itself as the others rebuild, at step %d\n", id, step);
         std::fflush(stdout);
         std::raise(SIGKILL);
@@ -112,5 +110,8 @@ int main(int argc, char** argv) {
   } catch (const ddp::Error& e) {
     std::printf("error: %s\n", e.what());
     return 1;
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "inplace_probe: %s; usage: inplace_probe STEPS R:S[:stop|:rebuild|:slow],...\n", e.what());
+    return 2;
   }
 }
