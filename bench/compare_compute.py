@@ -7,6 +7,11 @@ import os
 import sys
 
 
+def same_device(name):
+    """A device as torch names it, with its index: 'cuda' is the current one, cuda:0 where a run sees one GPU."""
+    return name + ":0" if name == "cuda" else name
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit("usage: compare_compute.py OURS.json PYTORCH.json")
@@ -14,7 +19,7 @@ def main():
     if missing:
         sys.exit(f"compare_compute.py: no results in {', '.join(missing)} (that run failed)")
     ours, peer = (json.load(open(f)) for f in sys.argv[1:])
-    if ours["device"] != peer["device"] or ours["batch"] != peer["batch"]:
+    if same_device(ours["device"]) != same_device(peer["device"]) or ours["batch"] != peer["batch"]:
         sys.exit(f"compare_compute.py: not the same runs: {ours['device']} batch {ours['batch']} against "
                  f"{peer['device']} batch {peer['batch']}")
     rates = {}

@@ -151,6 +151,8 @@ def main():
     device = torch.device(a.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         sys.exit(f"compute_peer.py: --device {a.device}: no GPU is visible to torch {torch.__version__}")
+    if device.type == "cuda" and device.index is None:  # named as ours names it: cuda:0, not cuda
+        device = torch.device("cuda", torch.cuda.current_device())
     if a.cuda_graph and device.type != "cuda":
         sys.exit("compute_peer.py: --cuda-graph needs --device cuda")
     torch.manual_seed(a.seed)

@@ -104,14 +104,17 @@ log "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(npro
 BIN=${DEVICE_BIN:-}
 if [ -n "$BIN" ]; then
   log "- binaries: $BIN (DEVICE_BIN)"
-elif [ -x "$DEV/bin/test_init" ] && [ "$(cat "$DEV/source-hash" 2>/dev/null)" = "$(source_hash)" ]; then
-  if "$DEV/bin/test_init" --gtest_list_tests > "$LOGS/packed-start.log" 2>&1; then
+elif [ -e "$DEV/bin/test_init" ] && [ "$(cat "$DEV/source-hash" 2>/dev/null)" = "$(source_hash)" ]; then
+  chmod u+x "$DEV"/bin/*  # a carried tree may drop the exec bits
+  # Each library the binaries load (test_init: ddp_dist's; ddp-train: data's and train's too).
+  if "$DEV/bin/test_init" --gtest_list_tests > "$LOGS/packed-start.log" 2>&1 &&
+     "$DEV/bin/ddp-train" --help >> "$LOGS/packed-start.log" 2>&1; then
     BIN=$DEV/bin
     log "- binaries: packed ($(cat "$DEV/built"))"
   else
     log "- binaries: packed ones do not start here ($(tail -1 "$LOGS/packed-start.log" | cut -c1-160)): building"
   fi
-elif [ -x "$DEV/bin/test_init" ]; then
+elif [ -e "$DEV/bin/test_init" ]; then
   log "- binaries: packed from other sources ($(cat "$DEV/source-hash")): building"
 fi
 if [ -z "$BIN" ]; then
@@ -130,7 +133,7 @@ if [ -z "$BIN" ]; then
   timeout "$T" cmake "${CMAKE_ARGS[@]}" "${ignore[@]}" -DZLIB_INCLUDE_DIR="$DEV/usr/include" -DZLIB_LIBRARY="$ZLIB_SO" > "$LOGS/configure.log" 2>&1
   rc=$?
   set -e
-  grep -E 'ddp:|ddp backends' "$LOGS/configure.log" | sed 's/^-- /- /' | tee -a "$REPORT"
+  { grep -E 'ddp:|ddp backends' "$LOGS/configure.log" || true; } | sed 's/^-- /- /' | tee -a "$REPORT"
   [ $rc = 0 ] || { log "- configure FAILED ($rc): see configure.log"; tail -30 "$LOGS/configure.log"; exit 1; }
   t0=$(date +%s)
   budget build
@@ -144,24 +147,36 @@ if [ -z "$BIN" ]; then
 fi
 
 # check NAME LIMIT_S COMMAND...: one check, its log LOGS/NAME.log, one line in the report (its last summary
-# line: gtest's, ctest's, a script's). A check that fails is counted; the next one still runs.
+# line: gtest's, ctest's, a script's). A check that fails is counted; the next one still runs. Its output is
+# line-buffered (a check killed at its limit keeps what it printed), and what it left running is ended after it.
+# DEVICE_CHECK_ONLY (an extended regex of check names) runs those alone: a second run, for what the first missed.
 failed=()
+ONLY=${DEVICE_CHECK_ONLY:-}
+LINEBUF=()
+command -v stdbuf > /dev/null && LINEBUF=(stdbuf -oL -eL)
+sweep() {  # the check's processes that outlived it (ranks of a timed-out launch, in a process group of their own)
+  pkill -KILL -f -- "$BIN/|bench/(ddp|fashion|compute)_peer.py" 2> /dev/null || true
+}
 check() {
   local name=$1 limit=$2 t0 rc f
   shift 2
   f=$LOGS/$name.log
+  if [ -n "$ONLY" ] && ! [[ $name =~ $ONLY ]]; then echo "(not run: DEVICE_CHECK_ONLY='$ONLY')" > "$f"; return 0; fi
   budget "$name" "$limit"
   t0=$(date +%s)
   set +e
-  timeout "$T" "$@" > "$f" 2>&1
+  timeout -k 10 "$T" "${LINEBUF[@]}" "$@" > "$f" 2>&1
   rc=$?
   set -e
+  sweep
   [ $rc = 124 ] && echo "(timed out after $T s)" >> "$f"
   [ $rc = 77 ] && echo "(exit 77: a case skipped, said above; on the GPU machine every case must run)" >> "$f"
   [ $rc = 0 ] || failed+=("$name")
   log "- $name: exit $rc in $(( $(date +%s) - t0 )) s: $( (grep -E 'PASSED|FAILED|passed|failed|timed out|skipped' "$f" || tail -1 "$f") | tail -1 | cut -c1-200)"
 }
-export OMP_NUM_THREADS=1 DDP_TIMEOUT=120 DDP_CHECK_HOOK_WAITS=1
+# A hang ends within DDP_TIMEOUT (a collective) or DDP_TEST_CASE_TIMEOUT (a test case, named): each 10x or more
+# what it takes on a GPU. NCCL says why it fails.
+export OMP_NUM_THREADS=1 DDP_TIMEOUT=45 DDP_TEST_CASE_TIMEOUT=60 DDP_CHECK_HOOK_WAITS=1 PYTHONUNBUFFERED=1 NCCL_DEBUG=WARN
 check cuda-tests 240 "$BIN/test_cuda" --gtest_brief=1 --gtest_filter='-*ThreadRanksOnOneGpu*'
 # (Not the case for machines where nccl cannot run: it skips where a GPU is visible, and a skip exits 77.)
 check devices 60 "$BIN/test_init" --gtest_filter='Device*:Backends*:-Backends.NcclWithoutAGpuSaysWhy' --gtest_brief=1
@@ -247,7 +262,7 @@ for run in demo demo-pytorch; do
   check "$run" 120 "$BIN/ddprun" --nproc-per-node 1 --standalone "${cmd[@]}"
   printf '%s\t%s\t%s\t%s\n' "$run" "$LOGS/runs/$run" "$t0" "$(date +%s.%N)" >> "$LOGS/demo-runs.tsv"
 done
-"$PY" bench/time_to_accuracy.py "$LOGS/demo-runs.tsv" --target 0.91 2>&1 | sed 's/^/    /' | tee -a "$REPORT"
+{ "$PY" bench/time_to_accuracy.py "$LOGS/demo-runs.tsv" --target 0.91 2>&1 || true; } | sed 's/^/    /' | tee -a "$REPORT"
 # A short compute-sanitizer (memcheck) pass over DDP steps on the GPU: late, as it runs the GPU many times slower.
 SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 if [ -n "$SANITIZER" ]; then
@@ -262,8 +277,13 @@ else
   log "- sanitizer-ddp-step: no compute-sanitizer on PATH or in /usr/local/cuda/bin"
 fi
 # Last: rank threads sharing one GPU (and so autograd's one thread for it) over gloo, predicted to fail by the
-# timeout (test_cuda_trainer.cpp); a short DDP_TIMEOUT, so that a hang is an error within the limit.
+# timeout (test_cuda_trainer.cpp); a short DDP_TIMEOUT, so that a hang is an error within the limit. What it
+# shows is reported, not counted: one process per GPU, as a real job runs, has no such sharing.
 check cuda-thread-ranks 90 env DDP_TIMEOUT=15 "$BIN/test_cuda" --gtest_brief=1 --gtest_filter='*ThreadRanksOnOneGpu*'
+if [[ " ${failed[*]} " == *" cuda-thread-ranks "* ]]; then
+  log "    cuda-thread-ranks: did not pass, as predicted (reported, not counted)"
+  failed=("${failed[@]/cuda-thread-ranks}")
+fi
 failed=(${failed[@]})  # drop entries emptied above
 log "- total: $(( $(date +%s) - START )) s; failed: ${failed[*]:-none}"
-[ ${#failed[@]} = 0 ] || { for n in "${failed[@]}"; do echo "== $n"; grep -E -B3 -A20 'Failure|FAILED|FAIL' "$LOGS/$n.log" | head -40; done; exit 1; }
+[ ${#failed[@]} = 0 ] || { for n in "${failed[@]}"; do echo "== $n"; { grep -E -B3 -A20 'Failure|FAILED|FAIL|timed out|still running' "$LOGS/$n.log" || tail -20 "$LOGS/$n.log"; } | head -40; done; exit 1; }

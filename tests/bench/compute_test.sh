@@ -48,6 +48,30 @@ key = lambda r: (r["model"], r["layout"], r["precision"], r["params"], r["traina
 assert [key(r) for r in ours] == [key(r) for r in peer], ([key(r) for r in ours], [key(r) for r in peer])
 assert all(r["samples_per_s"] > 0 for r in peer)
 PY
+# The side-by-side lines (the device check's): one per row of ours, with PyTorch's rate beside it; on a GPU ours
+# names cuda:0 and a peer given --device cuda may say cuda: the same runs. Another device or batch is refused.
+compare=$(dirname "$0")/../../bench/compare_compute.py
+${DDP_PYTHON:-/usr/bin/python3} - "$work/d.json" "$work/p.json" "$work" <<'PY'
+import json, sys
+ours, peer = (json.load(open(f)) for f in sys.argv[1:3])
+for name, o, p in [("gpu", "cuda:0", "cuda"), ("other", "cuda:0", "cuda:1"), ("batch", "cpu", "cpu")]:
+    ours["device"], peer["device"] = o, p
+    peer["batch"] = ours["batch"] + (name == "batch")
+    json.dump(ours, open(f"{sys.argv[3]}/o-{name}.json", "w"))
+    json.dump(peer, open(f"{sys.argv[3]}/p-{name}.json", "w"))
+PY
+for pair in "d.json p.json" "o-gpu.json p-gpu.json"; do
+  set -- $pair
+  ${DDP_PYTHON:-/usr/bin/python3} "$compare" "$work/$1" "$work/$2" > "$work/cmp.log"
+  [ "$(grep -c 'pytorch eager .*/s, step ours/pytorch' "$work/cmp.log")" = 2 ] ||
+    { echo "compare_compute.py on $pair: not one line per row with PyTorch's beside it:" >&2; cat "$work/cmp.log" >&2; exit 1; }
+done
+for bad in other batch; do
+  if ${DDP_PYTHON:-/usr/bin/python3} "$compare" "$work/o-$bad.json" "$work/p-$bad.json" > "$work/cmp.log" 2>&1; then
+    echo "compare_compute.py compared runs with another $bad" >&2; exit 1
+  fi
+  grep -q 'not the same runs' "$work/cmp.log" || { cat "$work/cmp.log" >&2; exit 1; }
+done
 # A device that is not one is refused before anything runs, naming the flag.
 if "$bench" compute --device tpu > "$work/e.log" 2>&1; then echo "--device tpu was accepted" >&2; exit 1; fi
 grep -q -- "--device" "$work/e.log" || { echo "the refusal does not name --device:" >&2; cat "$work/e.log" >&2; exit 1; }
