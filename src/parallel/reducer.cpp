@@ -18,6 +18,12 @@
 namespace ddp::detail {
 namespace {
 
+// Whether a backward may follow this forward: some output has a gradient function.
+bool requires_grad(const std::vector<at::Tensor>& outputs) {
+  return std::any_of(outputs.begin(), outputs.end(),
+                     [](const at::Tensor& t) { return t.defined() && t.requires_grad(); });
+}
+
 // The built-in reduction: one all_reduce (SUM) of a bucket whose gradients were
 // divided by the world size while it was filled. Asynchronous, the last bucket
 // too: it is launched from a gradient hook, where nothing may wait (hook_waits.h).
@@ -176,6 +182,10 @@ void Reducer::restore_order(const std::vector<int64_t>& order) {
 void Reducer::prepare_for_backward(const std::vector<at::Tensor>& outputs) {
   forward_seen_ = true;
   expect_gradients_ = true;
+  // A forward in eval mode (training with frozen statistics) did not check the layout (prepare_for_forward): it
+  // is checked here, before the backward, rather than in its first gradient hook, where nothing may wait.
+  if (sync_ && !world_of_one_ && !layout_checked_ && requires_grad(outputs))
+    check_layout_once("DistributedDataParallel forward");
   if (!opts_.find_unused_parameters || !sync_ || outputs.empty()) return;
   if (opts_.static_graph && have_unused_known_) return;
   std::unordered_set<torch::autograd::Node*> seen;

@@ -501,6 +501,27 @@ void evaluation_forward_on_one_rank(ProcessGroup& g) {
   EXPECT_TRUE(parameters_consistent(*net, 0, handle(g))) << tag(g, "replicas diverged");
 }
 
+// Training in eval mode (frozen BatchNorm statistics, as fine-tuning does): the first forward's buckets are still
+// checked before the backward, not in its first gradient hook, where nothing may wait (the check is on), and the
+// gradients are averaged.
+void eval_mode_training(ProcessGroup& g) {
+  detail::set_hook_wait_check(true);
+  auto net = seeded<Net>(1);
+  net->eval();
+  DDPOptions o;
+  o.group = handle(g);
+  o.bucket_cap_mb = o.first_bucket_cap_mb = 1e-6;  // a bucket per parameter
+  DistributedDataParallel model(net, o);
+  torch::optim::SGD opt(net->parameters(), 0.1);
+  for (int step = 0; step < 3; ++step) {
+    opt.zero_grad();
+    EXPECT_NO_THROW(torch::mse_loss(model(at::full({1, 2}, g.rank() + 1.0)), torch::zeros({1, 4})).backward())
+        << tag(g, "eval-mode step " + std::to_string(step));
+    opt.step();
+  }
+  EXPECT_TRUE(parameters_consistent(*net, 0, handle(g))) << tag(g, "replicas diverged");
+}
+
 struct CountingHook : CommHook {
   int calls = 0;
   std::string name() const override { return "counting"; }
@@ -815,6 +836,7 @@ const std::vector<SuiteCase>& ddp_suite() {
         {"DdpCompressHooks", compress_hooks},
         {"DdpZeroRedundancyOptimizer", zero_redundancy_optimizer},
         {"DdpEvaluationForwardOnOneRank", evaluation_forward_on_one_rank},
+        {"DdpEvalModeTraining", eval_mode_training},
         {"DdpStatsCountExposedCommunication", stats_count_exposed_communication},
     };
     for (const auto& c : powersgd_suite()) all.push_back(c);
