@@ -286,17 +286,20 @@ void continuations_in_order(ProcessGroup& g) {
   expect_values(c, at::full({500}, s, at::kDouble), where(g, "then(): the all_reduce called after then()"));
   expect_values(d, at::full({700}, s, at::kDouble), where(g, "then(): the second continuation's all_reduce"));
   // Inside a continuation, a synchronous 16-bit all_reduce (over gloo: an all_to_all, then a gather of its own)
-  // completes there; an asynchronous one chains behind the continuation.
+  // completes there; an asynchronous one chains behind the continuation. Its result is the tensor's once its Work
+  // is waited for, as PyTorch's contract says (a CPU tensor over nccl is copied back from the GPU then).
   at::Tensor h = at::full({64}, r + 1.0).to(at::kHalf), h2 = at::full({96}, r + 1.0).to(at::kBFloat16);
   at::Tensor x1 = f0(r), x2 = f0(r);
-  Work halves = g.all_reduce(x1, async).then([&g, h, h2, async](at::Tensor) mutable {
+  Work inner;
+  Work halves = g.all_reduce(x1, async).then([&g, &inner, h, h2, async](at::Tensor) mutable {
     g.all_reduce(h);
-    g.all_reduce(h2, async);  // not waited for here
+    inner = g.all_reduce(h2, async);  // not waited for here
     return h;
   });
   expect_values(halves.value(), at::full({64}, s, at::kDouble), where(g, "then(): a float16 all_reduce inside"));
   at::Tensor after = at::full({5}, r + 1.0);
   g.all_reduce(after);  // behind the bfloat16 one on every rank
+  inner.wait();
   expect_values(h2, at::full({96}, s, at::kDouble), where(g, "then(): an async bfloat16 all_reduce inside"));
   expect_values(after, at::full({5}, s, at::kDouble), where(g, "then(): the all_reduce after it"));
   // A continuation that waits for a then() of its own would wait forever: an error says so.
@@ -347,10 +350,14 @@ void send_recv_ring(ProcessGroup& g) {
     P2POptions o;
     o.async_op = true;
     o.tag = 7;
-    at::Tensor out = (pattern(100) + r).to(dt);
-    Work s = g.send(out, (r + 1) % w, o);
-    at::Tensor in = at::zeros({100}, dt);
+    at::Tensor out = (pattern(100) + r).to(dt), in = at::zeros({100}, dt);
+    // Even ranks send first, odd ranks receive first: each pair's calls matched in order, as nccl needs
+    // (docs/backends.md); in a ring of an odd size the last rank and rank 0 are both even: 0 receives from it
+    // after its own send has completed.
+    Work s;
+    if (r % 2 == 0) s = g.send(out, (r + 1) % w, o);
     g.recv(in, (r + w - 1) % w, o).wait();
+    if (r % 2 == 1) s = g.send(out, (r + 1) % w, o);
     s.wait();
     expect_values(in, pattern(100) + (r + w - 1) % w, where(g, "recv"));
   }

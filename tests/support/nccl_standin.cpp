@@ -3,7 +3,10 @@
 #include <ATen/ATen.h>
 
 #include <chrono>
+#include <functional>
 #include <future>
+#include <map>
+#include <mutex>
 
 #include "ddp/dist/errors.h"
 #include "dist/backend_impl.h"
@@ -26,7 +29,7 @@ class NcclStandIn final : public detail::Backend {
   bool has_avg() const override { return true; }
   bool has_bitwise() const override { return false; }
   bool has_reduce_scatter() const override { return true; }
-  int max_tag() const override { return in_->max_tag(); }
+  int max_tag() const override { return in_->max_tag() - 1; }  // the top tag: the receives' go-aheads
   at::Device device_for(OpType op, const at::Device& where) const override { return in_->device_for(op, where); }
 
   Work broadcast(at::Tensor& buf, int root, const Call& c) override { return in_->broadcast(buf, root, c); }
@@ -58,8 +61,25 @@ class NcclStandIn final : public detail::Backend {
     return in_->all_to_all(out, out_counts, in, in_counts, c);
   }
   Work barrier(const Call& c) override { return in_->barrier(c); }
-  Work send(const at::Tensor& buf, int dst, int tag, const Call& c) override { return in_->send(buf, dst, tag, c); }
-  Work recv(at::Tensor& buf, int src, int tag, const Call& c) override { return in_->recv(buf, src, tag, c); }
+  // Point to point in NCCL's order: a pair's sends and receives run one after another (one queue: the GPU's
+  // stream for that pair), and a send completes once the peer's receive has started (its go-ahead, a message on
+  // the reserved tag). So ranks of a pair that both send first, or both receive first, hang (until the call's
+  // timeout) as on a GPU, where gloo alone would buffer the sends.
+  Work send(const at::Tensor& buf, int dst, int tag, const Call& c) override {
+    return in_turn(dst, [this, buf, dst, tag, c] {
+      Work data = in_->send(buf, dst, tag, c);
+      at::Tensor go = at::empty({1}, at::kInt);
+      in_->recv(go, dst, in_->max_tag(), c).wait(c.timeout);
+      data.wait(c.timeout);
+    });
+  }
+  Work recv(at::Tensor& buf, int src, int tag, const Call& c) override {
+    return in_turn(src, [this, buf, src, tag, c]() mutable {
+      Work told = in_->send(at::ones({1}, at::kInt), src, in_->max_tag(), c);  // started: src's send may complete
+      in_->recv(buf, src, tag, c).wait(c.timeout);
+      told.wait(c.timeout);
+    });
+  }
   std::unique_ptr<Backend> split(const std::vector<int>& ranks, int index, Milliseconds timeout) override {
     auto sub = in_->split(ranks, index, timeout);
     return sub ? std::make_unique<NcclStandIn>(std::move(sub)) : nullptr;
@@ -94,7 +114,21 @@ class NcclStandIn final : public detail::Backend {
     std::shared_future<void> done_;
   };
 
+  // `op` once this rank's earlier point-to-point call with `peer` completed (its error ends `op`'s too).
+  Work in_turn(int peer, std::function<void()> op) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Work before = last_[peer];
+    Work now(std::make_shared<Landing>(std::async(std::launch::async, [before, op]() mutable {
+      before.wait();
+      op();
+    })));
+    last_[peer] = now;
+    return now;
+  }
+
   std::unique_ptr<detail::Backend> in_;
+  std::mutex mu_;
+  std::map<int, Work> last_;  // per peer: this rank's last point-to-point call with it
 };
 
 }  // namespace
