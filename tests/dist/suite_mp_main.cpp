@@ -22,8 +22,10 @@ int main(int argc, char** argv) {
   }
   std::string suite = "Suite_" + group->backend() + "_w" + std::to_string(group->size());
   at::set_num_threads(1);
-  // The suites run on the group's device (a GPU for nccl) against float32 bounds: no TF32 in cuDNN's convolutions.
+  // The suites run on the group's device (a GPU for nccl) against float32 bounds: no TF32 in cuDNN's convolutions,
+  // nor in cuBLAS's matrix products (off by default, unless TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 is set).
   at::globalContext().setAllowTF32CuDNN(false);
+  at::globalContext().setAllowTF32CuBLAS(false);
   std::vector<ddp::testing::SuiteCase> cases = ddp::testing::collectives_suite();
   for (const auto& c : ddp::testing::ddp_suite()) cases.push_back(c);
   for (const auto& c : cases) {
