@@ -32,33 +32,41 @@ class NcclStandIn final : public detail::Backend {
   int max_tag() const override { return in_->max_tag() - 1; }  // the top tag: the receives' go-aheads
   at::Device device_for(OpType op, const at::Device& where) const override { return in_->device_for(op, where); }
 
-  Work broadcast(at::Tensor& buf, int root, const Call& c) override { return in_->broadcast(buf, root, c); }
+  Work broadcast(at::Tensor& buf, int root, const Call& c) override {
+    return at_wait(buf, [&](at::Tensor& t) { return in_->broadcast(t, root, c); });
+  }
   // What gloo cannot (AVG, 16-bit sums) is done here, as one reduction of the dtype, the way NCCL does it.
   Work all_reduce(at::Tensor& buf, ReduceOp op, const Call& c) override {
-    at::Tensor wide = is_16bit(buf) ? buf.to(at::kFloat) : buf;
-    return settle(in_->all_reduce(wide, inner(op), c), wide, buf, op);
+    return at_wait(buf, [&](at::Tensor& t) {
+      at::Tensor wide = is_16bit(t) ? t.to(at::kFloat) : t;
+      return settle(in_->all_reduce(wide, inner(op), c), wide, t, op);
+    });
   }
   Work reduce(at::Tensor& buf, ReduceOp op, int root, const Call& c) override {
-    at::Tensor wide = is_16bit(buf) ? buf.to(at::kFloat) : buf;
-    Work w = in_->reduce(wide, inner(op), root, c);
-    return rank() == root ? settle(std::move(w), wide, buf, op) : w;
+    return at_wait(buf, [&](at::Tensor& t) {
+      at::Tensor wide = is_16bit(t) ? t.to(at::kFloat) : t;
+      Work w = in_->reduce(wide, inner(op), root, c);
+      return rank() == root ? settle(std::move(w), wide, t, op) : w;
+    });
   }
-  Work all_gather(at::Tensor& out, const at::Tensor& in, const Call& c) override { return in_->all_gather(out, in, c); }
+  Work all_gather(at::Tensor& out, const at::Tensor& in, const Call& c) override {
+    return at_wait(out, [&](at::Tensor& t) { return in_->all_gather(t, in, c); });
+  }
   Work gather(at::Tensor& out, const at::Tensor& in, int root, const Call& c) override {
-    return in_->gather(out, in, root, c);
+    return at_wait(out, [&](at::Tensor& t) { return in_->gather(t, in, root, c); });
   }
   Work scatter(at::Tensor& out, const at::Tensor& in, int root, const Call& c) override {
-    return in_->scatter(out, in, root, c);
+    return at_wait(out, [&](at::Tensor& t) { return in_->scatter(t, in, root, c); });
   }
   // Native for the front: here an all_reduce of the whole input, of which this rank keeps its block.
   Work reduce_scatter(at::Tensor& out, const at::Tensor& in, ReduceOp op, const Call& c) override {
     at::Tensor whole = in.to(is_16bit(in) ? at::kFloat : in.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
     at::Tensor mine = whole.view({size(), -1})[rank()];
-    return settle(in_->all_reduce(whole, inner(op), c), mine, out, op);
+    return at_wait(out, [&](at::Tensor& t) { return settle(in_->all_reduce(whole, inner(op), c), mine, t, op); });
   }
   Work all_to_all(at::Tensor& out, const std::vector<int64_t>& out_counts, const at::Tensor& in,
                   const std::vector<int64_t>& in_counts, const Call& c) override {
-    return in_->all_to_all(out, out_counts, in, in_counts, c);
+    return at_wait(out, [&](at::Tensor& t) { return in_->all_to_all(t, out_counts, in, in_counts, c); });
   }
   Work barrier(const Call& c) override { return in_->barrier(c); }
   // Point to point in NCCL's order: a pair's sends and receives run one after another (one queue: the GPU's
@@ -74,10 +82,12 @@ class NcclStandIn final : public detail::Backend {
     });
   }
   Work recv(at::Tensor& buf, int src, int tag, const Call& c) override {
-    return in_turn(src, [this, buf, src, tag, c]() mutable {
-      Work told = in_->send(at::ones({1}, at::kInt), src, in_->max_tag(), c);  // started: src's send may complete
-      in_->recv(buf, src, tag, c).wait(c.timeout);
-      told.wait(c.timeout);
+    return at_wait(buf, [&](at::Tensor& t) {
+      return in_turn(src, [this, t, src, tag, c]() mutable {
+        Work told = in_->send(at::ones({1}, at::kInt), src, in_->max_tag(), c);  // started: src's send may complete
+        in_->recv(t, src, tag, c).wait(c.timeout);
+        told.wait(c.timeout);
+      });
     });
   }
   std::unique_ptr<Backend> split(const std::vector<int>& ranks, int index, Milliseconds timeout) override {
@@ -88,8 +98,18 @@ class NcclStandIn final : public detail::Backend {
 
  private:
   static ReduceOp inner(ReduceOp op) { return op == ReduceOp::AVG ? ReduceOp::SUM : op; }
-  // After the reduction: AVG's division and the rounding back to 16 bits, once each, into `target`. As on a
-  // GPU, the result lands by itself (a thread here), not when someone waits: a Work nobody waits for holds it too.
+  // The result lands in `out` when the Work is waited for, as a CPU tensor staged through nccl's GPU does (a
+  // device tensor's lands in stream order): whoever reads a result before waiting reads stale values here.
+  template <typename Fn>
+  static Work at_wait(at::Tensor& out, Fn&& fn) {
+    if (!out.defined() || out.numel() == 0) return fn(out);
+    at::Tensor tmp = out.clone();
+    Work w = fn(tmp);
+    w.on_success([tmp, out]() mutable { out.copy_(tmp); });
+    return w;
+  }
+  // After the reduction: AVG's division and the rounding back to 16 bits, once each, into `target` (at_wait's
+  // buffer), by itself on a thread here, as the GPU's kernels would, whether or not anyone waits.
   Work settle(Work w, at::Tensor result, at::Tensor target, ReduceOp op) {
     const int world = size();
     if (op != ReduceOp::AVG && result.is_same(target)) return w;
