@@ -11,18 +11,13 @@
 #include "ddp/dist/errors.h"
 #include "ddp/dist/timeline.h"
 #include "dist/error_context.h"
+#include "dist/hook_waits.h"
 #include "dist/host_memory.h"
 #include "parallel/bucket_agreement.h"
 #include "parallel/bucketing.h"
 
 namespace ddp::detail {
 namespace {
-
-// Whether a backward may follow this forward: some output has a gradient function.
-bool requires_grad(const std::vector<at::Tensor>& outputs) {
-  return std::any_of(outputs.begin(), outputs.end(),
-                     [](const at::Tensor& t) { return t.defined() && t.requires_grad(); });
-}
 
 // The built-in reduction: one all_reduce (SUM) of a bucket whose gradients were
 // divided by the world size while it was filled. Asynchronous, the last bucket
@@ -182,10 +177,6 @@ void Reducer::restore_order(const std::vector<int64_t>& order) {
 void Reducer::prepare_for_backward(const std::vector<at::Tensor>& outputs) {
   forward_seen_ = true;
   expect_gradients_ = true;
-  // A forward in eval mode (training with frozen statistics) did not check the layout (prepare_for_forward): it
-  // is checked here, before the backward, rather than in its first gradient hook, where nothing may wait.
-  if (sync_ && !world_of_one_ && !layout_checked_ && requires_grad(outputs))
-    check_layout_once("DistributedDataParallel forward");
   if (!opts_.find_unused_parameters || !sync_ || outputs.empty()) return;
   if (opts_.static_graph && have_unused_known_) return;
   std::unordered_set<torch::autograd::Node*> seen;
@@ -290,8 +281,13 @@ void Reducer::launch_ready_buckets() {
       ++next_launch_;
       continue;
     }
-    // Done in the forward (prepare_for_forward), unless this backward came without a synchronising DDP forward.
-    check_layout_once("DistributedDataParallel backward");
+    // Done in the forward (prepare_for_forward), unless this backward came without a synchronising training
+    // forward: one in eval mode (training with frozen statistics), whose forward may run on some ranks only, as an
+    // evaluation may. Then here, once per build of the buckets: a wait in the hook by design.
+    if (!layout_checked_) {
+      AllowHookWait exempt;
+      check_layout_once("DistributedDataParallel backward");
+    }
     GradBucket gb;
     gb.index = next_launch_;
     gb.num_buckets = buckets_.size();

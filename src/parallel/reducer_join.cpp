@@ -28,7 +28,7 @@ void Reducer::shadow_backward() {
     if (!rebuilt_) rebuild_due_ = true;
     return;
   }
-  check_layout_once("Join");  // done in shadow_forward, or here after an eval-mode forward (prepare_for_backward)
+  check_layout_once("Join");  // done in shadow_forward, or here after an eval-mode forward, as the first hook does
   std::vector<Work> works;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     GradBucket gb;

@@ -501,8 +501,8 @@ void evaluation_forward_on_one_rank(ProcessGroup& g) {
   EXPECT_TRUE(parameters_consistent(*net, 0, handle(g))) << tag(g, "replicas diverged");
 }
 
-// Training in eval mode (frozen BatchNorm statistics, as fine-tuning does): the first forward's buckets are still
-// checked before the backward, not in its first gradient hook, where nothing may wait (the check is on), and the
+// Training in eval mode (frozen BatchNorm statistics, as fine-tuning does): the buckets are compared in the first
+// backward (in its first gradient hook, once: a wait allowed there by design, with the check on), and the
 // gradients are averaged.
 void eval_mode_training(ProcessGroup& g) {
   detail::set_hook_wait_check(true);
@@ -517,6 +517,31 @@ void eval_mode_training(ProcessGroup& g) {
     opt.zero_grad();
     EXPECT_NO_THROW(torch::mse_loss(model(at::full({1, 2}, g.rank() + 1.0)), torch::zeros({1, 4})).backward())
         << tag(g, "eval-mode step " + std::to_string(step));
+    opt.step();
+  }
+  EXPECT_TRUE(parameters_consistent(*net, 0, handle(g))) << tag(g, "replicas diverged");
+}
+
+// An evaluation with gradients on (no NoGradGuard) on rank 0 alone, before the first step: it issues no
+// collective, even though the buckets are not compared yet (that waits for a backward).
+void grad_enabled_evaluation_on_one_rank(ProcessGroup& g) {
+  detail::set_hook_wait_check(true);
+  auto net = seeded<Net>(1);
+  DDPOptions o;
+  o.group = handle(g);
+  DistributedDataParallel model(net, o);
+  if (g.rank() == 0) {
+    net->eval();
+    model(at::ones({1, 2}));
+    net->train();
+  }
+  at::Tensor t = at::full({3}, g.rank() + 1.0);
+  g.all_reduce(t);  // every rank's next collective must be this one
+  EXPECT_TRUE(at::equal(t, at::full({3}, g.size() * (g.size() + 1) / 2.0))) << tag(g, "collectives out of step");
+  torch::optim::SGD opt(net->parameters(), 0.1);
+  for (int step = 0; step < 2; ++step) {
+    opt.zero_grad();
+    torch::mse_loss(model(at::full({1, 2}, g.rank() + 1.0)), torch::zeros({1, 4})).backward();
     opt.step();
   }
   EXPECT_TRUE(parameters_consistent(*net, 0, handle(g))) << tag(g, "replicas diverged");
@@ -837,6 +862,7 @@ const std::vector<SuiteCase>& ddp_suite() {
         {"DdpZeroRedundancyOptimizer", zero_redundancy_optimizer},
         {"DdpEvaluationForwardOnOneRank", evaluation_forward_on_one_rank},
         {"DdpEvalModeTraining", eval_mode_training},
+        {"DdpGradEnabledEvaluationOnOneRank", grad_enabled_evaluation_on_one_rank},
         {"DdpStatsCountExposedCommunication", stats_count_exposed_communication},
     };
     for (const auto& c : powersgd_suite()) all.push_back(c);
