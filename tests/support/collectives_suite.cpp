@@ -352,8 +352,8 @@ void send_recv_ring(ProcessGroup& g) {
     o.tag = 7;
     at::Tensor out = (pattern(100) + r).to(dt), in = at::zeros({100}, dt);
     // Even ranks send first, odd ranks receive first: each pair's calls matched in order, as nccl needs
-    // (docs/backends.md); in a ring of an odd size the last rank and rank 0 are both even: 0 receives from it
-    // after its own send has completed.
+    // (docs/backends.md). In a ring of an odd size the last rank and rank 0 are both even, but their pair has
+    // one call each way: the last rank's send, rank 0's receive.
     Work s;
     if (r % 2 == 0) s = g.send(out, (r + 1) % w, o);
     g.recv(in, (r + w - 1) % w, o).wait();

@@ -114,15 +114,15 @@ class NcclStandIn final : public detail::Backend {
     const int world = size();
     if (op != ReduceOp::AVG && result.is_same(target)) return w;
     return Work(std::make_shared<Landing>(std::async(std::launch::async, [w, result, target, op, world]() mutable {
-      w.wait();
-      if (op == ReduceOp::AVG) result.div_(world);
-      if (!result.is_same(target)) target.view({-1}).copy_(result.reshape({-1}));
-    })));
+                                            w.wait();
+                                            if (op == ReduceOp::AVG) result.div_(world);
+                                            if (!result.is_same(target)) target.view({-1}).copy_(result.reshape({-1}));
+                                          }).share()));
   }
   // Completes when the thread that lands the result is done; rethrows its error.
   class Landing final : public Work::Impl {
    public:
-    explicit Landing(std::future<void> f) : done_(f.share()) {}
+    explicit Landing(std::shared_future<void> f) : done_(std::move(f)) {}
     bool is_completed() override { return done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
     void wait(Milliseconds timeout) override {
       if (timeout != kNoTimeout && done_.wait_for(timeout) != std::future_status::ready)
@@ -134,21 +134,26 @@ class NcclStandIn final : public detail::Backend {
     std::shared_future<void> done_;
   };
 
-  // `op` once this rank's earlier point-to-point call with `peer` completed (its error ends `op`'s too).
+  // `op` once this rank's earlier point-to-point call with `peer` ended (its error is its own caller's). Ordered on
+  // the calls' futures, not on their Works (waiting a Work would land its result early); what a call holds (its
+  // predecessor, its buffers) is let go once it ran, so no chain of finished calls stays alive.
   Work in_turn(int peer, std::function<void()> op) {
     std::lock_guard<std::mutex> lock(mu_);
-    Work before = last_[peer];
-    Work now(std::make_shared<Landing>(std::async(std::launch::async, [before, op]() mutable {
-      before.wait();
-      op();
-    })));
+    std::shared_future<void> before = last_[peer];
+    std::shared_future<void> now = std::async(std::launch::async, [before, op]() mutable {
+                                     if (before.valid()) before.wait();
+                                     before = std::shared_future<void>();
+                                     std::function<void()> run = std::move(op);
+                                     op = nullptr;
+                                     run();
+                                   }).share();
     last_[peer] = now;
-    return now;
+    return Work(std::make_shared<Landing>(now));
   }
 
   std::unique_ptr<detail::Backend> in_;
   std::mutex mu_;
-  std::map<int, Work> last_;  // per peer: this rank's last point-to-point call with it
+  std::map<int, std::shared_future<void>> last_;  // per peer: this rank's last point-to-point call with it
 };
 
 }  // namespace
