@@ -105,7 +105,7 @@ BIN=${DEVICE_BIN:-}
 if [ -n "$BIN" ]; then
   log "- binaries: $BIN (DEVICE_BIN)"
 elif [ -e "$DEV/bin/test_init" ] && [ "$(cat "$DEV/source-hash" 2>/dev/null)" = "$(source_hash)" ]; then
-  chmod u+x "$DEV"/bin/*  # a carried tree may drop the exec bits
+  chmod u+x "$DEV"/bin/* || true  # a carried tree may drop the exec bits
   # Each library the binaries load (test_init: ddp_dist's; ddp-train: data's and train's too).
   if "$DEV/bin/test_init" --gtest_list_tests > "$LOGS/packed-start.log" 2>&1 &&
      "$DEV/bin/ddp-train" --help >> "$LOGS/packed-start.log" 2>&1; then
@@ -150,18 +150,31 @@ fi
 # line: gtest's, ctest's, a script's). A check that fails is counted; the next one still runs. Its output is
 # line-buffered (a check killed at its limit keeps what it printed), and what it left running is ended after it.
 # DEVICE_CHECK_ONLY (an extended regex of check names) runs those alone: a second run, for what the first missed.
-failed=()
+failed=() ran=0 skipped=()
+BIN=$(cd "$BIN" && pwd)
 ONLY=${DEVICE_CHECK_ONLY:-}
+if [ -n "$ONLY" ]; then
+  re_rc=0
+  [[ x =~ $ONLY ]] || re_rc=$?
+  [ $re_rc != 2 ] || { log "- DEVICE_CHECK_ONLY='$ONLY' is not an extended regex"; exit 2; }
+  log "- DEVICE_CHECK_ONLY='$ONLY': the checks it names, alone"
+fi
 LINEBUF=()
-command -v stdbuf > /dev/null && LINEBUF=(stdbuf -oL -eL)
+command -v stdbuf > /dev/null && LINEBUF=(stdbuf -oL)
+BIN_RE=$(printf '%s/' "$BIN" | sed 's/[][\.*^$+?(){}|]/\\&/g')
 sweep() {  # the check's processes that outlived it (ranks of a timed-out launch, in a process group of their own)
-  pkill -KILL -f -- "$BIN/|bench/(ddp|fashion|compute)_peer.py" 2> /dev/null || true
+  pkill -KILL -f -- "$BIN_RE|bench/(ddp|fashion|compute)_peer[.]py" 2> /dev/null || true
 }
 check() {
   local name=$1 limit=$2 t0 rc f
   shift 2
   f=$LOGS/$name.log
-  if [ -n "$ONLY" ] && ! [[ $name =~ $ONLY ]]; then echo "(not run: DEVICE_CHECK_ONLY='$ONLY')" > "$f"; return 0; fi
+  if [ -n "$ONLY" ] && ! [[ $name =~ $ONLY ]]; then
+    echo "(not run: DEVICE_CHECK_ONLY='$ONLY')" > "$f"
+    skipped+=("$name")
+    return 0
+  fi
+  ran=$((ran + 1))
   budget "$name" "$limit"
   t0=$(date +%s)
   set +e
@@ -169,7 +182,8 @@ check() {
   rc=$?
   set -e
   sweep
-  [ $rc = 124 ] && echo "(timed out after $T s)" >> "$f"
+  [ $rc = 124 ] && echo "(timed out: the check's limit of $T s, or a test case's DDP_TEST_CASE_TIMEOUT, said above)" >> "$f"
+  [ $rc = 137 ] && echo "(killed 10 s after its limit of $T s)" >> "$f"
   [ $rc = 77 ] && echo "(exit 77: a case skipped, said above; on the GPU machine every case must run)" >> "$f"
   [ $rc = 0 ] || failed+=("$name")
   log "- $name: exit $rc in $(( $(date +%s) - t0 )) s: $( (grep -E 'PASSED|FAILED|passed|failed|timed out|skipped' "$f" || tail -1 "$f") | tail -1 | cut -c1-200)"
@@ -289,5 +303,7 @@ if [[ " ${failed[*]} " == *" cuda-thread-ranks "* ]]; then
   failed=("${failed[@]/cuda-thread-ranks}")
 fi
 failed=(${failed[@]})  # drop entries emptied above
-log "- total: $(( $(date +%s) - START )) s; failed: ${failed[*]:-none}"
-[ ${#failed[@]} = 0 ] || { for n in "${failed[@]}"; do echo "== $n"; { grep -E -B3 -A20 'Failure|FAILED|FAIL|timed out|still running' "$LOGS/$n.log" || tail -20 "$LOGS/$n.log"; } | head -40; done; exit 1; }
+[ -z "$ONLY" ] || log "- not run (DEVICE_CHECK_ONLY): ${skipped[*]:-none}"
+[ "$ran" -gt 0 ] || { log "- no check ran: DEVICE_CHECK_ONLY='$ONLY' names none"; exit 1; }
+log "- total: $(( $(date +%s) - START )) s; $ran check(s); failed: ${failed[*]:-none}"
+[ ${#failed[@]} = 0 ] || { for n in "${failed[@]}"; do echo "== $n"; { grep -E -B3 -A20 'Failure|FAILED|FAIL|timed out|still running' "$LOGS/$n.log" || tail -20 "$LOGS/$n.log"; } | head -40 || true; done; exit 1; }
