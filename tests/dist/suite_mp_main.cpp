@@ -1,6 +1,7 @@
 // The collectives and DDP suites across processes: run under ddprun (gloo, mpi or nccl), each
 // rank runs every case on the default group, on its device (ProcessGroup::device(): the rank's GPU for nccl). Exits
-// non-zero if any case fails on this rank; ddprun then fails the whole run.
+// non-zero if any case fails on this rank; ddprun then fails the whole run. A case still running after
+// DDP_TEST_CASE_TIMEOUT seconds is named and ends its rank with 124 (support/case_deadline.h).
 #include <gtest/gtest.h>
 
 #include <ATen/Context.h>
@@ -8,11 +9,13 @@
 
 #include <cstdio>
 
+#include "support/case_deadline.h"
 #include "support/collectives_suite.h"
 #include "support/ddp_suite.h"
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
+  ddp::testing::watch_case_deadlines();
   ddp::GroupPtr group;
   try {
     group = ddp::init_process_group();
