@@ -14,6 +14,7 @@
 #include "support/blobs.h"
 #include "support/rank_threads.h"
 #include "train/test_files.h"
+#include "train/tied_checkpoint.h"
 
 namespace ddp::train {
 namespace {
@@ -30,6 +31,14 @@ TEST(CudaRng, TheGpusGeneratorRoundTrips) {
   EXPECT_FALSE(at::equal(at::rand({10}, at::TensorOptions().device(gpu0)), first));
   set_rng_state(gpu0, state);
   EXPECT_TRUE(at::equal(at::rand({10}, at::TensorOptions().device(gpu0)), first));
+}
+
+// A checkpoint of tensors on the GPU keeps tied ones tied (the weight a GPT's embedding and head share): the
+// writer copies each storage to the host once, in the synchronous save as in the snapshot of save_async.
+TEST(CudaCheckpoint, TiedGpuTensorsStayTiedInTheFile) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU is visible: this runs on a GPU machine";
+  test::TempDir dir;
+  testing::expect_ties_survive_a_file(at::Device(at::kCUDA, 0), dir.path());
 }
 
 using testing::blobs;

@@ -14,6 +14,7 @@
 #include "ddp/dist/errors.h"
 #include "ddp/train/checkpoint.h"
 #include "test_files.h"
+#include "tied_checkpoint.h"
 #include "train/checkpoint/torch_format.h"
 
 namespace ddp::testing {
@@ -142,6 +143,12 @@ TEST(SaveAtomic, WritesOnlyTheTargetFile) {
   train::save_atomic(small_checkpoint(2.5), dir.file("c.pt"));  // replaces
   EXPECT_EQ(listing(dir.path()), std::vector<std::string>{"c.pt"});
   EXPECT_EQ(value_of(dir.file("c.pt")), 2.5);
+}
+
+// Tied tensors stay tied in the file (tied_checkpoint.h; on a GPU: test_cuda).
+TEST(SaveAtomic, TiedTensorsStayTied) {
+  TempDir dir;
+  expect_ties_survive_a_file(at::Device(at::kCPU), dir.path());
 }
 
 TEST(SaveAtomic, UnwritableDirectoryFailsAndLeavesNothing) {

@@ -1,10 +1,10 @@
 // host_snapshot (checkpoint.h): a checkpoint's containers rebuilt and its tensors' storages copied to host memory,
-// each storage once, so that views and tied tensors stay views of one copy (as the pickle writer keeps them).
+// each storage once, so that views and tied tensors stay views of one copy (as the pickle writer keeps them); and
+// HostCopies (host_copies.h), which does the copying for it and for the writer.
 #include <ATen/ATen.h>
 
-#include <unordered_map>
-
 #include "ddp/train/checkpoint.h"
+#include "train/checkpoint/host_copies.h"
 
 namespace ddp::train {
 namespace {
@@ -41,29 +41,35 @@ class Snapshot {
   }
 
  private:
-  at::Tensor tensor(const at::Tensor& t) {
-    if (!t.defined()) return t;
-    TORCH_CHECK(t.layout() == at::kStrided, "host_snapshot: a ", t.layout(), " tensor; only dense tensors are saved");
-    const at::Storage& storage = t.storage();
-    auto it = copies_.find(storage.unsafeGetStorageImpl());
-    if (it == copies_.end()) {
-      const auto nbytes = static_cast<int64_t>(storage.nbytes());
-      const at::Tensor bytes =
-          at::empty({0}, t.options().dtype(at::kByte)).set_(storage, 0, {nbytes}, {1});  // the whole storage
-      // A copy on the host, whichever device the storage is on (a CUDA copy waits for the stream's work).
-      const at::Tensor host = bytes.to(at::TensorOptions().device(at::kCPU), /*non_blocking=*/false, /*copy=*/true);
-      it = copies_.emplace(storage.unsafeGetStorageImpl(), host.storage()).first;
-    }
-    at::Tensor out = at::empty({0}, t.options().device(at::kCPU).requires_grad(false))
-                         .set_(it->second, t.storage_offset(), t.sizes(), t.strides());
-    if (t.requires_grad()) out.requires_grad_(true);
-    return out;
-  }
+  at::Tensor tensor(const at::Tensor& t) { return t.defined() ? copies_(t) : t; }
 
-  std::unordered_map<const c10::StorageImpl*, at::Storage> copies_;
+  detail::HostCopies copies_{/*copy_host_tensors=*/true};
 };
 
 }  // namespace
+
+namespace detail {
+
+at::Tensor HostCopies::operator()(const at::Tensor& t) {
+  TORCH_CHECK(t.layout() == at::kStrided, "host_snapshot: a ", t.layout(), " tensor; only dense tensors are saved");
+  if (t.is_cpu() && !copy_host_) return t;
+  const at::Storage& storage = t.storage();
+  auto it = copies_.find(storage.unsafeGetStorageImpl());
+  if (it == copies_.end()) {
+    const auto nbytes = static_cast<int64_t>(storage.nbytes());
+    const at::Tensor bytes =
+        at::empty({0}, t.options().dtype(at::kByte)).set_(storage, 0, {nbytes}, {1});  // the whole storage
+    // A copy on the host, whichever device the storage is on (a CUDA copy waits for the stream's work).
+    const at::Tensor host = bytes.to(at::TensorOptions().device(at::kCPU), /*non_blocking=*/false, /*copy=*/true);
+    it = copies_.emplace(storage.unsafeGetStorageImpl(), host.storage()).first;
+  }
+  at::Tensor out = at::empty({0}, t.options().device(at::kCPU).requires_grad(false))
+                       .set_(it->second, t.storage_offset(), t.sizes(), t.strides());
+  if (t.requires_grad()) out.requires_grad_(true);
+  return out;
+}
+
+}  // namespace detail
 
 c10::IValue host_snapshot(const c10::IValue& checkpoint) {
   at::NoGradGuard no_grad;

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "ddp/errors.h"
+#include "train/checkpoint/host_copies.h"
 
 namespace ddp::train::detail {
 namespace {
@@ -119,7 +120,7 @@ class Writer {
   void tensor(at::Tensor t, const std::string& path) {
     if (!t.defined()) unsupported(path, "an undefined tensor");
     if (t.layout() != at::kStrided || t.is_quantized()) unsupported(path, "a sparse or quantized tensor");
-    if (!t.device().is_cpu()) t = t.cpu();
+    t = host_(t);  // a device tensor: its storage copied once, for every tensor that shares it (tied weights)
     t = t.resolve_conj().resolve_neg();
     const at::Storage& storage = t.storage();
     const auto key = std::make_pair(storage.unsafeGetStorageImpl(), t.scalar_type());
@@ -192,6 +193,7 @@ class Writer {
 
   const std::string& where_;
   std::string pickle_;
+  HostCopies host_{/*copy_host_tensors=*/false};
   std::vector<at::Storage> storages_;
   std::map<std::pair<const c10::StorageImpl*, at::ScalarType>, size_t> storage_ids_;
 };

@@ -3,6 +3,7 @@
 
 #include <caffe2/serialize/inline_container.h>
 #include <sys/stat.h>
+#include <torch/csrc/jit/serialization/storage_context.h>
 #include <torch/csrc/jit/serialization/unpickler.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "ddp/errors.h"
 #include "ddp/train/checkpoint.h"
@@ -54,7 +56,11 @@ c10::IValue read_torch_file(const std::string& path) {
       return n;
     };
     auto read_record = [&](const std::string& name) { return std::get<0>(reader.getRecord("data/" + name)); };
-    torch::jit::Unpickler unpickler(read, nullptr, nullptr, read_record, c10::Device(c10::kCPU));
+    // One storage per record, however many tensors the pickle builds on it (tied weights, views), as torch.load
+    // keeps them: the storage context hands the second reference the storage the first one read.
+    torch::jit::Unpickler unpickler(read, nullptr, nullptr, read_record, c10::Device(c10::kCPU),
+                                    /*use_storage_device=*/false, torch::jit::Unpickler::defaultTypeParser,
+                                    std::make_shared<torch::jit::DeserializationStorageContext>());
     unpickler.set_version(reader.version());
     return unpickler.parse_ivalue();
   } catch (const Error&) {

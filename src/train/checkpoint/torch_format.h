@@ -11,7 +11,8 @@
 // dict, see state_dict_to_ivalue) becomes a collections.OrderedDict, as
 // model.state_dict() is; other dicts are plain dicts, lists lists, tuples
 // tuples. Supported values: None, bool, int, double, string, strided tensors
-// (moved to the CPU), and lists, tuples and dicts of them.
+// (a device tensor's storage copied to the host once, so tied tensors stay
+// tied: host_copies.h), and lists, tuples and dicts of them.
 //
 // Reading (torch_file.cpp) uses LibTorch 1.13's torch::jit::Unpickler, which
 // knows only the opcodes its own pickler writes. pickle_compat.cpp first
