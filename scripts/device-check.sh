@@ -89,7 +89,7 @@ trap 'rc=$?; archive_logs; [ $rc = 0 ] || echo "device-check: stopped with exit 
 # spent, the check stops, saying before which step (and T never reaches 0, which `timeout` takes as no limit).
 budget() {
   T=$((BUDGET - ($(date +%s) - START)))
-  [ "$T" -gt 0 ] || { log "- out of budget (DEVICE_CHECK_BUDGET=$BUDGET s) before: $1"; exit 1; }
+  [ "$T" -gt 0 ] || { log "- out of budget (DEVICE_CHECK_BUDGET=$BUDGET s) before: $1${IN_CHECKS:+ (the rest: DEVICE_CHECK_FROM=$1)}"; exit 1; }
   if [ -n "${2:-}" ] && [ "$2" -lt "$T" ]; then T=$2; fi
 }
 
@@ -149,15 +149,22 @@ fi
 # check NAME LIMIT_S COMMAND...: one check, its log LOGS/NAME.log, one line in the report (its last summary
 # line: gtest's, ctest's, a script's). A check that fails is counted; the next one still runs. Its output is
 # line-buffered (a check killed at its limit keeps what it printed), and what it left running is ended after it.
-# DEVICE_CHECK_ONLY (an extended regex of check names) runs those alone: a second run, for what the first missed.
+# DEVICE_CHECK_ONLY (an extended regex of check names) runs those alone, DEVICE_CHECK_FROM=NAME the checks from NAME
+# on, in order (what a run out of budget names): a second run, for what the first missed.
 failed=() ran=0 skipped=()
 BIN=$(cd "$BIN" && pwd)
 ONLY=${DEVICE_CHECK_ONLY:-}
+FROM=${DEVICE_CHECK_FROM:-}
+reached=1 IN_CHECKS=1
 if [ -n "$ONLY" ]; then
   re_rc=0
   [[ x =~ $ONLY ]] || re_rc=$?
   [ $re_rc != 2 ] || { log "- DEVICE_CHECK_ONLY='$ONLY' is not an extended regex"; exit 2; }
   log "- DEVICE_CHECK_ONLY='$ONLY': the checks it names, alone"
+fi
+if [ -n "$FROM" ]; then
+  reached=0
+  log "- DEVICE_CHECK_FROM=$FROM: the checks from $FROM on"
 fi
 LINEBUF=()
 command -v stdbuf > /dev/null && LINEBUF=(stdbuf -oL)
@@ -177,8 +184,9 @@ check() {
   local name=$1 limit=$2 t0 rc f
   shift 2
   f=$LOGS/$name.log
-  if [ -n "$ONLY" ] && ! [[ $name =~ $ONLY ]]; then
-    echo "(not run: DEVICE_CHECK_ONLY='$ONLY')" > "$f"
+  [ "$name" != "$FROM" ] || reached=1
+  if [ $reached = 0 ] || { [ -n "$ONLY" ] && ! [[ $name =~ $ONLY ]]; }; then
+    echo "(not run: DEVICE_CHECK_ONLY='$ONLY', DEVICE_CHECK_FROM='$FROM')" > "$f"
     skipped+=("$name")
     return 0
   fi
@@ -305,7 +313,8 @@ fi
 # shows is reported, not counted: one process per GPU, as a real job runs, has no such sharing.
 check cuda-thread-ranks 90 env DDP_TIMEOUT=15 "$BIN/test_cuda" --gtest_brief=1 --gtest_filter='*ThreadRanksOnOneGpu*'
 uncount cuda-thread-ranks "did not pass, as predicted (reported, not counted)"
-[ -z "$ONLY" ] || log "- not run (DEVICE_CHECK_ONLY): ${skipped[*]:-none}"
+[ -z "$ONLY$FROM" ] || log "- not run (DEVICE_CHECK_ONLY, DEVICE_CHECK_FROM): ${skipped[*]:-none}"
+[ $reached = 1 ] || { log "- DEVICE_CHECK_FROM=$FROM names no check"; exit 1; }
 [ "$ran" -gt 0 ] || { log "- no check ran: DEVICE_CHECK_ONLY='$ONLY' names none"; exit 1; }
 log "- total: $(( $(date +%s) - START )) s; $ran check(s); failed: ${failed[*]:-none}"
 [ ${#failed[@]} = 0 ] || { for n in "${failed[@]}"; do echo "== $n"; { grep -E -B3 -A20 'Failure|FAILED|FAIL|timed out|still running' "$LOGS/$n.log" || tail -20 "$LOGS/$n.log"; } | head -40 || true; done; exit 1; }
