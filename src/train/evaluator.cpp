@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "ddp/dist/device.h"
 #include "ddp/dist/timeline.h"
 #include "dist/host_memory.h"
 #include "fit_parts.h"
@@ -90,6 +91,7 @@ std::string eval_text(const EvalResult& eval) {
 // --eval-every: an evaluation between two steps (the epoch's last step has its own), logged as
 // {"kind": "eval"} with the fraction of epochs done and the wall time, for time to accuracy.
 void evaluate_within_epoch(Job& j, const LoopState& s) {
+  synchronize(j.device);  // the steps a GPU still has queued run on the training's clock, not the evaluation's
   const auto t0 = Clock::now();
   const EvalResult eval = evaluate_model(j);
   const double epochs = double(s.epoch) + double(s.micro) / double(j.data.micro_per_epoch());
