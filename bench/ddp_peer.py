@@ -53,6 +53,8 @@ def main():
     use_ddp = not a.no_ddp
     device = torch.device("cpu")
     if a.device == "cuda":
+        if torch.cuda.device_count() == 0:
+            sys.exit(f"ddp_peer.py: --device cuda: no GPU is visible to torch {torch.__version__}")
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
         torch.cuda.set_device(device)
     backend = "nccl" if a.device == "cuda" else "gloo"
