@@ -19,7 +19,11 @@ class HostCopies {
 
  private:
   bool copy_host_;
-  std::unordered_map<const c10::StorageImpl*, at::Storage> copies_;
+  struct Copy {
+    at::Storage source;  // held, so that its address, the key, is not another storage's while this lives
+    at::Storage copy;
+  };
+  std::unordered_map<const c10::StorageImpl*, Copy> copies_;
 };
 
 }  // namespace ddp::train::detail

@@ -53,6 +53,10 @@ namespace detail {
 at::Tensor HostCopies::operator()(const at::Tensor& t) {
   TORCH_CHECK(t.layout() == at::kStrided, "host_snapshot: a ", t.layout(), " tensor; only dense tensors are saved");
   if (t.is_cpu() && !copy_host_) return t;
+  // A lazily conjugated or negated view: its values, resolved into a copy of their own (a view of the storage
+  // would drop the flag).
+  if (t.is_conj() || t.is_neg())
+    return t.resolve_conj().resolve_neg().to(at::TensorOptions().device(at::kCPU), false, /*copy=*/true);
   const at::Storage& storage = t.storage();
   auto it = copies_.find(storage.unsafeGetStorageImpl());
   if (it == copies_.end()) {
@@ -61,10 +65,10 @@ at::Tensor HostCopies::operator()(const at::Tensor& t) {
         at::empty({0}, t.options().dtype(at::kByte)).set_(storage, 0, {nbytes}, {1});  // the whole storage
     // A copy on the host, whichever device the storage is on (a CUDA copy waits for the stream's work).
     const at::Tensor host = bytes.to(at::TensorOptions().device(at::kCPU), /*non_blocking=*/false, /*copy=*/true);
-    it = copies_.emplace(storage.unsafeGetStorageImpl(), host.storage()).first;
+    it = copies_.emplace(storage.unsafeGetStorageImpl(), Copy{storage, host.storage()}).first;
   }
   at::Tensor out = at::empty({0}, t.options().device(at::kCPU).requires_grad(false))
-                       .set_(it->second, t.storage_offset(), t.sizes(), t.strides());
+                       .set_(it->second.copy, t.storage_offset(), t.sizes(), t.strides());
   if (t.requires_grad()) out.requires_grad_(true);
   return out;
 }
