@@ -87,9 +87,16 @@ archive_logs() {
 trap 'rc=$?; archive_logs; [ $rc = 0 ] || echo "device-check: stopped with exit $rc (see $OUT)" >&2' EXIT
 # budget STEP [LIMIT]: T = the seconds STEP may take (LIMIT, or what is left if less); once the budget is
 # spent, the check stops, saying before which step (and T never reaches 0, which `timeout` takes as no limit).
+# Out of budget among the checks, it names where a second run starts: the check the budget cut short, if one was,
+# else this one; the first of a pair compared in the report (X before X-pytorch); with DEVICE_CHECK_ONLY kept.
 budget() {
   T=$((BUDGET - ($(date +%s) - START)))
-  [ "$T" -gt 0 ] || { log "- out of budget (DEVICE_CHECK_BUDGET=$BUDGET s) before: $1${IN_CHECKS:+ (the rest: DEVICE_CHECK_FROM=$1)}"; exit 1; }
+  if [ "$T" -le 0 ]; then
+    local from=${CUT:-$1}
+    from=${from%-pytorch}
+    log "- out of budget (DEVICE_CHECK_BUDGET=$BUDGET s) before: $1${IN_CHECKS:+ (the rest: ${ONLY:+DEVICE_CHECK_ONLY='$ONLY' }DEVICE_CHECK_FROM=$from)}"
+    exit 1
+  fi
   if [ -n "${2:-}" ] && [ "$2" -lt "$T" ]; then T=$2; fi
 }
 
@@ -155,7 +162,7 @@ failed=() ran=0 skipped=()
 BIN=$(cd "$BIN" && pwd)
 ONLY=${DEVICE_CHECK_ONLY:-}
 FROM=${DEVICE_CHECK_FROM:-}
-reached=1 IN_CHECKS=1
+reached=1 IN_CHECKS=1 CUT= RAN_LAST=0
 if [ -n "$ONLY" ]; then
   re_rc=0
   [[ x =~ $ONLY ]] || re_rc=$?
@@ -188,9 +195,10 @@ check() {
   if [ $reached = 0 ] || { [ -n "$ONLY" ] && ! [[ $name =~ $ONLY ]]; }; then
     echo "(not run: DEVICE_CHECK_ONLY='$ONLY', DEVICE_CHECK_FROM='$FROM')" > "$f"
     skipped+=("$name")
+    RAN_LAST=0
     return 0
   fi
-  ran=$((ran + 1))
+  ran=$((ran + 1)) RAN_LAST=1
   budget "$name" "$limit"
   t0=$(date +%s)
   set +e
@@ -198,6 +206,7 @@ check() {
   rc=$?
   set -e
   sweep
+  if [ "$T" -lt "$limit" ] && { [ $rc = 124 ] || [ $rc = 137 ]; }; then CUT=${CUT:-$name}; fi  # the budget's end
   [ $rc = 124 ] && echo "(timed out: the check's limit of $T s, or a test case's DDP_TEST_CASE_TIMEOUT, said above)" >> "$f"
   [ $rc = 137 ] && echo "(killed 10 s after its limit of $T s)" >> "$f"
   [ $rc = 77 ] && echo "(exit 77: a case skipped, said above; on the GPU machine every case must run)" >> "$f"
@@ -294,7 +303,7 @@ for run in demo demo-pytorch; do
   fi
   t0=$(date +%s.%N)
   check "$run" 120 "$BIN/ddprun" --nproc-per-node 1 --standalone "${cmd[@]}"
-  printf '%s\t%s\t%s\t%s\n' "$run" "$LOGS/runs/$run" "$t0" "$(date +%s.%N)" >> "$LOGS/demo-runs.tsv"
+  if [ $RAN_LAST = 1 ]; then printf '%s\t%s\t%s\t%s\n' "$run" "$LOGS/runs/$run" "$t0" "$(date +%s.%N)" >> "$LOGS/demo-runs.tsv"; fi
 done
 { "$PY" bench/time_to_accuracy.py "$LOGS/demo-runs.tsv" --target 0.91 2>&1 || true; } | sed 's/^/    /' | tee -a "$REPORT"
 # A short compute-sanitizer (memcheck) pass over DDP steps on the GPU: late, as it runs the GPU many times slower.

@@ -226,13 +226,14 @@ TEST(CheckpointManager, HostSnapshotCopiesEachStorageOnce) {
   EXPECT_EQ(tuple[0].toTensor().storage().unsafeGetStorageImpl(), s_base.storage().unsafeGetStorageImpl());
   EXPECT_EQ(tuple[1].toStringRef(), "x");
   EXPECT_EQ(snap.at("inner").toGenericDict().at("n").toInt(), 3);
-  // A lazily conjugated view keeps its values (the flag is resolved, not dropped).
-  const at::Tensor z = at::complex(at::arange(3, at::kFloat), at::ones({3}));
+  // A lazily conjugated view keeps its values (the flag is resolved, not dropped), and requires_grad.
+  const at::Tensor z = at::complex(at::arange(3, at::kFloat), at::ones({3})).requires_grad_();
   auto lazy = train::plain_dict();
   lazy.insert("conj", z.conj());
   lazy.insert("neg", at::imag(z.conj()));  // a negated view
   const auto got = train::host_snapshot(lazy).toGenericDict();
   EXPECT_TRUE(got.at("conj").toTensor().equal(z.conj().resolve_conj()));
+  EXPECT_TRUE(got.at("conj").toTensor().requires_grad());
   EXPECT_TRUE(got.at("neg").toTensor().equal(-at::ones({3})));
   // A tensor that the host must not read (meta: no memory at all) is refused by the copy, not read.
   auto bad = train::plain_dict();

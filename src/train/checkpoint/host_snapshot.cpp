@@ -55,8 +55,11 @@ at::Tensor HostCopies::operator()(const at::Tensor& t) {
   if (t.is_cpu() && !copy_host_) return t;
   // A lazily conjugated or negated view: its values, resolved into a copy of their own (a view of the storage
   // would drop the flag).
-  if (t.is_conj() || t.is_neg())
-    return t.resolve_conj().resolve_neg().to(at::TensorOptions().device(at::kCPU), false, /*copy=*/true);
+  if (t.is_conj() || t.is_neg()) {
+    at::Tensor out = t.resolve_conj().resolve_neg().to(at::TensorOptions().device(at::kCPU), false, /*copy=*/true);
+    if (t.requires_grad() && !out.requires_grad()) out.requires_grad_(true);  // (host_snapshot runs without grad)
+    return out;
+  }
   const at::Storage& storage = t.storage();
   auto it = copies_.find(storage.unsafeGetStorageImpl());
   if (it == copies_.end()) {
