@@ -263,10 +263,13 @@ check resume-cuda-powersgd-w2 150 env DDP_PYTHON="$PY" DDP_BACKEND=gloo tests/tr
 BENCH=(--steps 200 --warmup 20)
 check bench-mlp-pair-w1 60 "$BIN/ddprun" --nproc-per-node 1 --standalone "$BIN/ddp-bench" ddp --model mlp --device cuda --pair "${BENCH[@]}"
 check bench-cnn-pair-w1 60 "$BIN/ddprun" --nproc-per-node 1 --standalone "$BIN/ddp-bench" ddp --model cnn --device cuda --pair "${BENCH[@]}"
-# What ddp-train's per-step guards cost on the GPU: --nan-check reads one flag per step on the host (a sync), the
-# stop check reads its flags after the step they overlap, on spaced check steps.
+# What ddp-train's per-step guards cost on the GPU: the stop check reads its flags after the step they overlap, on
+# spaced check steps; --nan-check reads its gradient sums a step later (next-step, the GPU's default), or before the
+# update (step: one sync per step, as GradScaler's found_inf).
 check bench-mlp-guards-w1 60 "$BIN/ddprun" --nproc-per-node 1 --standalone "$BIN/ddp-bench" ddp --model mlp --device cuda \
   --pair --guards both "${BENCH[@]}"
+check bench-mlp-guards-step-w1 60 "$BIN/ddprun" --nproc-per-node 1 --standalone "$BIN/ddp-bench" ddp --model mlp \
+  --device cuda --pair --guards both --nan-check-at step "${BENCH[@]}"
 for w in 1 2; do
   host=()
   [ $w = 2 ] && host=(tests/dist/own_host.sh)

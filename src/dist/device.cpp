@@ -34,6 +34,8 @@ void synchronize(const at::Device& device) {
   at::zeros({1}, at::TensorOptions().device(device)).item<float>();  // a copy to the host, in the stream's order
 }
 
+bool host_reads_wait(const at::Device& device) { return !device.is_cpu(); }
+
 bool wants_pinned_host(const at::Device& device) { return device.is_cuda(); }
 
 at::Tensor pinned(const at::Tensor& t) {

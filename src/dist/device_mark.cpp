@@ -4,6 +4,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <stdexcept>
+#include <thread>
 
 namespace ddp::detail {
 namespace {
@@ -18,6 +19,16 @@ auto elapsed_ms(const E& from, const E& to, int) -> decltype(to.synchronize(), f
 template <typename E>
 double elapsed_ms(const E&, const E&, long) {
   throw std::logic_error("DeviceMark: this LibTorch cannot time device events");
+}
+
+// Waits for `e`: c10::Event's synchronize where this LibTorch has it (2.x), else its query (1.13's has no GPU).
+template <typename E>
+auto wait_for(const E& e, int) -> decltype(e.synchronize()) {
+  e.synchronize();
+}
+template <typename E>
+void wait_for(const E& e, long) {
+  while (!e.query()) std::this_thread::yield();
 }
 
 }  // namespace
@@ -35,6 +46,10 @@ DeviceMark DeviceMark::now(const c10::Device& device) {
 }
 
 bool DeviceMark::reached() const { return !event_ || event_->query(); }
+
+void DeviceMark::wait() const {
+  if (event_) wait_for(*event_, 0);
+}
 
 double DeviceMark::ms_since(const DeviceMark& earlier) const {
   if (!valid_ || !earlier.valid_ || bool(event_) != bool(earlier.event_))

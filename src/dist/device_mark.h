@@ -1,7 +1,7 @@
 // A point in a device's work, to time what ran there (DDP's communication statistics). On the CPU it is the host
 // clock when marked. On a GPU it is an event recorded on the device's current stream, reached once the work queued
 // before it has run: with nccl the host does not wait for a reduction, so only the device knows when it ended.
-// Marking never waits; ms_since() waits for this mark to be reached, reached() asks without waiting.
+// Marking never waits; ms_since() and wait() wait for this mark to be reached, reached() asks without waiting.
 //
 //   DeviceMark start = DeviceMark::now(device);  ... queue work ...  DeviceMark end = DeviceMark::now(device);
 //   if (end.reached()) ms = end.ms_since(start);
@@ -23,6 +23,9 @@ class DeviceMark {
   static DeviceMark now(const c10::Device& device);
   bool valid() const { return valid_; }
   bool reached() const;
+  // Returns once the work queued before this mark has run (at once on the CPU): the host waits for that work
+  // only, not for what was queued after it.
+  void wait() const;
   // Milliseconds from `earlier` to this mark, on their device; waits until this mark is reached.
   double ms_since(const DeviceMark& earlier) const;
 

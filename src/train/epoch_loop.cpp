@@ -4,10 +4,14 @@
 #include <atomic>
 #include <cmath>
 #include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "ddp/dist/device.h"
 #include "ddp/dist/timeline.h"
 #include "ddp/errors.h"
+#include "dist/pending_read.h"
 #include "finite_check.h"
 #include "fit_parts.h"
 #include "rank_metrics.h"
@@ -50,21 +54,60 @@ bool forward_backward(Job& j, const data::Batch& batch, bool sync, RunningLoss& 
   return classification;
 }
 
-// --nan-check: after the gradients are reduced and before the step, so a NaN or inf never reaches the weights.
-// The reduced gradients are the same on every rank, so every rank stops at the same step.
+// --nan-check's error: the step whose reduced gradients are not finite, the first such gradient, this rank's loss.
+// `applied`: --nan-check-at next-step found it a step later, the update made (and never saved).
+[[noreturn]] void throw_not_finite(const Job& j, int64_t epoch, int64_t step, double loss, const std::string& bad,
+                                   bool applied) {
+  std::ostringstream text;
+  text << "the gradients are not finite at epoch " << epoch + 1 << ", step " << step + 1 << " (this rank's loss "
+       << loss << "); first non-finite gradient: " << bad << "; "
+       << (applied ? "its update was applied (--nan-check-at next-step reads the check a step later) and no "
+                     "checkpoint was written since"
+                   : "the weights were not updated and no checkpoint was written")
+       << " (the last: " << (j.checkpoints.last().empty() ? std::string("none") : j.checkpoints.last())
+       << "). Lower --lr, check the data, or resume from that checkpoint; --no-nan-check trains on regardless";
+  throw Error(text.str());
+}
+
+// --nan-check-at step: after the gradients are reduced and before the step, so a NaN or inf never reaches the
+// weights. The reduced gradients are the same on every rank, so every rank stops at the same step.
 // (One read per step: whether to step must be known on the host, as GradScaler's found_inf.)
 void check_finite_step(Job& j, const LoopState& s, RunningLoss& running, int64_t window) {
   if (!j.cfg.nan_check) return;
   const auto bad = j.strategy->non_finite_gradient();
   if (!bad) return;
-  std::ostringstream loss;
-  loss << running.read().step / double(window);
-  throw Error("the gradients are not finite at epoch " + std::to_string(s.epoch + 1) + ", step " +
-              std::to_string(s.step + 1) + " (this rank's loss " + loss.str() + "); first non-finite gradient: " +
-              *bad + "; the weights were not updated and no checkpoint was written (the last: " +
-              (j.checkpoints.last().empty() ? std::string("none") : j.checkpoints.last()) +
-              "). Lower --lr, check the data, or resume from that checkpoint; --no-nan-check trains on regardless");
+  throw_not_finite(j, s.epoch, s.step, running.read().step / double(window), *bad, /*applied=*/false);
 }
+
+// --nan-check-at next-step: a step's gradient sums and loss on their way to the host, read at the next step's
+// update, or before anything saves, evaluates or logs (settle): the host never waits for the GPU's queue, and no
+// checkpoint holds a non-finite step's update. Every rank holds the same sums, so every rank stops together.
+class DeferredFiniteCheck {
+ public:
+  void start(Job& j, const LoopState& s, const RunningLoss& running, int64_t window) {
+    GradientSums g = j.strategy->gradient_sums();
+    if (!g.sums.defined()) return;
+    read_ = ddp::detail::PendingRead(at::cat({g.sums, to_device(running.step_sum().reshape({1}), g.sums.device())}));
+    names_ = std::move(g.names);
+    epoch_ = s.epoch;
+    step_ = s.step;
+    window_ = window;
+  }
+
+  void settle(const Job& j) {
+    if (!read_.valid()) return;
+    const at::Tensor host = read_.get();  // [the sums..., the step's loss sum]
+    read_ = ddp::detail::PendingRead();
+    if (auto bad = first_non_finite_sum(host, names_))
+      throw_not_finite(j, epoch_, step_, host[int64_t(names_.size())].item<double>() / double(window_), *bad,
+                       /*applied=*/true);
+  }
+
+ private:
+  ddp::detail::PendingRead read_;
+  std::vector<std::string> names_;
+  int64_t epoch_ = 0, step_ = 0, window_ = 1;
+};
 
 // One epoch's run from micro-batch s.micro on: what the epoch keeps between its steps, and the steps.
 class EpochRun {
@@ -107,13 +150,17 @@ class EpochRun {
 
   // The optimizer step, once the gradients are known finite (--nan-check), and the weight average's update.
   void step() {
-    // With clipping (on the device), its norm is --nan-check's one read: finite, so are all the gradients.
+    deferred_.settle(j_);  // the last step's (--nan-check-at next-step): its copy has long landed
+    // With clipping (on the device), its norm is --nan-check-at step's one read: finite, so are all the gradients.
     bool finite = false;
     if (*j_.cfg.clip_grad > 0) {
       const at::Tensor norm = j_.strategy->clip_grad_norm(*j_.cfg.clip_grad);
-      finite = j_.cfg.nan_check && std::isfinite(norm.item<double>());
+      finite = j_.cfg.nan_check && !next_step_ && std::isfinite(norm.item<double>());
     }
-    if (!finite) check_finite_step(j_, s_, running_, window_);
+    if (next_step_)
+      deferred_.start(j_, s_, running_, window_);
+    else if (!finite)
+      check_finite_step(j_, s_, running_, window_);
     {
       timeline::DeviceSpan span("compute", "optimizer step", j_.device);
       j_.strategy->step();
@@ -128,6 +175,7 @@ class EpochRun {
   // the progress line.
   void log() {
     if (s_.step % j_.cfg.log_every == 0) {
+      deferred_.settle(j_);  // a read here anyway: no step's loss is logged before its check
       const RunningLoss::Read now = running_.read();
       shown_loss_ = now.step / double(window_);
       const double acc = classification_ && counted_ > 0 ? now.hits / counted_ : -1;
@@ -151,7 +199,14 @@ class EpochRun {
   bool after_step() {
     const Moment moment = stop_.requested() ? Moment::kPreempted : Moment::kStep;
     if (stop_.save_failed()) j_.checkpoints.wait();  // throws rank 0's error, on every rank
-    if (j_.checkpoints.due(s_, moment)) {
+    // Not within half an interval of the epoch's end, which has its own evaluation.
+    const int64_t every = *j_.cfg.eval_every, accumulate = j_.cfg.accumulate;
+    const bool evaluate = every > 0 && (s_.micro / accumulate) % every == 0 &&
+                          2 * (j_.data.micro_per_epoch() - s_.micro) >= every * accumulate;
+    const bool save = j_.checkpoints.due(s_, moment);
+    if (save || evaluate || moment == Moment::kPreempted || stop_.joiners_waiting())
+      deferred_.settle(j_);  // nothing saves, shows or hands on a step not yet checked
+    if (save) {
       flush();
       save_checkpoint(j_, s_);
     }
@@ -164,11 +219,7 @@ class EpochRun {
       s_.admit = true;
       return false;
     }
-    // Not within half an interval of the epoch's end, which has its own evaluation.
-    const int64_t every = *j_.cfg.eval_every, accumulate = j_.cfg.accumulate;
-    if (every > 0 && (s_.micro / accumulate) % every == 0 &&
-        2 * (j_.data.micro_per_epoch() - s_.micro) >= every * accumulate)
-      evaluate_within_epoch(j_, s_);
+    if (evaluate) evaluate_within_epoch(j_, s_);
     return true;
   }
 
@@ -176,6 +227,7 @@ class EpochRun {
   // Returns this rank's mean training loss.
   double finish() {
     stop_.drain();
+    deferred_.settle(j_);  // the epoch's last step, before its end saves or evaluates
     flush();
     return s_.loss_count ? s_.loss_sum / double(s_.loss_count) : 0.0;
   }
@@ -198,6 +250,8 @@ class EpochRun {
   double counted_ = 0;   // samples since the last log point (classification)
   bool classification_ = true;
   std::optional<double> shown_loss_;  // the progress line's loss: the last log point's (read there, not per step)
+  const bool next_step_ = j_.cfg.nan_check && j_.cfg.nan_check_at == "next-step";
+  DeferredFiniteCheck deferred_;
   double lr_ = 0;
 };
 

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <vector>
 
+#include "dist/host_memory.h"
+
 namespace ddp::train::detail {
 
 // One sum per gradient in its own dtype (a single vectorised pass, no copy): NaN or inf when an element is,
@@ -36,6 +38,25 @@ std::optional<std::string> first_non_finite(const torch::nn::Module& model, bool
   if (gradients) return std::nullopt;
   for (const auto& item : model.named_buffers())
     if (auto bad = describe_if_non_finite(item.key(), item.value())) return bad;
+  return std::nullopt;
+}
+
+GradientSums sum_gradients(const torch::OrderedDict<std::string, at::Tensor>& named) {
+  GradientSums out;
+  std::vector<at::Tensor> sums;
+  for (const auto& item : named) {
+    const at::Tensor& g = item.value().grad();
+    out.names.push_back(item.key());
+    sums.push_back(g.defined() ? g.sum(at::kDouble) : at::zeros({}, item.value().options().dtype(at::kDouble)));
+  }
+  if (!sums.empty()) out.sums = at::stack(sums);
+  return out;
+}
+
+std::optional<std::string> first_non_finite_sum(const at::Tensor& host, const std::vector<std::string>& names) {
+  const double* v = ddp::detail::host_data<double>(host, "--nan-check's gradient sums");
+  for (size_t i = 0; i < names.size(); ++i)
+    if (!std::isfinite(v[i])) return names[i] + (std::isnan(v[i]) ? " (nan)" : " (inf)");
   return std::nullopt;
 }
 

@@ -28,6 +28,9 @@ class RunningLoss {
     if (hits.defined()) sums_[1].add_(hits);
   }
 
+  // The step in progress's loss sum so far, on the device (a view: it changes as the loop goes on).
+  at::Tensor step_sum() const { return sums_[0]; }
+
   // At a step's end: its loss sum into the epoch's, and a fresh step.
   void end_step() {
     sums_[2].add_(sums_[0]);

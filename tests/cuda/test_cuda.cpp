@@ -16,6 +16,8 @@
 
 #include "ddp/dist.h"
 #include "ddp/parallel/distributed_data_parallel.h"
+#include "dist/device_mark.h"
+#include "dist/pending_read.h"
 #include "support/fused_kernels_case.h"
 #include "support/rank_threads.h"
 
@@ -128,6 +130,23 @@ TEST_F(Cuda, PinnedBatchesCopyToTheGpuWithoutBlocking) {
   synchronize(gpu0);
   EXPECT_TRUE(at::equal(d.cpu(), host));
   EXPECT_TRUE(at::equal(to_device(host, gpu0).cpu(), host));  // pageable: a blocking copy, the same values
+}
+
+// --nan-check-at next-step's read (a GPU's default): a copy queued behind the GPU's work, started without the host
+// waiting for that work (a mark queued after it is not yet reached: ~0.1 s of matrix products ahead of it), and
+// the right values once read.
+TEST_F(Cuda, PendingReadsDoNotWaitForTheQueue) {
+  const at::Device gpu0(at::kCUDA, 0);
+  const at::Tensor a = at::randn({4096, 4096}, at::TensorOptions().device(gpu0)) / 64.0;
+  synchronize(gpu0);
+  at::Tensor x = a;
+  for (int i = 0; i < 50; ++i) x = at::tanh(at::mm(x, a));  // 50 x 137 GFLOP
+  const at::Tensor sums = x.sum(1, /*keepdim=*/false, at::kDouble).slice(0, 0, 8);
+  const detail::PendingRead read(sums);
+  EXPECT_FALSE(detail::DeviceMark::now(gpu0).reached()) << "starting the read waited for the GPU's queue";
+  const at::Tensor& host = read.get();
+  EXPECT_TRUE(host.is_cpu());
+  EXPECT_TRUE(at::equal(host, sums.cpu()));
 }
 
 TEST_F(Cuda, OneCallsTensorsMustShareADevice) {

@@ -2,7 +2,8 @@
 # Faults around ddp-train's checkpoints, each checked by what the user sees and what is kept:
 #  1. a flipped bit in the newest checkpoint: named, the one before it used; all corrupt: a clear error
 #  2. a gradient that becomes NaN/inf: the run stops naming step and parameter; `latest` keeps the finite model
-#     (also with --no-nan-check: the non-finite model is refused at the save); changed settings are listed
+#     (also read a step later, --nan-check-at next-step: its update applied, never saved; with --no-nan-check: the
+#     non-finite model is refused at the save); changed settings are listed
 #  3. a mid-epoch resume: the epoch's train loss equals the uninterrupted run's (the running sums are saved)
 #  4. resuming a finished run: says so and prints the final model's metrics, equal to the run's own
 #  5. a temporary file left by a killed save is removed at the next start
@@ -69,6 +70,12 @@ has "  epochs: 1 -> 2"
 has "the gradients are not finite at epoch 2, step "
 has "first non-finite gradient: "
 has "the weights were not updated and no checkpoint was written (the last: $work/b/checkpoints/$before)"
+[ "$(cat "$work/b/checkpoints/latest")" = "$before" ] || fail "latest changed"
+[ "$(ls "$work/b/checkpoints" | grep -c '\.pt$')" = 1 ] || fail "a checkpoint was written"
+# Read a step later (a GPU's default): the same step named, its update applied and never saved.
+expect_failure --epochs 2 --out-dir "$work/b" --resume --lr 1e30 --nan-check-at next-step
+has "the gradients are not finite at epoch 2, step "
+has "its update was applied (--nan-check-at next-step reads the check a step later) and no checkpoint was written since (the last: $work/b/checkpoints/$before)"
 [ "$(cat "$work/b/checkpoints/latest")" = "$before" ] || fail "latest changed"
 [ "$(ls "$work/b/checkpoints" | grep -c '\.pt$')" = 1 ] || fail "a checkpoint was written"
 # Without the check, the non-finite model reaches the save, which refuses it.

@@ -197,6 +197,7 @@ TEST(Settings, EverySettingIsAFlagAKeyAndReadsBack) {
                                            "--sync-bn",
                                            "--no-progress",
                                            "--no-nan-check",
+                                           "--nan-check-at=next-step",
                                            "--deterministic"};
   args.insert(args.end(), values.begin(), values.end());
   std::vector<const char*> argv = {"ddp-train"};

@@ -1,8 +1,9 @@
 // On a GPU, a read of a tensor's value or a copy to the host makes the host wait for the device; the Trainer's
 // step path must have none (issue 45): losses and hits are summed on the device and read at log points, batches
 // move non-blocking. Checked on the CPU with a counter of those calls (support/host_reads.h): fits of 2 and of 6
-// steps per epoch make the same reads, so a step makes none; --nan-check's one read per step and a log point's
-// one copy show that the counter sees reads in the loop. Every strategy, worlds 1 and 3 (ranks as threads).
+// steps per epoch make the same reads, so a step makes none (--nan-check-at next-step, a GPU's default, included:
+// its reads wait for nothing queued after them, and come a step later); --nan-check-at step's one read per step and a
+// log point's one copy show that the counter sees reads in the loop. Every strategy, worlds 1 and 3 (ranks as threads).
 #include <gtest/gtest.h>
 
 #include <torch/nn/modules/activation.h>
@@ -25,10 +26,11 @@ struct Case {
   int world;
   int64_t accumulate = 1;
   int64_t ema_every = 0;
-  double clip_grad = 0;  // --clip-grad: on the device, its norm read only by --nan-check
+  double clip_grad = 0;    // --clip-grad: on the device, its norm read only by --nan-check-at step
+  bool nan_check = false;  // --nan-check-at next-step (a GPU's default): read a step later, without waiting
   std::string name() const {
     return strategy + "_w" + std::to_string(world) + (accumulate > 1 ? "_accumulate" : "") + (ema_every ? "_ema" : "") +
-           (clip_grad > 0 ? "_clip" : "");
+           (clip_grad > 0 ? "_clip" : "") + (nan_check ? "_nan_check_next_step" : "");
   }
 };
 
@@ -66,6 +68,11 @@ std::vector<std::pair<int64_t, std::string>> reads_of_fit(const Case& c, int64_t
     s.ema_every = c.ema_every;
     s.clip_grad = c.clip_grad;
     s.nan_check = nan_check;
+    s.nan_check_at = "step";
+    if (c.nan_check) {
+      s.nan_check = true;
+      s.nan_check_at = "next-step";
+    }
     s.log_every = log_every;
     Trainer trainer(s, g.shared_from_this());
     Task t = std::move(tasks[size_t(g.rank())]);
@@ -116,7 +123,9 @@ INSTANTIATE_TEST_SUITE_P(Trainer, StepSyncs,
                          ::testing::Values(Case{"ddp", 1}, Case{"ddp", 3}, Case{"ddp", 2, 2}, Case{"ddp", 1, 1, 1},
                                            Case{"zero1", 3}, Case{"fsdp-full", 3}, Case{"fsdp-grad", 1},
                                            Case{"fsdp-grad", 2}, Case{"ddp", 3, 1, 0, 1.0},
-                                           Case{"fsdp-full", 3, 1, 0, 1.0}),
+                                           Case{"fsdp-full", 3, 1, 0, 1.0}, Case{"ddp", 1, 1, 0, 0, true},
+                                           Case{"ddp", 3, 1, 0, 1.0, true}, Case{"zero1", 2, 1, 0, 0, true},
+                                           Case{"fsdp-full", 3, 1, 0, 1.0, true}, Case{"fsdp-grad", 2, 1, 0, 0, true}),
                          case_name);
 INSTANTIATE_TEST_SUITE_P(Trainer, StepSyncsCounted,
                          ::testing::Values(Case{"ddp", 1}, Case{"ddp", 3}, Case{"zero1", 2}, Case{"ddp", 2, 1, 0, 1.0}),

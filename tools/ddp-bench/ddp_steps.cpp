@@ -9,7 +9,7 @@
 // are compared. --pair --sync-bn: DDP against DDP with SyncBatchNorm, likewise;
 // --pair --join: DDP against DDP under a Join (even inputs: the join all_reduce's cost);
 // --pair --guards stop|nan|both: DDP against DDP with ddp-train's per-step guards (the
-// stop check's one-integer async all_reduce, the --nan-check pass over the gradients).
+// stop check's one-integer async all_reduce, the --nan-check pass over the gradients, read as --nan-check-at says).
 #include <ATen/Parallel.h>
 #include <sys/resource.h>
 #include <torch/nn/functional/loss.h>
@@ -29,6 +29,7 @@
 #include "ddp/train/machine.h"
 #include "ddp/train/models/fashion_cnn.h"
 #include "ddp/train/models/mlp.h"
+#include "dist/pending_read.h"
 #include "train/finite_check.h"
 #include "train/stop_check.h"
 
@@ -48,10 +49,22 @@ struct Options {
   bool sync_bn = false;                 // the DDP model's BatchNorms as SyncBatchNorms
   bool join = false;                    // --pair: the second DDP model under a Join
   std::string guards;                   // --pair: the second DDP model's steps with ddp-train's guards: stop|nan|both
+  std::string nan_check_at;             // --guards nan|both: step | next-step (unset: ddp-train's default there)
   bool call_check = false;              // --pair: DDP with the group's call check off against it on (hash)
   std::string timeline;                 // Chrome trace of the steps (--pair: of the second model's only)
   std::string json;
 };
+
+// Whether --guards' nan check is read a step later (ddp-train's --nan-check-at, unset: on a GPU).
+bool nan_next_step(const Options& o, const at::Device& device) {
+  return o.nan_check_at == "next-step" || (o.nan_check_at.empty() && host_reads_wait(device));
+}
+
+// --guards as run: "both, nan check at next-step".
+std::string guards_text(const Options& o, const at::Device& device) {
+  if (o.guards == "stop") return o.guards;
+  return o.guards + ", nan check at " + (nan_next_step(o, device) ? "next-step" : "step");
+}
 
 DDPOptions ddp_options(const Options& o, GroupPtr g) {
   DDPOptions d;
@@ -180,6 +193,9 @@ Pair run_pair(Net plain, Net wrapped, const at::Tensor& x, const at::Tensor& y, 
   };
   train::detail::StopSchedule stop(*g);
   int64_t step = 0;
+  const bool next_step = nan_next_step(o, device);
+  train::detail::GradientSums sums;
+  ddp::detail::PendingRead pending;
   auto step_ddp = [&] {
     if (tl) timeline::set_recording(true);
     if (o.call_check) g->set_call_check(CallCheck::kHash);
@@ -189,7 +205,14 @@ Pair run_pair(Net plain, Net wrapped, const at::Tensor& x, const at::Tensor& y, 
     if (use_stop) stop.begin(step++, 0);
     opt_ddp.zero_grad();
     torch::nn::functional::cross_entropy(model(x), y).backward();
-    if (use_nan && !train::detail::gradients_finite(*wrapped.ptr())) throw std::runtime_error("non-finite gradients");
+    if (use_nan && next_step) {  // the last step's sums read (long copied), this step's started
+      if (pending.valid() && train::detail::first_non_finite_sum(pending.get(), sums.names))
+        throw std::runtime_error("non-finite gradients");
+      sums = train::detail::sum_gradients(wrapped.ptr()->named_parameters());
+      pending = ddp::detail::PendingRead(sums.sums);
+    } else if (use_nan && !train::detail::gradients_finite(*wrapped.ptr())) {
+      throw std::runtime_error("non-finite gradients");
+    }
     opt_ddp.step();
     if (use_stop && stop.requested()) throw std::runtime_error("a stop was requested");
   };
@@ -263,7 +286,7 @@ int pair_main(const Options& o, GroupPtr g, const at::Tensor& x, const at::Tenso
       std::printf(
           "  DDP %.3f ms/step | DDP with ddp-train's guards (%s) %.3f ms/step | ratio %.4f, +%.3f ms/step (medians "
           "of 10-step blocks, alternating)\n",
-          r.plain_ms, o.guards.c_str(), r.ddp_ms, r.ddp_ms / r.plain_ms, r.ddp_ms - r.plain_ms);
+          r.plain_ms, guards_text(o, x.device()).c_str(), r.ddp_ms, r.ddp_ms / r.plain_ms, r.ddp_ms - r.plain_ms);
     else if (o.join)
       std::printf(
           "  DDP %.3f ms/step | DDP under Join %.3f ms/step | ratio %.4f, +%.3f ms/step (medians of 10-step "
@@ -288,7 +311,7 @@ int pair_main(const Options& o, GroupPtr g, const at::Tensor& x, const at::Tenso
                           {"params", r.params},
                           {"sync_bn", o.sync_bn},
                           {"join", o.join},
-                          {"guards", o.guards},
+                          {"guards", o.guards.empty() ? o.guards : guards_text(o, x.device())},
                           {"call_check", o.call_check},
                           {"timeline", !o.timeline.empty()},
                           {"plain_ms_per_step", r.plain_ms},
@@ -309,6 +332,8 @@ int run_ddp(const Options& o) {
   if (o.join && (!o.pair || o.sync_bn)) throw std::invalid_argument("--join: with --pair, without --sync-bn");
   if (!o.guards.empty() && (!o.pair || o.sync_bn || o.join))
     throw std::invalid_argument("--guards: with --pair, without --sync-bn or --join");
+  if (!o.nan_check_at.empty() && o.guards != "nan" && o.guards != "both")
+    throw std::invalid_argument("--nan-check-at: with --guards nan or both");
   if (o.call_check && (!o.pair || o.sync_bn || o.join || !o.guards.empty() || !o.timeline.empty()))
     throw std::invalid_argument("--call-check: with --pair, without --sync-bn, --join, --guards or --timeline");
   if (!o.timeline.empty() && o.pair && (o.sync_bn || o.join || !o.guards.empty()))
@@ -419,6 +444,10 @@ void add_ddp_command(CLI::App& app, std::function<int()>& run) {
                   "with --pair: DDP against DDP with ddp-train's per-step guards: stop (the preemption check's "
                   "async all_reduce), nan (--nan-check's pass over the gradients) or both")
       ->check(CLI::IsMember({"stop", "nan", "both"}));
+  sub->add_option("--nan-check-at", o->nan_check_at,
+                  "with --guards nan|both: when the check is read, as ddp-train's --nan-check-at: step | next-step "
+                  "(unset: next-step on a GPU, step on the CPU)")
+      ->check(CLI::IsMember({"step", "next-step"}));
   sub->add_option("--timeline", o->timeline,
                   "write a Chrome trace of the steps (FILE.rank{N}, merged into FILE); with --pair: DDP against "
                   "the same DDP recording it, its cost");

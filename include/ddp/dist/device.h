@@ -30,6 +30,9 @@ at::Device resolve_device(const std::string& spec, int local_rank = -1);
 // it) is done: what a host clock needs before it reads a GPU's time. Nothing to wait for on the CPU.
 void synchronize(const at::Device& device);
 
+// Whether the host, reading a value computed on `device`, waits for all the work queued there before it: on a GPU
+// that drains its queue (a sync). False for the CPU, where work is done when it is queued.
+bool host_reads_wait(const at::Device& device);
 // Whether host batches bound for `device` should be in pinned (page-locked) memory: a GPU's copies from it
 // are asynchronous (PyTorch's DataLoader(pin_memory=True)). False for the CPU.
 bool wants_pinned_host(const at::Device& device);

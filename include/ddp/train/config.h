@@ -62,6 +62,7 @@ struct TrainConfig {
   std::string comm_hook = "allreduce";     // how DDP reduces buckets: allreduce | fp16 | bf16 (comm_hook.h)
   bool sync_bn = false;                    // BatchNorm statistics over all ranks (SyncBatchNorm, sync_batch_norm.h)
   bool nan_check = true;                   // stop when the reduced gradients hold NaN or inf, before the step
+  std::string nan_check_at;    // step | next-step: when --nan-check's result is read; unset: next-step on a GPU
   bool deterministic = false;  // deterministic kernels only (Lightning's deterministic=True): runs repeat to the bit
 };
 

@@ -157,6 +157,14 @@ std::vector<Setting> make_table() {
           "stop, naming the step and the first parameter, when a gradient becomes NaN or inf (one summing pass "
           "over the gradients per step)")
           .role(kAgreed),
+      set("nan-check-at", &C::nan_check_at,
+          "when --nan-check reads its result: step (before the step's update, so a non-finite step never reaches "
+          "the weights; on a GPU the host waits for the backward pass) | next-step (a step later, so a GPU's queue "
+          "never drains: the run stops at the next step, or before a checkpoint, evaluation or log point, with "
+          "that step's update applied and never saved)")
+          .choices({"step", "next-step"})
+          .role(kAgreed)
+          .unset("next-step on a GPU, step on the CPU"),
       set("deterministic", &C::deterministic,
           "deterministic kernels only, so that a run (and a resumed one) repeats to the bit on a GPU too: "
           "torch.use_deterministic_algorithms (an operation without one fails, named), cuDNN's deterministic "

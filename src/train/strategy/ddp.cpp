@@ -41,6 +41,8 @@ std::optional<std::string> DdpStrategy::non_finite_gradient() {
   return first_non_finite(m, /*gradients=*/true);
 }
 
+GradientSums DdpStrategy::gradient_sums() { return sum_gradients(model_->module().ptr()->named_parameters()); }
+
 at::Tensor DdpStrategy::clip_grad_norm(double max_norm) {
   std::vector<at::Tensor> grads;
   for (const auto& p : model_->module().ptr()->parameters())

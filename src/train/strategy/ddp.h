@@ -21,6 +21,7 @@ class DdpStrategy : public Strategy {
   int64_t optimizer_state_bytes() const override;
   std::string describe() const override { return "ddp"; }
   std::optional<std::string> non_finite_gradient() override;
+  GradientSums gradient_sums() override;
   at::Tensor clip_grad_norm(double max_norm) override;  // the gradients are every rank's same averages
   std::vector<int64_t> bucket_order() const override { return model_->bucket_order(); }
   void load_bucket_order(const std::vector<int64_t>& order) override { model_->load_bucket_order(order); }

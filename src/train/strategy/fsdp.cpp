@@ -114,6 +114,14 @@ class FsdpStrategy : public Strategy {
     return broadcast_bytes(bad, first, group_);
   }
 
+  // Each rank's rows summed, then over the ranks (a NaN in any rank's rows makes every rank's sum NaN): on a GPU
+  // the all_reduce is queued (nccl's wait joins the stream), not waited for.
+  GradientSums gradient_sums() override {
+    GradientSums s = sum_gradients(sharded_->named_parameters());
+    if (s.sums.defined()) group_->all_reduce(s.sums);
+    return s;
+  }
+
   std::shared_ptr<void> full_model(bool writeback) override { return sharded_->summon_full_params(writeback); }
 
   // The trained weights stay in the model once the strategy is gone.

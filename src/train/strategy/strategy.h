@@ -15,6 +15,7 @@
 
 #include "ddp/parallel/comm_hook.h"
 #include "ddp/parallel/distributed_data_parallel.h"
+#include "train/finite_check.h"
 
 namespace ddp::train::detail {
 
@@ -63,6 +64,9 @@ class Strategy {
   // After a step's backward, every rank: the first non-finite gradient as "name (nan)", the same on every
   // rank; nullopt when all are finite.
   virtual std::optional<std::string> non_finite_gradient() = 0;
+  // After a step's backward, every rank: each parameter's gradient summed over the whole model (the same on every
+  // rank), on the device and not waited for (--nan-check-at next-step reads it a step later).
+  virtual GradientSums gradient_sums() = 0;
   // After a step's backward, every rank: the gradients' total 2-norm over the whole model, and the gradients
   // scaled by max_norm / (norm + 1e-6) where that is below 1 (torch.nn.utils.clip_grad_norm_; not where the norm is
   // not finite); the same norm on every rank, a 0-dim float32 tensor on the gradients' device (not read on the host).
