@@ -156,6 +156,8 @@ void check_recoverable(const TrainConfig& cfg) {
   if (cfg.ema_every && *cfg.ema_every > 0) refuse("--ema-every");
   if (cfg.sync_bn) refuse("--sync-bn");
   if (cfg.data_mode == "shards") refuse("--data shards (a lost rank's shard would be lost with it; --data sampler)");
+  if (cfg.nan_check && cfg.nan_check_at == "next-step")
+    refuse("--nan-check-at next-step (a step's weights are committed before its check is read; --nan-check-at step)");
 }
 
 namespace {

@@ -16,7 +16,6 @@
 #include "config/agreement.h"
 #include "ddp/dist/backend_choice.h"
 #include "ddp/dist/collectives.h"
-#include "ddp/dist/device.h"
 #include "ddp/dist/errors.h"
 #include "ddp/dist/init.h"
 #include "ddp/dist/launch_env.h"
@@ -360,7 +359,8 @@ TrainSummary Trainer::fit(Task task) {
   j.device = detail::resolve_job_device(t.cfg.device, *t.group);
   j.precision = detail::decide_precision(t.cfg.precision, t.precision_asked, *t.group, j.device);
   t.cfg.precision = to_string(j.precision.precision);  // logs and checkpoints record what ran
-  if (t.cfg.nan_check_at.empty()) t.cfg.nan_check_at = host_reads_wait(j.device) ? "next-step" : "step";
+  if (t.cfg.nan_check_at.empty())
+    t.cfg.nan_check_at = detail::default_nan_check_at(j.device, t.membership || t.joining);
   j.cfg = t.cfg;
   j.group = t.group;
   j.backend_reason = t.backend_reason;

@@ -71,6 +71,10 @@ struct Job {
 void fill_task_defaults(TrainConfig& cfg, const Task& task);
 // "auto" takes bf16 only where every rank's device (its CPU, or its GPU) has it natively (a collective).
 PrecisionChoice decide_precision(const std::string& name, bool asked, ProcessGroup& group, const at::Device& device);
+// --nan-check-at unset: next-step where a read would make the host wait for the device's queue (a GPU), unless
+// the job recovers in place (a lost rank's recovery adopts the last step's weights, which must be known finite:
+// check_recoverable refuses next-step there); step elsewhere.
+std::string default_nan_check_at(const at::Device& device, bool in_place);
 // --device on this rank; a rank that cannot have it fails every rank, naming it (a collective).
 at::Device resolve_job_device(const std::string& spec, ProcessGroup& group);
 // --deterministic while alive (ATen's, cuDNN's and cuBLAS's deterministic settings); the previous ones after.

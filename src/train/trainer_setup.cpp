@@ -225,6 +225,10 @@ void fill_task_defaults(TrainConfig& cfg, const Task& task) {
   fill(cfg.precision, "fp32");
 }
 
+std::string default_nan_check_at(const at::Device& device, bool in_place) {
+  return host_reads_wait(device) && !in_place ? "next-step" : "step";
+}
+
 at::Device resolve_job_device(const std::string& spec, ProcessGroup& group) {
   at::Device device(at::kCPU);
   std::string error;

@@ -164,7 +164,7 @@ std::vector<Setting> make_table() {
           "that step's update applied and never saved)")
           .choices({"step", "next-step"})
           .role(kAgreed)
-          .unset("next-step on a GPU, step on the CPU"),
+          .unset("next-step on a GPU (but step under ddprun --recovery inplace), step on the CPU"),
       set("deterministic", &C::deterministic,
           "deterministic kernels only, so that a run (and a resumed one) repeats to the bit on a GPU too: "
           "torch.use_deterministic_algorithms (an operation without one fails, named), cuDNN's deterministic "
