@@ -21,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DEV=$PWD/.device
 ARCH_LIB=/usr/lib/x86_64-linux-gnu
-TARGETS=(test_cuda test_init suite_mp dist_probe ddprun ddp-train ddp-bench)
+TARGETS=(test_cuda test_init test_trainer suite_mp dist_probe ddprun ddp-train ddp-bench)
 THERE_SITE=/opt/torch/.venv/lib/python3.12/site-packages  # the GPU machines' (device/KINDS.md: Python 3.12.3)
 THERE_TORCH=2.11.0
 
@@ -217,6 +217,10 @@ check() {
 # what it takes on a GPU. NCCL says why it fails.
 export OMP_NUM_THREADS=1 DDP_TIMEOUT=45 DDP_TEST_CASE_TIMEOUT=60 DDP_CHECK_HOOK_WAITS=1 PYTHONUNBUFFERED=1 NCCL_DEBUG=WARN
 check cuda-tests 240 "$BIN/test_cuda" --gtest_brief=1 --gtest_filter='-*ThreadRanksOnOneGpu*'
+# The Trainer's step path on the GPU reads nothing on the host (issue 45): fits of 2 and 6 steps count the same
+# reads, over nccl at world 1 (--device auto takes the GPU), --nan-check-at next-step (the GPU's default) included.
+check step-syncs-nccl-w1 120 env DDP_STEP_SYNCS_BACKEND=nccl "$BIN/test_trainer" --gtest_brief=1 \
+  --gtest_filter='Trainer/StepSyncs*/*_w1*'
 # (Not the case for machines where nccl cannot run: it skips where a GPU is visible, and a skip exits 77.)
 check devices 60 "$BIN/test_init" --gtest_filter='Device*:Backends*:-Backends.NcclWithoutAGpuSaysWhy' --gtest_brief=1
 check suite-nccl-w1 200 "$BIN/ddprun" --nproc-per-node 1 --standalone --backend nccl "$BIN/suite_mp" --gtest_brief=1
