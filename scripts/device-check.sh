@@ -9,7 +9,7 @@
 #   there: ./scripts/device-check.sh             # with .device carried along
 # There it runs the packed binaries if they were built from these sources and start; else it builds them against
 # the machine's LibTorch (DEVICE_PYTHON's torch, default /opt/torch/.venv). Then each check with a timeout of its
-# own: the cuda tests, the shared suites over nccl at world 1 and at world 2 on one GPU (on CUDA tensors: the
+# own: the cuda tests, the Trainer's step-path reads over nccl (StepSyncs at world 1), the shared suites over nccl at world 1 and at world 2 on one GPU (on CUDA tensors: the
 # suites run on ProcessGroup::device()), nccl's fault tests, ddp-train on the GPU (worlds 1 and 2, bf16, a resume,
 # compute-sanitizer), and the benchmarks beside PyTorch's (the DDP step, the airbench-shaped step, the demo's job to
 # 91%). It writes a short report, OUT/device-report.md (default OUT: device-out/), and the checks' logs as one
@@ -21,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DEV=$PWD/.device
 ARCH_LIB=/usr/lib/x86_64-linux-gnu
-TARGETS=(test_cuda test_init test_trainer suite_mp dist_probe ddprun ddp-train ddp-bench)
+TARGETS=(test_cuda test_init step_syncs_gpu suite_mp dist_probe ddprun ddp-train ddp-bench)
 THERE_SITE=/opt/torch/.venv/lib/python3.12/site-packages  # the GPU machines' (device/KINDS.md: Python 3.12.3)
 THERE_TORCH=2.11.0
 
@@ -219,7 +219,7 @@ export OMP_NUM_THREADS=1 DDP_TIMEOUT=45 DDP_TEST_CASE_TIMEOUT=60 DDP_CHECK_HOOK_
 check cuda-tests 240 "$BIN/test_cuda" --gtest_brief=1 --gtest_filter='-*ThreadRanksOnOneGpu*'
 # The Trainer's step path on the GPU reads nothing on the host (issue 45): fits of 2 and 6 steps count the same
 # reads, over nccl at world 1 (--device auto takes the GPU), --nan-check-at next-step (the GPU's default) included.
-check step-syncs-nccl-w1 120 env DDP_STEP_SYNCS_BACKEND=nccl "$BIN/test_trainer" --gtest_brief=1 \
+check step-syncs-nccl-w1 120 env DDP_STEP_SYNCS_BACKEND=nccl "$BIN/step_syncs_gpu" --gtest_brief=1 \
   --gtest_filter='Trainer/StepSyncs*/*_w1*'
 # (Not the case for machines where nccl cannot run: it skips where a GPU is visible, and a skip exits 77.)
 check devices 60 "$BIN/test_init" --gtest_filter='Device*:Backends*:-Backends.NcclWithoutAGpuSaysWhy' --gtest_brief=1
