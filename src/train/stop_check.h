@@ -1,10 +1,11 @@
 // Whether any rank asked to stop (SIGTERM: preemption), or rank 0's background checkpoint write failed, agreed by
 // every rank at the same step without a blocking collective. On a check step a MAX all_reduce of {signal, -proposed
 // interval, write failed, ranks waiting to join} starts before the step
-// and is read after it, while the step computes. Checks are spaced so they cost little: each rank proposes the
-// number of its steps that take about `target_s` (measured since the last check), the smallest proposal wins
-// (MAX of the negatives), so a stop is seen within about target_s plus one step. ddp-bench ddp --pair --guards
-// measures what it costs.
+// and is read after it, while the step computes. On a GPU its result is copied to pinned memory right behind it,
+// before the step's work, so the read after the step waits for that copy only, not for the step. Checks are spaced so
+// they cost little: each rank proposes the number of its steps that take about `target_s` (measured since the last
+// check), the smallest proposal wins (MAX of the negatives), so a stop is seen within about target_s plus one step.
+// ddp-bench ddp --pair --guards measures what it costs.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -19,6 +20,7 @@
 #include "ddp/dist/device.h"
 #include "ddp/dist/process_group.h"
 #include "dist/host_memory.h"
+#include "dist/pending_read.h"
 
 namespace ddp::train::detail {
 
@@ -46,6 +48,11 @@ class StopSchedule {
     AllReduceOptions o = op(ReduceOp::MAX);
     o.async_op = true;
     work_ = group_.all_reduce(flag_, o);
+    if (host_reads_wait(flag_.device())) {  // a GPU: the result's copy queued now, before the step's work
+      work_->wait();                        // nccl's: the stream waits, not the host
+      work_.reset();
+      read_ = ddp::detail::PendingRead(flag_);
+    }
   }
 
   // Whether step `step` is a check step: what begin() sends is only read then (a store read for joiners costs
@@ -54,11 +61,16 @@ class StopSchedule {
 
   // After the step begun last: true when some rank asked to stop (known on check steps; false between them).
   bool requested() {
-    if (!work_) return false;
-    work_->wait();
-    work_.reset();
-    // A GPU's: copied once the step it is read after has run (check steps only; on the CPU no copy at all).
-    const at::Tensor flags = host_copy(flag_);
+    at::Tensor flags;
+    if (read_.valid()) {  // a GPU's: waits for the all_reduce and the copy only, not for the step queued after them
+      flags = read_.get();
+      read_ = ddp::detail::PendingRead();
+    } else {
+      if (!work_) return false;
+      work_->wait();
+      work_.reset();
+      flags = host_copy(flag_);  // the CPU's: no copy at all
+    }
     const int64_t* f = ddp::detail::host_data<int64_t>(flags, "the stop check's flags");
     next_ = last_step_ + std::max<int64_t>(1, -f[1]);
     save_failed_ = f[2] != 0;
@@ -81,6 +93,7 @@ class StopSchedule {
   void drain() {
     if (work_) work_->wait();
     work_.reset();
+    read_ = ddp::detail::PendingRead();
   }
 
   // The agreed steps between checks (1 until the first check has been read).
@@ -98,6 +111,7 @@ class StopSchedule {
   int signal_ = 0;
   at::Tensor flag_;
   std::optional<Work> work_;
+  ddp::detail::PendingRead read_;  // a GPU's check in flight: its result on the way to pinned memory
 };
 
 }  // namespace ddp::train::detail

@@ -4,6 +4,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 
@@ -11,7 +12,13 @@ namespace ddp::testing {
 namespace {
 
 constexpr auto kMode = c10::DispatchKey::TESTING_ONLY_GenericMode;
-thread_local std::map<std::string, int64_t>* t_counts = nullptr;  // the live HostReads' counts on this thread
+using Counts = std::map<std::string, int64_t>;
+thread_local Counts* t_counts = nullptr;  // the live HostReads' counts on this thread
+// While exactly one HostReads lives: its counts, for threads that inherit its mode without being its own
+// (autograd's device threads, which run a GPU's backward with the caller's dispatch keys).
+std::mutex g_mu;
+int g_live = 0;
+Counts* g_only = nullptr;
 
 // A copy whose destination device is the CPU: aten::to / _to_copy with a Device argument naming it.
 bool to_host(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
@@ -29,12 +36,15 @@ bool reads_value(const std::string& name) {
 }
 
 void count_reads(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  if (t_counts) {
-    const auto& name = op.schema().name();
-    if (reads_value(name))
-      ++(*t_counts)[name];
-    else if (to_host(op, *stack))
-      ++(*t_counts)[name + " to cpu"];
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (Counts* counts = t_counts ? t_counts : g_only) {
+      const auto& name = op.schema().name();
+      if (reads_value(name))
+        ++(*counts)[name];
+      else if (to_host(op, *stack))
+        ++(*counts)[name + " to cpu"];
+    }
   }
   c10::impl::ExcludeDispatchKeyGuard inner(kMode);  // what the op calls is not counted again
   op.callBoxed(stack);
@@ -54,10 +64,17 @@ struct HostReads::Impl {
 HostReads::HostReads() {
   if (t_counts) throw std::logic_error("HostReads: one at a time per thread");
   impl_ = std::make_unique<Impl>();
+  std::lock_guard<std::mutex> lock(g_mu);
   t_counts = &impl_->counts;
+  g_only = ++g_live == 1 ? t_counts : nullptr;
 }
 
-HostReads::~HostReads() { t_counts = nullptr; }
+HostReads::~HostReads() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  t_counts = nullptr;
+  --g_live;
+  g_only = nullptr;
+}
 
 int64_t HostReads::count() const {
   int64_t n = 0;

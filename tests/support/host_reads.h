@@ -2,7 +2,9 @@
 // tensor's value (`.item()`, a tensor in an `if`, `at::equal`, `at::allclose`) and copies to the host
 // (`.to(kCPU)`, `.cpu()`). While a HostReads lives, every ATen call on its thread passes through a dispatcher
 // mode (c10's TESTING_ONLY_GenericMode key) that counts those by name; ops they call inside are not counted.
-// Threads the counting thread starts are not counted (autograd's CPU backward runs on the calling thread).
+// Threads that inherit the mode count too while this is the only HostReads alive (a GPU's backward runs on
+// autograd's device thread, with the caller's dispatch keys; a CPU's on the calling thread); other threads the
+// counting thread starts are not counted.
 #pragma once
 
 #include <cstdint>
