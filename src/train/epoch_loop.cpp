@@ -59,8 +59,12 @@ bool forward_backward(Job& j, const data::Batch& batch, bool sync, RunningLoss& 
 [[noreturn]] void throw_not_finite(const Job& j, int64_t epoch, int64_t step, double loss, const std::string& bad,
                                    bool applied) {
   std::ostringstream text;
-  text << "the gradients are not finite at epoch " << epoch + 1 << ", step " << step + 1 << " (this rank's loss "
-       << loss << "); first non-finite gradient: " << bad << "; "
+  text << "the gradients are not finite at epoch " << epoch + 1 << ", step " << step + 1 << " (this rank's loss ";
+  if (std::isnan(loss))
+    text << "nan";  // whatever its sign bit (the C library may print "-nan")
+  else
+    text << loss;
+  text << "); first non-finite gradient: " << bad << "; "
        << (applied ? "its update was applied (--nan-check-at next-step reads the check a step later) and no "
                      "checkpoint was written since"
                    : "the weights were not updated and no checkpoint was written")
