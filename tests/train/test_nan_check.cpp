@@ -21,6 +21,7 @@
 #include "ddp/train/trainer.h"
 #include "support/blobs.h"
 #include "support/rank_threads.h"
+#include "train/blobs_fit.h"
 #include "train/test_files.h"
 #include "train/trainer_job.h"
 
@@ -98,14 +99,7 @@ TEST_P(NanCheck, StopsNamingTheStepAndNeverSavesItsUpdate) {
       std::vector<std::string> errors(size_t(c.world));
       std::vector<bool> finite(size_t(c.world));
       testing::run_ranks(c.backend, c.world, [&](ProcessGroup& g) {
-        TrainConfig s;
-        s.recipe = "blobs";
-        s.out_dir = dir / "run";
-        s.epochs = 1;
-        s.batch_size = kBatch;
-        s.progress = false;
-        s.lr = 0.1;
-        s.strategy = c.strategy;
+        TrainConfig s = testing::blobs_fit(dir / "run", c.strategy, kBatch);
         s.checkpoint_every = every;
         s.log_every = 1000;
         s.nan_check_at = c.at;

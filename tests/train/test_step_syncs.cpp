@@ -17,6 +17,7 @@
 #include "support/blobs.h"
 #include "support/host_reads.h"
 #include "support/rank_threads.h"
+#include "train/blobs_fit.h"
 #include "train/test_files.h"
 
 namespace ddp::train {
@@ -65,14 +66,7 @@ std::vector<std::pair<int64_t, std::string>> reads_of_fit(const Case& c, int64_t
   }
   std::vector<std::pair<int64_t, std::string>> reads(size_t(c.world));
   testing::run_ranks(backend(), c.world, [&](ProcessGroup& g) {
-    TrainConfig s;
-    s.recipe = "blobs";
-    s.out_dir = dir / "run";
-    s.epochs = 1;
-    s.batch_size = kBatch;
-    s.progress = false;
-    s.lr = 0.1;
-    s.strategy = c.strategy;
+    TrainConfig s = testing::blobs_fit(dir / "run", c.strategy, kBatch);
     s.accumulate = c.accumulate;
     s.ema_every = c.ema_every;
     s.clip_grad = c.clip_grad;
