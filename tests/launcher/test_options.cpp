@@ -435,10 +435,11 @@ TEST(Options, DocsTableMatchesTheDeclarations) {
   for (const ddprun::Flag& f : ddprun::flags()) {
     auto row = rows.find(f.name());
     ASSERT_NE(row, rows.end()) << f.name() << " has no row in " << DDP_LAUNCHER_DOC;
-    if (f.is_switch)
+    if (f.is_switch) {
       EXPECT_EQ(row->second, "off") << f.name();
-    else if (f.default_note.empty() && !f.fallback.empty())
+    } else if (f.default_note.empty() && !f.fallback.empty()) {
       EXPECT_EQ(row->second, f.fallback) << f.name() << ": the docs' default differs from the declaration";
+    }
     rows.erase(row);
   }
   rows.erase("-h");  // CLI11's own
