@@ -136,7 +136,9 @@ if(DDP_WITH_CUDA)
         INTERFACE_LINK_LIBRARIES "ddp::torch;${DDP_TORCH_CUDA_LIB};${DDP_C10_CUDA_LIB}"
         INTERFACE_COMPILE_OPTIONS "-Wno-interference-size")  # c10/cuda/CUDAEvent.h's alignas
     endif()
-    if(DDP_NCCL_INCLUDE_DIR AND EXISTS "${DDP_TORCH_INCLUDE_DIR}/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp")
+    if(NOT DDP_WITH_NCCL)
+      message(STATUS "ddp: NCCL backend disabled (-DDDP_WITH_NCCL=OFF)")
+    elseif(DDP_NCCL_INCLUDE_DIR AND EXISTS "${DDP_TORCH_INCLUDE_DIR}/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp")
       set(DDP_HAVE_NCCL ON)
       if(NOT TARGET ddp::c10d_nccl)
         add_library(ddp::c10d_nccl INTERFACE IMPORTED)
