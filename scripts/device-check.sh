@@ -3,7 +3,9 @@
 #   here:  ./scripts/device-check.sh --pack      # into .device/ (git-ignored): the binaries the check runs, built
 #                                                # here against the GPU machines' LibTorch (torch 2.11.0, CUDA
 #                                                # 13.0), stripped, found there under /opt/torch/.venv; the
-#                                                # headers a build there would lack; Fashion-MNIST (the demo's)
+#                                                # headers a build there would lack; Fashion-MNIST (the demo's).
+#                                                # On a fresh 2-core machine 15 min (2 of them the 5 GB venv;
+#                                                # AMD EPYC, 2026-12-07), after a change about 2 min
 #          DEVICE_PACK_BINARIES=0 ./scripts/device-check.sh --pack    # the headers and data alone (a minute):
 #                                                # the check then builds there (16 cores: minutes of the budget)
 #   there: ./scripts/device-check.sh             # with .device carried along
