@@ -22,9 +22,12 @@ def main():
     if same_device(ours["device"]) != same_device(peer["device"]) or ours["batch"] != peer["batch"]:
         sys.exit(f"compare_compute.py: not the same runs: {ours['device']} batch {ours['batch']} against "
                  f"{peer['device']} batch {peer['batch']}")
-    rates = {}
+    rates, errors = {}, {}
     for r in peer["runs"]:
-        rates[(r["model"], r["layout"], r["precision"], r.get("cuda_graph", False))] = r["samples_per_s"]
+        key = (r["model"], r["layout"], r["precision"], r.get("cuda_graph", False))
+        rates[key] = r["samples_per_s"]
+        if r.get("error"):
+            errors[key] = r["error"]
     for r in ours["runs"]:
         key = (r["model"], r["layout"], r["precision"])
         eager, graph = rates.get(key + (False,)), rates.get(key + (True,))
@@ -35,6 +38,8 @@ def main():
             line += ", pytorch: no such row"
         if graph:
             line += f", pytorch CUDA graph {graph:.0f}/s ({graph / eager:.2f}x its eager)" if eager else f", graph {graph:.0f}/s"
+        elif key + (True,) in errors:
+            line += f", pytorch CUDA graph failed ({errors[key + (True,)]})"
         print(line + ";")
 
 

@@ -4,7 +4,8 @@ pools, a bias-free head, logits x 1/9) or the course MLP, the same step (SGD lr 
 float32 logits, bfloat16 under autocast), the same timing (best of --steps after 2 untimed, each step timed once the
 device has run it), the same table rows and JSON keys.
   python3 bench/compute_peer.py --device cuda --models airbench --batch 1024 --layouts nhwc --precisions fp32,bf16
---cuda-graph adds rows for the same step captured whole in a CUDA graph (torch.cuda.graph): what graphs give.
+--cuda-graph adds rows for the same step captured whole in a CUDA graph (torch.cuda.graph): what graphs give; they
+run after every eager row, and one whose capture fails is kept with its error.
 Threads follow OMP_NUM_THREADS (1 when unset)."""
 import argparse
 import json
@@ -160,6 +161,7 @@ def main():
     print(f"pytorch compute: torch {torch.__version__} on {where}")
     print(f"{'model':<9} {'layout':<6} {'dtype':<5} {'graph':<5} {'samples/s':>10}")
     doc = dict(torch=torch.__version__, device=str(device), batch=a.batch, runs=[])
+    rows = []  # (model, net, params, trainable, input, labels, layout, precision), every eager row before any graph
     for name in a.models.split(","):
         net, shape, classes = make(name)
         net = net.to(device).train()
@@ -170,16 +172,32 @@ def main():
         layouts = [lay for lay in ("nchw", "nhwc") if lay in a.layouts.split(",")] if len(shape) == 3 else ["-"]
         for layout in layouts:
             xl = x.contiguous(memory_format=torch.channels_last) if layout == "nhwc" else x
-            for precision in a.precisions.split(","):
-                for graph in [False, True] if a.cuda_graph else [False]:
-                    rate = a.batch / step_seconds(net, xl, y, a.steps, precision == "bf16", device, graph)
-                    print(f"{name:<9} {layout:<6} {precision:<5} {'yes' if graph else 'no':<5} {rate:10.1f}", flush=True)
-                    doc["runs"].append(dict(model=name, params=params, trainable=trainable, layout=layout,
-                                            precision=precision, cuda_graph=graph, samples_per_s=rate))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(doc, f, indent=1)
+            rows += [(name, net, params, trainable, xl, y, layout, p) for p in a.precisions.split(",")]
+    measure = lambda r, graph: a.batch / step_seconds(r[1], r[4], r[5], a.steps, r[7] == "bf16", device, graph)
+    measure_rows(rows, [False, True] if a.cuda_graph else [False], measure, doc, a.json)
 
+
+def measure_rows(rows, graphs, measure, doc, json_path):
+    """Each row eager, then each captured in a CUDA graph: a capture that fails is a row with its error (the eager
+    figures stand), and the JSON is written after every row (a later failure keeps what was measured)."""
+    for graph in graphs:
+        for r in rows:
+            name, _, params, trainable, _, _, layout, precision = r
+            run = dict(model=name, params=params, trainable=trainable, layout=layout, precision=precision,
+                       cuda_graph=graph, samples_per_s=None)
+            try:
+                run["samples_per_s"] = measure(r, graph)
+                shown = f"{run['samples_per_s']:10.1f}"
+            except Exception as e:  # noqa: BLE001 - a capture's error is reported, not fatal
+                if not graph:
+                    raise
+                run["error"] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+                shown = f"failed: {run['error']}"
+            print(f"{name:<9} {layout:<6} {precision:<5} {'yes' if graph else 'no':<5} {shown}", flush=True)
+            doc["runs"].append(run)
+            if json_path:
+                with open(json_path, "w") as f:
+                    json.dump(doc, f, indent=1)
 
 if __name__ == "__main__":
     main()

@@ -72,6 +72,7 @@ fi
 
 [ -d "$DEV/usr/include/gloo" ] || { echo "device-check: no .device/ here: run ./scripts/device-check.sh --pack on the build machine and carry .device" >&2; exit 2; }
 START=$(date +%s)
+chmod u+x tests/*/*.sh || true  # the checks run these directly (a carried tree may drop the exec bits)
 BUDGET=${DEVICE_CHECK_BUDGET:-480}
 PY=${DEVICE_PYTHON:-/opt/torch/.venv/bin/python3}
 OUT=${OUT:-$PWD/device-out}
@@ -236,7 +237,7 @@ for run in cuda cpu ddprun-cuda; do
   cmd=("$BIN/ddp-train" mlp --device "$dev" --epochs 2 --no-progress --out-dir "$LOGS/runs/mlp-$run")
   [ "$run" = ddprun-cuda ] && cmd=("$BIN/ddprun" --nproc-per-node 1 --standalone "${cmd[@]}")
   check "mlp-$run" 90 "${cmd[@]}"
-  log "    $( (grep -m1 'rank(s) on' "$LOGS/mlp-$run.log"; grep -E '^done' "$LOGS/mlp-$run.log") | tr '\n' ' ' | cut -c1-200)"
+  log "    $( (grep -m1 'rank(s) on' "$LOGS/mlp-$run.log"; grep -E -m1 '^(\[rank 0\] )?done' "$LOGS/mlp-$run.log") | tr '\n' ' ' | cut -c1-200)"
 done
 # World 2 on the one GPU over nccl (each rank its own NCCL host) and over gloo (processes: CUDA tensors through
 # gloo), beside world 2 on the CPU over gloo.
@@ -284,7 +285,7 @@ for w in 1 2; do
       "$BIN/ddp-bench" ddp --model $m --device cuda "${BENCH[@]}"
     check "bench-$m-w$w-pytorch" 90 "$BIN/ddprun" --nproc-per-node $w --standalone "${host[@]}" "$PY" bench/ddp_peer.py \
       --model $m --device cuda "${BENCH[@]}"
-    log "    ddp $(grep -o 'step [0-9.]* ms' "$LOGS/bench-$m-w$w.log" | head -1) | pytorch $(grep -o 'step [0-9.]* ms' "$LOGS/bench-$m-w$w-pytorch.log" | head -1)"
+    log "    ddp $(grep -o 'step [0-9.]* ms' "$LOGS/bench-$m-w$w.log" | head -1) | pytorch $(grep -o 'step [0-9.]* ms' "$LOGS/bench-$m-w$w-pytorch.log" | head -1) (each DDP's defaults: gradients as bucket views in ours, not in PyTorch's)"
   done
 done
 # nccl's all_reduce on GPU buffers at world 2 on the one GPU (what a bucket's reduction costs per size).

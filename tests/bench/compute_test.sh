@@ -72,6 +72,44 @@ for bad in other batch; do
   fi
   grep -q 'not the same runs' "$work/cmp.log" || { cat "$work/cmp.log" >&2; exit 1; }
 done
+# The peer's CUDA-graph rows (GPU only) come after every eager row; a capture that fails is a row with its error,
+# the JSON holds every row measured so far, and the side-by-side line says the graph failed.
+${DDP_PYTHON:-/usr/bin/python3} - "$(dirname "$0")/../../bench" "$work/d.json" "$work/g.json" "$compare" <<'PY'
+import json, subprocess, sys
+sys.path.insert(0, sys.argv[1])
+import compute_peer
+rows = [(m, None, 1, 1, None, None, lay, "fp32") for m, lay in [("airbench", "nhwc"), ("mlp", "-")]]
+order = []
+def measure(r, graph):
+    order.append((r[0], graph))
+    if graph and r[0] == "mlp":
+        raise RuntimeError("CUDA error: operation not permitted when stream is capturing\nmore")
+    return 100.0 + graph
+doc = dict(torch="x", device="cpu", batch=4, runs=[])
+compute_peer.measure_rows(rows, [False, True], measure, doc, sys.argv[3])
+assert order == [("airbench", False), ("mlp", False), ("airbench", True), ("mlp", True)], order
+runs = json.load(open(sys.argv[3]))["runs"]
+assert [(r["model"], r["cuda_graph"], r["samples_per_s"]) for r in runs] == [
+    ("airbench", False, 100.0), ("mlp", False, 100.0), ("airbench", True, 101.0), ("mlp", True, None)], runs
+assert runs[3]["error"] == "RuntimeError: CUDA error: operation not permitted when stream is capturing", runs[3]
+# An eager row's failure is the run's: raised, with the rows before it written.
+def eager_fails(r, graph):
+    if r[0] == "mlp":
+        raise ValueError("eager")
+    return 1.0
+try:
+    compute_peer.measure_rows(rows, [False, True], eager_fails, dict(doc, runs=[]), sys.argv[3])
+    sys.exit("an eager row's failure was swallowed")
+except ValueError:
+    assert [r["model"] for r in json.load(open(sys.argv[3]))["runs"]] == ["airbench"]
+# compare_compute.py beside ours (airbench nhwc fp32, mlp fp32): mlp's line says the graph failed.
+peer = dict(torch="x", device="cpu", batch=json.load(open(sys.argv[2]))["batch"], runs=runs)
+json.dump(peer, open(sys.argv[3], "w"))
+out = subprocess.run([sys.executable, sys.argv[4], sys.argv[2], sys.argv[3]], capture_output=True, text=True, check=True).stdout
+lines = out.splitlines()
+assert "pytorch CUDA graph 101/s (1.01x its eager)" in lines[0], out
+assert "pytorch CUDA graph failed (RuntimeError: CUDA error: operation not permitted" in lines[1], out
+PY
 # A device that is not one is refused before anything runs, naming the flag.
 if "$bench" compute --device tpu > "$work/e.log" 2>&1; then echo "--device tpu was accepted" >&2; exit 1; fi
 grep -q -- "--device" "$work/e.log" || { echo "the refusal does not name --device:" >&2; cat "$work/e.log" >&2; exit 1; }
