@@ -83,6 +83,11 @@ class Backend {
 
   // A way for the heartbeat to reach the peers without the store, or nullptr (gloo beats through its store).
   virtual std::unique_ptr<BeatChannel> beat_channel() { return nullptr; }
+
+  // Whether a live group must let its engine go at exit, before static destructors (exit_abort.h: nccl's
+  // communicators, which need the CUDA runtime), and how: abort() ends its work without waiting for peers.
+  virtual bool aborts_at_exit() const { return false; }
+  virtual void abort() {}
 };
 
 // The backend `name` over `opts`, unwrapped (registry.cpp); throws as create_backend.

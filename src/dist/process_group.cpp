@@ -9,6 +9,7 @@
 #include "dist/agreement.h"
 #include "dist/backend_impl.h"
 #include "dist/device_scope.h"
+#include "dist/exit_abort.h"
 #include "dist/pack.h"
 #include "dist/sequencer.h"
 #include "dist/staging.h"
@@ -29,6 +30,7 @@ CallCheck default_check(const detail::Backend& b) {
 
 ProcessGroup::ProcessGroup(std::unique_ptr<detail::Backend> backend, Milliseconds timeout)
     : impl_(detail::with_staging(std::move(backend))),
+      exit_abort_(impl_->aborts_at_exit() ? std::make_unique<detail::ExitAbort>() : nullptr),
       timeout_(timeout),
       rank_(impl_->rank()),
       size_(impl_->size()),
@@ -84,6 +86,8 @@ Work ProcessGroup::issue(Call c, std::function<Work(const Call&)> launch, const 
   auto run = [this, launch = std::move(launch), value](Call& c) {
     if (!is_p2p(c.op)) c.seq = ++seq_;  // collectives, numbered in issue order
     Work w = launch(c);
+    // After the first call: its device is in use, so its runtime's exit handler came first (exit_abort.h).
+    if (exit_abort_ && !exit_abort_->armed()) exit_abort_->arm([impl = impl_.get()] { impl->abort(); });
     if (value.defined()) w.set_value(value);
     return w.bind(sequencer_);
   };

@@ -20,6 +20,8 @@ class Staging final : public Backend {
   bool has_reduce_scatter() const override { return in_->has_reduce_scatter(); }
   int max_tag() const override { return in_->max_tag(); }
   at::Device device_for(OpType op, const at::Device& where) const override { return in_->device_for(op, where); }
+  bool aborts_at_exit() const override { return in_->aborts_at_exit(); }
+  void abort() override { in_->abort(); }
 
   Work broadcast(at::Tensor& buf, int root, const Call& c) override {
     at::Tensor s = there(c, OpType::kBroadcast, buf);

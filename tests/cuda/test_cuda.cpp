@@ -43,16 +43,24 @@ std::vector<std::pair<std::string, int>> groups() {
 
 at::TensorOptions gpu(at::ScalarType t = at::kFloat) { return at::TensorOptions().dtype(t).device(at::kCUDA, 0); }
 
-void expect_equal(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
-  EXPECT_TRUE(got.device().is_cuda()) << what << ": the result left the GPU (" << got.device() << ")";
+void expect_on(at::Device dev, const at::Tensor& got, const at::Tensor& want, const std::string& what) {
+  EXPECT_EQ(got.device(), dev) << what << ": the result left " << dev;
   EXPECT_TRUE(at::equal(got.cpu().to(at::kDouble), want.cpu().to(at::kDouble)))
       << what << ": got " << got.cpu().to(at::kDouble).slice(0, 0, 4) << " want "
       << want.to(at::kDouble).slice(0, 0, 4);
 }
+void expect_equal(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
+  expect_on(at::Device(at::kCUDA, 0), got, want, what);
+}
 
-// Every collective on CUDA tensors: closed-form results, on the GPU afterwards.
-void collectives_on_gpu(ProcessGroup& g) {
+// Every collective on tensors of `dev` (a GPU's, or the CPU's where the case itself is checked): closed-form
+// results, on `dev` afterwards.
+void collectives_on(ProcessGroup& g, at::Device dev) {
   const int r = g.rank(), w = g.size();
+  auto gpu = [dev](at::ScalarType t = at::kFloat) { return at::TensorOptions().dtype(t).device(dev); };
+  auto expect_equal = [dev](const at::Tensor& got, const at::Tensor& want, const std::string& what) {
+    expect_on(dev, got, want, what);
+  };
   const std::string at = g.backend() + " rank " + std::to_string(r) + "/" + std::to_string(w) + " ";
   for (auto dt : {at::kFloat, at::kBFloat16, at::kHalf, at::kLong}) {
     at::Tensor t = at::full({1000}, r + 1, gpu(dt));
@@ -94,11 +102,12 @@ void collectives_on_gpu(ProcessGroup& g) {
     for (int i = 0; i < w; ++i) parts.push_back(at::full({2}, double(100 + i), gpu()));
   g.scatter(part, parts);
   expect_equal(part, at::full({2}, double(100 + r), at::kDouble), at + "scatter");
-  if (w > 1) {  // a ring of sends
+  if (w > 1) {  // a ring of sends: even ranks send first, odd ones receive first (a send completes once its peer
+                // receives, on nccl and gloo alike: every rank sending first would hang)
     at::Tensor out = at::full({6}, double(r), gpu()), in = at::empty({6}, gpu());
-    Work s = g.send(out, (r + 1) % w, P2POptions{});
+    if (r % 2 == 0) g.send(out, (r + 1) % w);
     g.recv(in, (r + w - 1) % w);
-    s.wait();
+    if (r % 2 == 1) g.send(out, (r + 1) % w);
     expect_equal(in, at::full({6}, double((r + w - 1) % w), at::kDouble), at + "recv");
   }
   // A CPU tensor on a GPU backend (nccl stages it through its GPU) stays on the CPU.
@@ -112,7 +121,22 @@ void collectives_on_gpu(ProcessGroup& g) {
 TEST_F(Cuda, EveryCollectiveOnGpuTensors) {
   for (auto [backend, world] : groups()) {
     SCOPED_TRACE(backend + " world " + std::to_string(world));
-    run_ranks(backend, world, collectives_on_gpu);
+    run_ranks(backend, world, [](ProcessGroup& g) { collectives_on(g, at::Device(at::kCUDA, 0)); });
+  }
+}
+
+// The case above on the CPU, where it runs in every build: its own calls and expected values are checked before
+// a GPU runs it (its ring, every rank sending first, hung gloo), over the nccl stand-in's contract too.
+TEST(CudaCaseOnTheCpu, EveryCollective) {
+  std::vector<std::pair<std::string, int>> cases{{"local", 1}};
+  if (is_backend_available("gloo"))
+    for (int w = 1; w <= 3; ++w) {
+      cases.emplace_back("gloo", w);
+      cases.emplace_back("nccl-standin", w);
+    }
+  for (auto [backend, world] : cases) {
+    SCOPED_TRACE(backend + " world " + std::to_string(world));
+    run_ranks(backend, world, [](ProcessGroup& g) { collectives_on(g, at::Device(at::kCPU)); });
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <future>
@@ -15,6 +16,8 @@ namespace ddp::testing {
 namespace {
 
 using detail::Call;
+
+std::atomic<int> g_aborts{0};
 
 bool is_16bit(const at::Tensor& t) { return t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16; }
 
@@ -95,6 +98,9 @@ class NcclStandIn final : public detail::Backend {
     return sub ? std::make_unique<NcclStandIn>(std::move(sub)) : nullptr;
   }
   std::unique_ptr<detail::BeatChannel> beat_channel() override { return in_->beat_channel(); }
+  // As nccl's: a group alive at exit is aborted before static destructors (dist/exit_abort.h); counted here.
+  bool aborts_at_exit() const override { return true; }
+  void abort() override { g_aborts.fetch_add(1); }
 
  private:
   static ReduceOp inner(ReduceOp op) { return op == ReduceOp::AVG ? ReduceOp::SUM : op; }
@@ -157,6 +163,8 @@ class NcclStandIn final : public detail::Backend {
 };
 
 }  // namespace
+
+int nccl_standin_aborts() { return g_aborts.load(); }
 
 GroupPtr make_nccl_standin(const BackendOptions& opts) {
   auto impl = std::make_unique<NcclStandIn>(detail::create_backend_impl("gloo", opts));

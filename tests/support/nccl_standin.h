@@ -15,5 +15,7 @@
 namespace ddp::testing {
 
 GroupPtr make_nccl_standin(const BackendOptions& opts);
+// How many stand-in groups were aborted (at exit: dist/exit_abort.h) in this process.
+int nccl_standin_aborts();
 
 }  // namespace ddp::testing

@@ -22,7 +22,8 @@
 namespace ddp {
 
 namespace detail {
-class Backend;  // src/dist/backend_impl.h
+class Backend;    // src/dist/backend_impl.h
+class ExitAbort;  // src/dist/exit_abort.h
 struct Call;
 }  // namespace detail
 
@@ -114,6 +115,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
                                      const detail::Call& c);
 
   std::unique_ptr<detail::Backend> impl_;
+  // Where the backend must be let go at exit (nccl): armed after the first call; destroyed just before impl_.
+  std::unique_ptr<detail::ExitAbort> exit_abort_;
   Milliseconds timeout_;
   int rank_;
   int size_;

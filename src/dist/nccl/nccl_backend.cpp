@@ -44,6 +44,10 @@ class NcclBackend final : public detail::Backend {
   bool has_bitwise() const override { return false; }  // NCCL has no bitwise reductions
   bool has_reduce_scatter() const override { return true; }
   at::Device device_for(OpType, const at::Device&) const override { return device_; }
+  // A group still alive at exit (the default one, one a static holds) aborts its communicators while CUDA's
+  // runtime is up, before c10d's destructor would on a runtime already shut down (exit_abort.h).
+  bool aborts_at_exit() const override { return true; }
+  void abort() override { pg_->abort(); }
 
   Work broadcast(at::Tensor& t, int root, const Call& c) override {
     c10d::BroadcastOptions co;

@@ -1,0 +1,72 @@
+#include "dist/exit_abort.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <set>
+
+namespace ddp::detail {
+namespace {
+
+// The armed entries. Leaked on purpose: the handler may run while static destructors are still ahead.
+struct Registry {
+  std::mutex mu;
+  std::set<ExitAbort*> live;
+  bool handler = false;
+  bool ran = false;
+};
+Registry& registry() {
+  static auto* r = new Registry;
+  return *r;
+}
+
+void at_exit() { run_exit_aborts(); }
+
+}  // namespace
+
+void ExitAbort::arm(std::function<void()> abort) {
+  if (armed_.load()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (armed_.load()) return;
+    abort_ = std::move(abort);
+    armed_.store(true);
+  }
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.live.insert(this);
+  if (!r.handler && !r.ran) {
+    r.handler = true;
+    std::atexit(at_exit);
+  }
+}
+
+ExitAbort::~ExitAbort() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);  // held by run_exit_aborts while it runs the entries
+  r.live.erase(this);
+}
+
+void run_exit_aborts() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (r.ran) return;
+  r.ran = true;
+  for (ExitAbort* e : r.live) {
+    std::function<void()> abort;
+    {
+      std::lock_guard<std::mutex> entry(e->mu_);
+      abort = e->abort_;
+    }
+    try {
+      if (abort) abort();
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "ddp: at exit, letting a process group go failed: %s\n", ex.what());
+    } catch (...) {
+      std::fprintf(stderr, "ddp: at exit, letting a process group go failed\n");
+    }
+  }
+  r.live.clear();
+}
+
+}  // namespace ddp::detail
