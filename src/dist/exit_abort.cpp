@@ -12,7 +12,6 @@ namespace {
 struct Registry {
   std::mutex mu;
   std::set<ExitAbort*> live;
-  bool handler = false;
   bool ran = false;
 };
 Registry& registry() {
@@ -35,10 +34,9 @@ void ExitAbort::arm(std::function<void()> abort) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   r.live.insert(this);
-  if (!r.handler && !r.ran) {
-    r.handler = true;
-    std::atexit(at_exit);
-  }
+  // One registration per entry: the latest runs first, so an entry armed after its runtime started is aborted
+  // before that runtime's handler even where an earlier entry was armed before it; the later ones find it done.
+  if (!r.ran) std::atexit(at_exit);
 }
 
 ExitAbort::~ExitAbort() {

@@ -7,8 +7,9 @@
 // gone ("driver shutting down"), throws out of a destructor, and the process ends in SIGABRT (exit 134) after its
 // work passed. PyTorch's Python never meets this: its groups die with the interpreter, before C's atexit handlers.
 //
-// ProcessGroup arms one entry per group after its first call was issued (the device is in use then, so CUDA's
-// handler was registered first and runs last); the entry is dropped when the group is destroyed in order.
+// ProcessGroup arms one entry per group after its first call was issued, failed or not (the device is in use then,
+// so CUDA's handler was registered first and runs after ours); the entry is dropped when the group is destroyed in
+// order. An abort does not flush: what a rank left running on its GPU is dropped, as c10d's destructor would.
 #pragma once
 #include <atomic>
 #include <functional>
@@ -23,7 +24,7 @@ class ExitAbort {
   ExitAbort(const ExitAbort&) = delete;
   ExitAbort& operator=(const ExitAbort&) = delete;
 
-  // Adds `abort` once (later calls do nothing) and, the first time in the process, registers the handler.
+  // Adds `abort` once (later calls do nothing) and registers the exit handler for it (the latest runs first).
   void arm(std::function<void()> abort);
   bool armed() const { return armed_.load(); }
 

@@ -85,9 +85,19 @@ Work ProcessGroup::finish(Work w, const Call& c) const {
 Work ProcessGroup::issue(Call c, std::function<Work(const Call&)> launch, const at::Tensor& value) {
   auto run = [this, launch = std::move(launch), value](Call& c) {
     if (!is_p2p(c.op)) c.seq = ++seq_;  // collectives, numbered in issue order
-    Work w = launch(c);
-    // After the first call: its device is in use, so its runtime's exit handler came first (exit_abort.h).
-    if (exit_abort_ && !exit_abort_->armed()) exit_abort_->arm([impl = impl_.get()] { impl->abort(); });
+    // Armed after the first call, failed or not: its device is in use, so its runtime's exit handler came first
+    // (exit_abort.h).
+    auto arm = [this] {
+      if (exit_abort_ && !exit_abort_->armed()) exit_abort_->arm([impl = impl_.get()] { impl->abort(); });
+    };
+    Work w;
+    try {
+      w = launch(c);
+    } catch (...) {
+      arm();
+      throw;
+    }
+    arm();
     if (value.defined()) w.set_value(value);
     return w.bind(sequencer_);
   };
