@@ -47,6 +47,18 @@ void check_same_parameters(ProcessGroup& g, const torch::OrderedDict<std::string
   }
 }
 
+// Buckets are flat buffers on one device: a module whose parameters lie on two (a layer left on the CPU, one on
+// another GPU) is refused here, on this rank, before any collective, as PyTorch's DDP refuses it.
+void check_one_device(const ProcessGroup& g, const torch::OrderedDict<std::string, at::Tensor>& params) {
+  for (const auto& p : params) {
+    if (p.value().device() == params[0].value().device()) continue;
+    ErrorContext ctx{g.backend(), g.rank(), g.size(), "DistributedDataParallel"};
+    throw InvalidArgument(ctx.prefix() + "the module's parameters are on two devices: '" + params[0].key() + "' on " +
+                          params[0].value().device().str() + ", '" + p.key() + "' on " + p.value().device().str() +
+                          "; move the whole module to one device (module->to(device))");
+  }
+}
+
 }  // namespace
 
 DistributedDataParallelBase::DistributedDataParallelBase(std::shared_ptr<torch::nn::Module> module, DDPOptions options)
@@ -56,6 +68,7 @@ DistributedDataParallelBase::DistributedDataParallelBase(std::shared_ptr<torch::
     throw InvalidArgument("DistributedDataParallel: bucket_cap_mb and first_bucket_cap_mb must be positive");
   group_ = options_.group ? options_.group : default_group();
   auto named = base_->named_parameters(/*recurse=*/true);
+  check_one_device(*group_, named);
   check_same_parameters(*group_, named);
 
   // Rank 0's parameters and buffers everywhere.

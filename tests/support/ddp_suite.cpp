@@ -475,6 +475,34 @@ void mismatched_models_fail_everywhere(ProcessGroup& g) {
   }
 }
 
+// A module with a parameter on another device (here meta: no memory) is refused on every rank, before any
+// collective, naming both parameters and devices.
+void models_on_two_devices_are_refused(ProcessGroup& g) {
+  struct TwoDevices : torch::nn::Module {
+    TwoDevices() {
+      register_parameter("a", at::zeros({4}));
+      register_parameter("b", at::zeros({4}, at::TensorOptions().device(at::kMeta)));
+    }
+  };
+  auto net = std::make_shared<TwoDevices>();
+  DDPOptions o;
+  o.group = handle(g);
+  try {
+    DistributedDataParallel model(net, o);
+    ADD_FAILURE() << tag(g, "expected std::invalid_argument");
+  } catch (const std::invalid_argument& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("rank " + std::to_string(g.rank()) + "/" + std::to_string(g.size()) +
+                       " DistributedDataParallel: the module's parameters are on two devices: 'a' on cpu, 'b' on meta; "
+                       "move the whole module to one device (module->to(device))"),
+              std::string::npos)
+        << msg;
+  }
+  at::Tensor t = at::ones({2});  // the group still works: nothing was left half-done
+  g.all_reduce(t);
+  EXPECT_EQ(t[0].item<float>(), g.size()) << tag(g, "all_reduce after the refusal");
+}
+
 // An evaluation forward on one rank only, right when the buckets are due for
 // their rebuild, must not start anything collective.
 void evaluation_forward_on_one_rank(ProcessGroup& g) {
@@ -856,6 +884,7 @@ const std::vector<SuiteCase>& ddp_suite() {
         {"DdpMissingGradientIsAnError", missing_gradient_is_an_error},
         {"DdpGradientTwiceIsAnError", gradient_twice_is_an_error},
         {"DdpMismatchedModels", mismatched_models_fail_everywhere},
+        {"DdpModelsOnTwoDevices", models_on_two_devices_are_refused},
         {"DdpCommHook", comm_hook_sees_every_bucket},
         {"DdpHooksNeverWait", hooks_never_wait},
         {"DdpCompressHooks", compress_hooks},
