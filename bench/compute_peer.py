@@ -199,5 +199,6 @@ def measure_rows(rows, graphs, measure, doc, json_path):
                 with open(json_path, "w") as f:
                     json.dump(doc, f, indent=1)
 
+
 if __name__ == "__main__":
     main()

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <mutex>
 #include <set>
 
 namespace ddp::detail {
@@ -23,14 +24,8 @@ void at_exit() { run_exit_aborts(); }
 
 }  // namespace
 
-void ExitAbort::arm(std::function<void()> abort) {
-  if (armed_.load()) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (armed_.load()) return;
-    abort_ = std::move(abort);
-    armed_.store(true);
-  }
+void ExitAbort::arm() {
+  if (armed_.load() || armed_.exchange(true)) return;
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   r.live.insert(this);
@@ -51,13 +46,8 @@ void run_exit_aborts() {
   if (r.ran) return;
   r.ran = true;
   for (ExitAbort* e : r.live) {
-    std::function<void()> abort;
-    {
-      std::lock_guard<std::mutex> entry(e->mu_);
-      abort = e->abort_;
-    }
     try {
-      if (abort) abort();
+      e->abort_();
     } catch (const std::exception& ex) {
       std::fprintf(stderr, "ddp: at exit, letting a process group go failed: %s\n", ex.what());
     } catch (...) {

@@ -13,25 +13,22 @@
 #pragma once
 #include <atomic>
 #include <functional>
-#include <mutex>
 
 namespace ddp::detail {
 
 class ExitAbort {
  public:
-  ExitAbort() = default;
+  explicit ExitAbort(std::function<void()> abort) : abort_(std::move(abort)) {}
   ~ExitAbort();  // drops the entry; waits if the exit handler is running it
   ExitAbort(const ExitAbort&) = delete;
   ExitAbort& operator=(const ExitAbort&) = delete;
 
-  // Adds `abort` once (later calls do nothing) and registers the exit handler for it (the latest runs first).
-  void arm(std::function<void()> abort);
-  bool armed() const { return armed_.load(); }
+  // Adds the entry once (later calls return at once) and registers the exit handler for it (the latest runs first).
+  void arm();
 
  private:
   friend void run_exit_aborts();
-  std::mutex mu_;
-  std::function<void()> abort_;
+  const std::function<void()> abort_;
   std::atomic<bool> armed_{false};
 };
 

@@ -30,7 +30,8 @@ CallCheck default_check(const detail::Backend& b) {
 
 ProcessGroup::ProcessGroup(std::unique_ptr<detail::Backend> backend, Milliseconds timeout)
     : impl_(detail::with_staging(std::move(backend))),
-      exit_abort_(impl_->aborts_at_exit() ? std::make_unique<detail::ExitAbort>() : nullptr),
+      exit_abort_(impl_->aborts_at_exit() ? std::make_unique<detail::ExitAbort>([impl = impl_.get()] { impl->abort(); })
+                                          : nullptr),
       timeout_(timeout),
       rank_(impl_->rank()),
       size_(impl_->size()),
@@ -88,7 +89,7 @@ Work ProcessGroup::issue(Call c, std::function<Work(const Call&)> launch, const 
     // Armed after the first call, failed or not: its device is in use, so its runtime's exit handler came first
     // (exit_abort.h).
     auto arm = [this] {
-      if (exit_abort_ && !exit_abort_->armed()) exit_abort_->arm([impl = impl_.get()] { impl->abort(); });
+      if (exit_abort_) exit_abort_->arm();
     };
     Work w;
     try {
